@@ -1,0 +1,95 @@
+# meshlm: one GNU Makefile. Sources by wildcard, objects in build/, -MMD -MP dependencies.
+# Targets: all test asan fuzz bench format check-format clean.
+# Options (opt-in): NATIVE=1 (-march=native), SAN=1 (ASan+UBSan build in build-asan/).
+
+CC      ?= cc
+PKGS    := jansson libpcre2-8
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8)
+
+BUILD   ?= build
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc $(PKG_CFLAGS) -MMD -MP
+LDLIBS  += $(PKG_LIBS) -lm -lpthread
+
+ifeq ($(NATIVE),1)
+CFLAGS  += -march=native
+endif
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC   := $(wildcard src/*/*.c src/*/*/*.c)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC   := $(wildcard tools/cli/*.c)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC  := $(wildcard tests/unit/*.c)
+TEST_BIN  := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+LIB := $(BUILD)/libmeshlm.a
+CLI := $(BUILD)/meshlm
+
+.PHONY: all test asan fuzz bench format check-format clean
+all: $(LIB) $(CLI) $(TEST_BIN) $(BENCH_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLI): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+# Every test binary prints "N passed, N failed[, N skipped]" last; the runner sums them.
+test: $(TEST_BIN) $(CLI)
+	@MESHLM=$(CLI) sh tests/run.sh $(TEST_BIN)
+
+asan:
+	$(MAKE) SAN=1 BUILD=build-asan CFLAGS="-O1 -g" test
+
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from its committed seed corpus.
+FUZZ_SECONDS ?= 20
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc $(PKG_CFLAGS) \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h include/*.h)
+	@mkdir -p build-fuzz
+	clang $(FUZZ_CFLAGS) $< $(LIB_SRC) $(PKG_LIBS) -lm -lpthread -o $@
+fuzz: $(FUZZ_BIN)
+	@set -e; for f in $(FUZZ_BIN); do n=$${f#build-fuzz/fuzz_}; \
+	  echo "fuzz: $$n ($(FUZZ_SECONDS)s)"; mkdir -p build-fuzz/corpus-$$n; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
+	    build-fuzz/corpus-$$n tests/fuzz/corpus/$$n 2>build-fuzz/$$n.log \
+	    || { tail -40 build-fuzz/$$n.log; exit 1; }; \
+	  grep -E 'Done [0-9]+ runs' build-fuzz/$$n.log || true; done
+
+bench: $(BENCH_BIN) $(CLI)
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+FORMAT_SRC := $(shell find include src tools tests bench -name '*.[ch]' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_SRC)
+check-format:
+	clang-format --dry-run --Werror $(FORMAT_SRC)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

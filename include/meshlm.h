@@ -1,0 +1,290 @@
+/* meshlm.h: the public C API of meshlm, and its manual.
+ *
+ * meshlm is an inference engine for Meta's Llama 3 family and Microsoft Phi-4.
+ * This header is the only one the command-line tools include. Conventions:
+ *   - Every function that can fail returns an mlm_status and, when given a non-NULL
+ *     mlm_error *, fills it with a message naming the file, field or limit.
+ *   - Heap handles pair *_load / *_open with *_free; *_free(NULL) is a no-op.
+ *   - Caller-owned structs pair *_init with *_deinit.
+ *   - Token ids and positions are int32_t, element counts int64_t, byte sizes size_t.
+ *   - Handles are immutable after loading and may be shared between threads, except
+ *     where a function says otherwise.
+ */
+#ifndef MESHLM_H
+#define MESHLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status and errors ---- */
+
+typedef enum mlm_status {
+    MLM_OK = 0,
+    MLM_ERR_INVALID_ARG, /* a caller passed a bad value (flag, size, id) */
+    MLM_ERR_IO,          /* open/read/map/write failed */
+    MLM_ERR_FORMAT,      /* a file's contents are malformed */
+    MLM_ERR_UNSUPPORTED, /* well-formed, but something meshlm does not handle */
+    MLM_ERR_NOMEM,       /* an allocation failed */
+    MLM_ERR_CAPACITY,    /* a fixed pool (KV blocks, batch slots) is full */
+    MLM_ERR_BACKEND,     /* a compute backend failed */
+    MLM_ERR_CANCELLED,   /* the caller cancelled */
+    MLM_ERR_INTERNAL     /* a bug in meshlm */
+} mlm_status;
+
+#define MLM_ERROR_MSG_MAX 512
+
+/* Filled by a failing call: the status and a one-line message. */
+typedef struct mlm_error {
+    mlm_status status;
+    char msg[MLM_ERROR_MSG_MAX];
+} mlm_error;
+
+/* "ok", "invalid argument", "i/o error", "format error", ... (static strings). */
+const char *mlm_status_str(mlm_status status);
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+const char *mlm_version(void);
+
+/* ---- CPU features ---- */
+
+/* Instruction-set extensions found at start-up, as a space-separated list
+ * ("avx2 fma f16c avx512f avx512bw avx512vl avx512vnni avx512bf16"), static string. */
+const char *mlm_cpu_features(void);
+
+/* ---- dtypes ---- */
+
+/* Element types of checkpoint tensors. Append-only: values are stable. */
+typedef enum mlm_dtype {
+    MLM_DTYPE_F32 = 0,
+    MLM_DTYPE_F16,
+    MLM_DTYPE_BF16,
+    MLM_DTYPE_F64,
+    MLM_DTYPE_I64,
+    MLM_DTYPE_I32,
+    MLM_DTYPE_I16,
+    MLM_DTYPE_I8,
+    MLM_DTYPE_U8,
+    MLM_DTYPE_BOOL,
+    MLM_DTYPE_COUNT
+} mlm_dtype;
+
+/* "f32", "bf16", ... ; "?" for out-of-range values. */
+const char *mlm_dtype_name(mlm_dtype dtype);
+/* Bytes per element (0 for out-of-range values). */
+size_t mlm_dtype_size(mlm_dtype dtype);
+
+/* ---- checkpoints ---- */
+
+/* A checkpoint: every tensor of a safetensors file, a sharded safetensors set
+ * (model.safetensors.index.json), a PyTorch zip file written by torch.save, or a set
+ * of Meta consolidated.NN.pth shards. All tensors are zero-copy views into read-only
+ * mappings owned by the checkpoint. Nested dicts in a torch.save file are flattened
+ * with '.' ("metadata.model"); non-tensor ints and strings are kept as values. */
+typedef struct mlm_checkpoint mlm_checkpoint;
+
+typedef enum mlm_ckpt_format {
+    MLM_CKPT_SAFETENSORS = 0, /* *.safetensors, single or sharded */
+    MLM_CKPT_PYTORCH          /* torch.save zip files (*.pth, *.pt, *.refpt, *.bin) */
+} mlm_ckpt_format;
+
+#define MLM_MAX_DIMS 8
+
+/* One tensor view. Element (i0, i1, ...) lives at
+ * (const char *)data + (i0*stride[0] + i1*stride[1] + ...) * mlm_dtype_size(dtype).
+ * Borrowed: valid while the checkpoint is open. */
+typedef struct mlm_tensor_view {
+    const char *name;
+    mlm_dtype dtype;
+    int n_dim;
+    int64_t shape[MLM_MAX_DIMS];
+    int64_t stride[MLM_MAX_DIMS]; /* in elements */
+    const void *data;             /* element (0, ..., 0) */
+    const char *file;             /* path of the file holding the bytes */
+} mlm_tensor_view;
+
+/* Opens PATH: a file (.safetensors, .pth/.pt/.refpt/.bin zip, model.safetensors.index.json)
+ * or a directory (index.json, else *.safetensors, else consolidated.*.pth). For Meta
+ * multi-shard directories the shards are opened side by side and each tensor name
+ * appears once per shard with the prefix "shard<N>/" (merging is the model's job).
+ * Statuses: IO (missing/unreadable), FORMAT (malformed, with the file and field),
+ * UNSUPPORTED (e.g. a pickle global that is not allowed), NOMEM. */
+mlm_status mlm_checkpoint_open(const char *path, mlm_checkpoint **out, mlm_error *err);
+void mlm_checkpoint_free(mlm_checkpoint *ckpt);
+
+mlm_ckpt_format mlm_checkpoint_format(const mlm_checkpoint *ckpt);
+/* Number of files mapped. */
+int mlm_checkpoint_n_files(const mlm_checkpoint *ckpt);
+/* Path and size of file I (0 <= I < n_files). */
+const char *mlm_checkpoint_file(const mlm_checkpoint *ckpt, int i, size_t *size);
+
+/* Number of tensors, and tensor I in file order. */
+int64_t mlm_checkpoint_n_tensors(const mlm_checkpoint *ckpt);
+const mlm_tensor_view *mlm_checkpoint_tensor(const mlm_checkpoint *ckpt, int64_t i);
+/* The tensor named NAME, or NULL. */
+const mlm_tensor_view *mlm_checkpoint_find(const mlm_checkpoint *ckpt, const char *name);
+
+/* Non-tensor values of a torch.save dict (e.g. a .refpt's "prompt_len" and
+ * "metadata.*"). MLM_ERR_INVALID_ARG when absent or of another type. */
+mlm_status mlm_checkpoint_get_int(const mlm_checkpoint *ckpt, const char *name, int64_t *out,
+                                  mlm_error *err);
+mlm_status mlm_checkpoint_get_str(const mlm_checkpoint *ckpt, const char *name, const char **out,
+                                  mlm_error *err);
+/* Number of non-tensor values, and the name of value I. */
+int64_t mlm_checkpoint_n_values(const mlm_checkpoint *ckpt);
+const char *mlm_checkpoint_value_name(const mlm_checkpoint *ckpt, int64_t i);
+
+/* Number of elements of a view (product of its shape). */
+int64_t mlm_tensor_numel(const mlm_tensor_view *t);
+/* Copies a view (any strides) into DST as N = numel f32 values in row-major order,
+ * converting from its dtype. INVALID_ARG if n != numel. */
+mlm_status mlm_tensor_to_f32(const mlm_tensor_view *t, float *dst, int64_t n, mlm_error *err);
+/* Same, to int64 (integer and bool dtypes only; UNSUPPORTED for floats). */
+mlm_status mlm_tensor_to_i64(const mlm_tensor_view *t, int64_t *dst, int64_t n, mlm_error *err);
+
+/* ---- model configuration ---- */
+
+typedef enum mlm_family {
+    MLM_FAMILY_LLAMA3 = 0, /* LlamaForCausalLM / Meta params.json */
+    MLM_FAMILY_PHI3        /* Phi3ForCausalLM (Phi-4) */
+} mlm_family;
+
+typedef enum mlm_rope_type {
+    MLM_ROPE_NONE = 0, /* plain RoPE */
+    MLM_ROPE_LLAMA3    /* Llama 3.1 frequency scaling */
+} mlm_rope_type;
+
+#define MLM_MAX_STOP_IDS 8
+
+/* One model's hyper-parameters, read from Meta params.json or HF config.json
+ * (+ generation_config.json). Plain data, no pointers. */
+typedef struct mlm_config {
+    mlm_family family;
+    int32_t n_embd;      /* hidden size (dim) */
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_kv_head;
+    int32_t head_dim;
+    int32_t n_ff;        /* MLP hidden size (Meta formula where not given) */
+    int32_t n_vocab;
+    int32_t n_ctx_train; /* max_position_embeddings (0 if unknown) */
+    float norm_eps;
+    float rope_theta;
+    mlm_rope_type rope_type;
+    float rope_factor;          /* llama3 scaling: factor */
+    float rope_low_freq_factor;
+    float rope_high_freq_factor;
+    int32_t rope_orig_ctx;      /* original_max_position_embeddings */
+    int tied_embeddings;        /* LM head shares the embedding matrix */
+    int32_t bos_id;             /* -1 if none */
+    int32_t n_stop_ids;
+    int32_t stop_ids[MLM_MAX_STOP_IDS]; /* eos ids, config order */
+    int32_t pad_id;             /* -1 if none */
+    char source[16];            /* "params.json" or "config.json" */
+} mlm_config;
+
+/* Reads DIR/params.json (Meta) or DIR/config.json (HF, plus DIR/generation_config.json
+ * when present; its eos ids take precedence). PATH may also name the json file itself.
+ * The family comes from the file contents, never from the directory name.
+ * FORMAT on missing or mistyped fields, naming the file and the field. */
+mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err);
+
+/* "llama3", "phi3". */
+const char *mlm_family_name(mlm_family family);
+
+/* Parameter count implied by the config (embedding, layers, norms, LM head if untied). */
+int64_t mlm_config_n_params(const mlm_config *cfg);
+
+/* ---- tokenizer ---- */
+
+typedef struct mlm_tokenizer mlm_tokenizer;
+
+/* A caller-owned growable list of token ids. */
+typedef struct mlm_tokens {
+    int32_t *ids; /* owned */
+    int64_t n;
+    int64_t cap;
+} mlm_tokens;
+
+void mlm_tokens_init(mlm_tokens *t);
+void mlm_tokens_deinit(mlm_tokens *t);
+/* Appends one id (NOMEM on allocation failure). */
+mlm_status mlm_tokens_push(mlm_tokens *t, int32_t id);
+
+/* Loads a tokenizer: a tiktoken BPE file (Llama 3 "tokenizer.model": base64 token, space,
+ * rank per line), or a model directory holding one (tokenizer.model or
+ * original/tokenizer.model). For Llama 3 the 256 special tokens 128000..128255 are added
+ * after the 128000 ranks. FORMAT names the file and line of a bad entry. */
+mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *err);
+void mlm_tokenizer_free(mlm_tokenizer *tok);
+
+/* Vocabulary size including special tokens. */
+int32_t mlm_tokenizer_n_vocab(const mlm_tokenizer *tok);
+int32_t mlm_tokenizer_bos_id(const mlm_tokenizer *tok);
+/* The id of a special token by its text ("<|eot_id|>"), or -1. */
+int32_t mlm_tokenizer_special_id(const mlm_tokenizer *tok, const char *text);
+/* Whether ID is a special (added) token. */
+int mlm_tokenizer_is_special(const mlm_tokenizer *tok, int32_t id);
+
+typedef struct mlm_encode_params {
+    int add_bos;       /* prepend the BOS id (default 0) */
+    int parse_special; /* special-token text in the input becomes its id (default 0:
+                          it is encoded as plain text, like Meta's encoder) */
+} mlm_encode_params;
+
+mlm_encode_params mlm_encode_default_params(void);
+
+/* Encodes LEN bytes of TEXT and appends the ids to OUT. Invalid UTF-8 is replaced by
+ * U+FFFD first (maximal subparts, as Python's bytes.decode(errors="replace")).
+ * Thread-safe for concurrent calls on one tokenizer. */
+mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size_t len,
+                                const mlm_encode_params *params, mlm_tokens *out,
+                                mlm_error *err);
+
+/* The raw bytes of token ID (special tokens give their text). NULL for an invalid id. */
+const char *mlm_tokenizer_token_bytes(const mlm_tokenizer *tok, int32_t id, size_t *len);
+
+/* Decodes N ids into a malloc'd, NUL-terminated byte string (*OUT, length *LEN). The bytes
+ * are the exact concatenation of the tokens' bytes (not UTF-8 repaired). INVALID_ARG for an
+ * id outside the vocabulary. */
+mlm_status mlm_tokenizer_decode(const mlm_tokenizer *tok, const int32_t *ids, int64_t n,
+                                char **out, size_t *len, mlm_error *err);
+
+/* Streaming decode: feed ids one at a time, get back only complete UTF-8 characters;
+ * an incomplete multi-byte sequence is held until its continuation arrives, and an
+ * invalid one is emitted as U+FFFD. Caller-owned. */
+typedef struct mlm_detok {
+    unsigned char pending[8];
+    int n_pending;
+} mlm_detok;
+
+void mlm_detok_init(mlm_detok *d);
+/* Appends the printable bytes of token ID to BUF (capacity CAP, at least 64 + the longest
+ * token); *N gets the count written. */
+mlm_status mlm_detok_push(mlm_detok *d, const mlm_tokenizer *tok, int32_t id, char *buf,
+                          size_t cap, size_t *n, mlm_error *err);
+/* Emits whatever is held (as U+FFFD) and resets. */
+size_t mlm_detok_flush(mlm_detok *d, char *buf, size_t cap);
+
+/* ---- chat formats ---- */
+
+typedef struct mlm_chat_message {
+    const char *role;    /* "system", "user", "assistant", "ipython"/"tool" */
+    const char *content; /* UTF-8 text */
+} mlm_chat_message;
+
+/* Encodes a dialog in the tokenizer's chat format and appends to OUT. For Llama 3 this is
+ * Meta's ChatFormat: BOS, then per message <|start_header_id|>role<|end_header_id|>\n\n
+ * content <|eot_id|>, each text piece encoded separately (special-token text in content
+ * stays plain text); with ADD_GENERATION_PROMPT, an open assistant header follows. */
+mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_message *msgs,
+                                     int n_msgs, int add_generation_prompt, mlm_tokens *out,
+                                     mlm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

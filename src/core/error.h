@@ -1,0 +1,31 @@
+/* core/error.h: filling an mlm_error. Internal to the library.
+ * mlm_err_set formats a message into ERR (which may be NULL) and returns STATUS, so that
+ * a failing path reads `return mlm_err_set(err, MLM_ERR_FORMAT, "...", ...);`. */
+#ifndef MESHLM_CORE_ERROR_H
+#define MESHLM_CORE_ERROR_H
+
+#include "meshlm.h"
+
+#if defined(__GNUC__)
+#define MLM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define MLM_PRINTF(a, b)
+#endif
+
+mlm_status mlm_err_set(mlm_error *err, mlm_status status, const char *fmt, ...)
+    MLM_PRINTF(3, 4);
+
+/* Prepends "PREFIX: " to an already-filled message (used to add a file name). */
+void mlm_err_prefix(mlm_error *err, const char *fmt, ...) MLM_PRINTF(2, 3);
+
+/* Clears ERR to MLM_OK and an empty message. */
+void mlm_err_clear(mlm_error *err);
+
+/* Our own invariants only: never for input from files, flags or requests. */
+#define MLM_ASSERT(cond)                                                            \
+    do {                                                                            \
+        if (!(cond)) mlm_assert_fail(#cond, __FILE__, __LINE__);                    \
+    } while (0)
+_Noreturn void mlm_assert_fail(const char *cond, const char *file, int line);
+
+#endif

@@ -1,0 +1,108 @@
+/* core/mapfile.c: read-only mmap of whole files, small-file reads, path helpers. */
+#include "core/mapfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err) {
+    memset(f, 0, sizeof *f);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return mlm_err_set(err, MLM_ERR_IO, "%s: not a regular file", path);
+    }
+    f->path = strdup(path);
+    if (!f->path) {
+        close(fd);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+    }
+    f->size = (size_t)st.st_size;
+    if (f->size == 0) {
+        f->data = calloc(1, 1);
+        close(fd);
+        return MLM_OK;
+    }
+    void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        free(f->path);
+        f->path = NULL;
+        return mlm_err_set(err, MLM_ERR_IO, "%s: cannot map %zu bytes: %s", path, f->size,
+                           strerror(errno));
+    }
+    f->data = p;
+    f->mapped = 1;
+    return MLM_OK;
+}
+
+void mlm_mapfile_close(mlm_mapfile *f) {
+    if (!f) return;
+    if (f->mapped) munmap((void *)f->data, f->size);
+    else free((void *)f->data);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+}
+
+mlm_status mlm_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                         mlm_error *err) {
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(fp);
+        return mlm_err_set(err, MLM_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((size_t)st.st_size > max_bytes) {
+        fclose(fp);
+        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: size %lld exceeds the limit of %zu bytes",
+                           path, (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(fp);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(buf, 1, n, fp);
+    fclose(fp);
+    if (got != n) {
+        free(buf);
+        return mlm_err_set(err, MLM_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+    }
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = n;
+    return MLM_OK;
+}
+
+int mlm_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int mlm_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *mlm_path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a > 0 && dir[a - 1] != '/') p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}

@@ -1,0 +1,34 @@
+/* core/mapfile.h: read-only whole-file mappings.
+ * A mapped file owns its descriptor and mapping; views into it are borrowed and die with
+ * it. Empty files map to a non-NULL zero-length buffer. */
+#ifndef MESHLM_CORE_MAPFILE_H
+#define MESHLM_CORE_MAPFILE_H
+
+#include <stddef.h>
+
+#include "meshlm.h"
+
+typedef struct mlm_mapfile {
+    char *path;              /* owned copy */
+    const unsigned char *data;
+    size_t size;
+    int mapped;              /* data came from mmap (else from malloc, for empty files) */
+} mlm_mapfile;
+
+/* Maps PATH read-only. IO with the path and strerror on failure. */
+mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err);
+void mlm_mapfile_close(mlm_mapfile *f);
+
+/* Reads a whole (small) file into a malloc'd NUL-terminated buffer (*OUT, length *LEN).
+ * A file larger than MAX_BYTES is refused with FORMAT naming the limit. */
+mlm_status mlm_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                         mlm_error *err);
+
+/* Whether PATH exists as a regular file / directory. */
+int mlm_is_file(const char *path);
+int mlm_is_dir(const char *path);
+
+/* Joins DIR and NAME into a malloc'd path. */
+char *mlm_path_join(const char *dir, const char *name);
+
+#endif
