@@ -10,7 +10,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -l
 BUILD   ?= build
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc $(PKG_CFLAGS) -MMD -MP
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -Itests $(PKG_CFLAGS) -MMD -MP
 LDLIBS  += $(PKG_LIBS) -lm -lpthread
 
 ifeq ($(NATIVE),1)
@@ -67,7 +67,7 @@ asan:
 FUZZ_SECONDS ?= 20
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc $(PKG_CFLAGS) \
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h include/*.h)
 	@mkdir -p build-fuzz

@@ -115,6 +115,10 @@ typedef struct mlm_tensor_view {
 mlm_status mlm_checkpoint_open(const char *path, mlm_checkpoint **out, mlm_error *err);
 void mlm_checkpoint_free(mlm_checkpoint *ckpt);
 
+/* Whether PATH is a file, or a directory holding checkpoint files that
+ * mlm_checkpoint_open would look for (it does not validate them). */
+int mlm_checkpoint_present(const char *path);
+
 mlm_ckpt_format mlm_checkpoint_format(const mlm_checkpoint *ckpt);
 /* Number of files mapped. */
 int mlm_checkpoint_n_files(const mlm_checkpoint *ckpt);
@@ -220,6 +224,10 @@ mlm_status mlm_tokens_push(mlm_tokens *t, int32_t id);
  * after the 128000 ranks. FORMAT names the file and line of a bad entry. */
 mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *err);
 void mlm_tokenizer_free(mlm_tokenizer *tok);
+
+/* Whether PATH is a file, or a model directory holding a tokenizer file that
+ * mlm_tokenizer_load would use (tokenizer.model, original/tokenizer.model). */
+int mlm_tokenizer_present(const char *path);
 
 /* Vocabulary size including special tokens. */
 int32_t mlm_tokenizer_n_vocab(const mlm_tokenizer *tok);

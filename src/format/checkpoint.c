@@ -285,6 +285,22 @@ static mlm_status open_dir(mlm_checkpoint *c, const char *dir, mlm_error *err) {
                        dir);
 }
 
+int mlm_checkpoint_present(const char *path) {
+    if (!path) return 0;
+    if (!mlm_is_dir(path)) return mlm_is_file(path);
+    char *index = mlm_path_join(path, "model.safetensors.index.json");
+    int found = index && mlm_is_file(index);
+    free(index);
+    int (*kinds[])(const char *) = {keep_safetensors, keep_consolidated, keep_pytorch};
+    for (int k = 0; k < 3 && !found; k++) {
+        char **names;
+        int n;
+        if (list_dir(path, kinds[k], &names, &n, NULL) == MLM_OK) found = n > 0;
+        free_list(names, n);
+    }
+    return found;
+}
+
 mlm_status mlm_checkpoint_open(const char *path, mlm_checkpoint **out, mlm_error *err) {
     *out = NULL;
     if (!path) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "checkpoint: no path given");

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "../harness.h"
+#include "harness.h"
 #include "format/pickle.h"
 #include "meshlm.h"
 

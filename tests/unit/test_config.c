@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <unistd.h>
 
-#include "../harness.h"
+#include "harness.h"
 #include "meshlm.h"
 
 #define CFG "tests/data/configs/"

@@ -1,0 +1,148 @@
+/* tests/unit/test_cli.c: the meshlm command as a user runs it: exit codes (0 ok, 1 runtime,
+ * 2 usage), messages that name the file and field, --help for every flag, and token ids
+ * against llama.cpp's Llama 3 test vectors. The binary is $MESHLM (default build/meshlm). */
+#include <jansson.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static const char *meshlm;
+static char tmpdir[256];
+static char out[1 << 16];
+
+/* Runs "meshlm ARGS" with stderr merged into OUT; returns the exit status. */
+static int run(const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", meshlm, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#define EXPECT(args, code, needle)                                                        \
+    do {                                                                                  \
+        int rc_ = run(args);                                                              \
+        CHECKF(rc_ == (code), "meshlm %s: exit %d, want %d; output: %.300s", args, rc_,  \
+               code, out);                                                                \
+        if (needle) CHECKF(strstr(out, needle) != NULL, "meshlm %s: output lacks '%s': %.300s", \
+                           args, (const char *)needle, out);                              \
+    } while (0)
+
+TEST(usage_and_help) {
+    EXPECT("", 2, "usage: meshlm");
+    EXPECT("--help", 0, "tokenize");
+    EXPECT("frobnicate", 2, "unknown command 'frobnicate'");
+    EXPECT("--version", 0, "meshlm ");
+    const char *info_flags[] = {"--model", "--json", "--help"};
+    EXPECT("info --help", 0, "usage: meshlm info");
+    for (int i = 0; i < 3; i++) CHECKF(strstr(out, info_flags[i]), "info --help lacks %s", info_flags[i]);
+    const char *tok_flags[] = {"--model", "--tokenizer", "--file", "--chat", "--system", "--bos",
+                               "--parse-special", "--decode", "--json", "--help"};
+    EXPECT("tokenize --help", 0, "usage: meshlm tokenize");
+    for (int i = 0; i < 10; i++) CHECKF(strstr(out, tok_flags[i]), "tokenize --help lacks %s", tok_flags[i]);
+    EXPECT("info", 2, "-m PATH is required");
+    EXPECT("info -m", 2, "-m needs a path");
+    EXPECT("tokenize -m tests/data/tokenizer/llama3", 2, "give TEXT");
+    EXPECT("tokenize --tokenizer x --frob y", 2, "unknown option '--frob'");
+}
+
+TEST(bad_files_exit_1_naming_file_and_field) {
+    EXPECT("info -m tests/data/ckpt/evil_os.pth", 1, "os.system");
+    CHECK(strstr(out, "evil_os.pth") != NULL);
+    EXPECT("info -m tests/data/ckpt/legacy.pth", 1, "legacy");
+    EXPECT("info -m /nonexistent/model.safetensors", 1, "/nonexistent/model.safetensors");
+    char path[512], args[700];
+    snprintf(path, sizeof path, "%s/config.json", tmpdir);
+    const char *cfg = "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 8}";
+    harness_write_file(path, cfg, strlen(cfg));
+    snprintf(args, sizeof args, "info -m %s", tmpdir);
+    EXPECT(args, 1, "missing field 'num_hidden_layers'");
+    CHECK(strstr(out, "config.json") != NULL);
+    snprintf(path, sizeof path, "%s/bad.model", tmpdir);
+    harness_write_file(path, "IQ== 0\nnot-base64!! 1\n", 22);
+    snprintf(args, sizeof args, "tokenize --tokenizer %s hi", path);
+    EXPECT(args, 1, "bad.model");
+    CHECKF(strstr(out, "line 2") != NULL, "no line number: %s", out);
+    snprintf(path, sizeof path, "%s/trunc.safetensors", tmpdir);
+    harness_write_file(path, "\x40\0\0\0\0\0\0\0{\"a\":", 13);
+    snprintf(args, sizeof args, "info -m %s", path);
+    EXPECT(args, 1, "trunc.safetensors");
+}
+
+/* The CLI's ids for llama.cpp's Llama 3 vector cases equal the .out lines. */
+TEST(tokenize_matches_llamacpp_vectors) {
+    size_t ni, no;
+    char *inp = harness_read_file("tests/data/llamacpp/ggml-vocab-llama-bpe.gguf.inp", &ni);
+    char *exp = harness_read_file("tests/data/llamacpp/ggml-vocab-llama-bpe.gguf.out", &no);
+    CHECK(inp && exp);
+    if (!inp || !exp) {
+        free(inp);
+        free(exp);
+        return;
+    }
+    const char *sep = "\n__ggml_vocab_test__\n";
+    char *p = inp, *line = exp;
+    int n_cases = 0;
+    char path[512], args[700];
+    snprintf(path, sizeof path, "%s/case.txt", tmpdir);
+    while (*p) {
+        char *end = strstr(p, sep);
+        if (!end) break;
+        harness_write_file(path, p, (size_t)(end - p));
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        snprintf(args, sizeof args, "tokenize --tokenizer tests/data/tokenizer/llama3/tokenizer.model -f %s", path);
+        int rc = run(args);
+        char *o = out;
+        while (*o == ' ') o++;
+        size_t ol = strlen(o);
+        if (ol && o[ol - 1] == '\n') o[--ol] = 0;
+        const char *want = line;
+        while (*want == ' ') want++;
+        CHECKF(rc == 0 && !strcmp(o, want), "case %d: got '%s' want '%s'", n_cases, o, want);
+        n_cases++;
+        p = end + strlen(sep);
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    CHECK(n_cases == 44);
+    free(inp);
+    free(exp);
+}
+
+TEST(json_outputs_parse) {
+    EXPECT("info --json -m tests/data/ckpt/tensors.safetensors", 0, "\"n_tensors\"");
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    CHECKF(j != NULL, "info --json is not JSON: %s", jerr.text);
+    CHECK(json_is_integer(json_object_get(j, "params")) && json_is_array(json_object_get(j, "files")));
+    json_decref(j);
+    EXPECT("tokenize --json --tokenizer tests/data/tokenizer/llama3/tokenizer.model 'Hello world'", 0,
+           "\"ids\"");
+    j = json_loads(out, 0, &jerr);
+    CHECKF(j != NULL, "tokenize --json is not JSON: %s", jerr.text);
+    CHECK(json_array_size(json_object_get(j, "ids")) == json_array_size(json_object_get(j, "tokens")));
+    json_decref(j);
+    /* --decode gives the text back */
+    EXPECT("tokenize --decode --tokenizer tests/data/tokenizer/llama3/tokenizer.model '9906 1917'", 0,
+           "Hello world");
+    EXPECT("tokenize --decode --tokenizer tests/data/tokenizer/llama3/tokenizer.model '9906,999999'", 1,
+           "999999");
+}
+
+int main(void) {
+    meshlm = getenv("MESHLM") ? getenv("MESHLM") : "build/meshlm";
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/meshlm-test-cli-XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    RUN(usage_and_help);
+    RUN(bad_files_exit_1_naming_file_and_field);
+    RUN(tokenize_matches_llamacpp_vectors);
+    RUN(json_outputs_parse);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
+    return HARNESS_END();
+}

@@ -1,0 +1,31 @@
+/* tools/cli/cli.h: what the meshlm subcommands share: exit codes, error reporting,
+ * argument helpers and JSON string output. Includes only the public header. */
+#ifndef MESHLM_CLI_H
+#define MESHLM_CLI_H
+
+#include <stdio.h>
+
+#include "meshlm.h"
+
+enum { CLI_OK = 0, CLI_RUNTIME = 1, CLI_USAGE = 2 };
+
+/* Prints "meshlm: MSG" for a failed call and returns CLI_RUNTIME. */
+int cli_fail(const mlm_error *err);
+/* Prints "meshlm CMD: MSG" plus a hint to --help, returns CLI_USAGE. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Whether ARG is -h or --help. */
+int cli_is_help(const char *arg);
+/* Takes the value of option ARGV[*I] (e.g. "-m DIR"), advancing *I; NULL if missing. */
+const char *cli_value(int argc, char **argv, int *i);
+
+/* Writes S (LEN bytes) as a JSON string literal; invalid UTF-8 bytes become U+FFFD. */
+void cli_json_string(FILE *out, const char *s, size_t len);
+
+/* Reads a whole file (or stdin for "-") into a malloc'd buffer; NULL and a message on error. */
+char *cli_read_text(const char *path, size_t *len);
+
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+#endif

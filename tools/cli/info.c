@@ -1,0 +1,186 @@
+/* tools/cli/info.c: `meshlm info`: what a model directory or checkpoint file holds:
+ * format, family, config, parameter counts, bytes per dtype, files, tokenizer. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+static void help(void) {
+    printf("usage: meshlm info -m PATH [--json]\n"
+           "\n"
+           "Describes a model: PATH is a model directory (HF config.json + *.safetensors, or\n"
+           "Meta params.json + consolidated.NN.pth + tokenizer.model) or one checkpoint file\n"
+           "(.safetensors, .pth/.pt/.refpt zip written by torch.save, model.safetensors.index.json).\n"
+           "Prints the detected format and family, the configuration, the parameter count,\n"
+           "bytes per dtype and the files. Nothing is loaded beyond mapping the files.\n"
+           "\n"
+           "  -m, --model PATH   model directory or checkpoint file (required)\n"
+           "      --json         one JSON object on stdout instead of text\n"
+           "  -h, --help         this help\n");
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+typedef struct info {
+    const char *path;
+    int have_cfg, have_ckpt, have_tok;
+    mlm_config cfg;
+    mlm_checkpoint *ckpt;
+    mlm_tokenizer *tok;
+    int64_t n_params;
+    int64_t bytes[MLM_DTYPE_COUNT];
+    int64_t numel[MLM_DTYPE_COUNT];
+} info;
+
+static const char *format_name(const info *in) {
+    if (!in->have_ckpt) return in->have_cfg && !strcmp(in->cfg.source, "params.json") ? "meta" : "hf";
+    if (mlm_checkpoint_format(in->ckpt) == MLM_CKPT_SAFETENSORS) return "safetensors";
+    return in->have_cfg && !strcmp(in->cfg.source, "params.json") ? "meta-pth" : "pytorch";
+}
+
+static void print_text(const info *in) {
+    printf("path:       %s\n", in->path);
+    printf("format:     %s%s%s\n", format_name(in), in->have_cfg ? " + " : "",
+           in->have_cfg ? in->cfg.source : "");
+    if (in->have_cfg) {
+        const mlm_config *c = &in->cfg;
+        printf("family:     %s\n", mlm_family_name(c->family));
+        printf("config:     n_embd %d, n_layer %d, n_head %d, n_kv_head %d, head_dim %d, n_ff %d, "
+               "n_vocab %d\n",
+               c->n_embd, c->n_layer, c->n_head, c->n_kv_head, c->head_dim, c->n_ff, c->n_vocab);
+        printf("            norm_eps %g, rope_theta %g, ", c->norm_eps, c->rope_theta);
+        if (c->rope_type == MLM_ROPE_LLAMA3)
+            printf("rope llama3 (factor %g, low %g, high %g, original ctx %d)", c->rope_factor,
+                   c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_ctx);
+        else printf("rope plain");
+        printf(", trained ctx %d\n", c->n_ctx_train);
+        printf("            tied embeddings %s, bos %d, stop ids", c->tied_embeddings ? "yes" : "no",
+               c->bos_id);
+        for (int i = 0; i < c->n_stop_ids; i++) printf(" %d", c->stop_ids[i]);
+        printf(", pad %d\n", c->pad_id);
+        printf("params:     %lld (from config)\n", (long long)mlm_config_n_params(c));
+    }
+    if (in->have_ckpt) {
+        printf("tensors:    %lld, %lld params\n", (long long)mlm_checkpoint_n_tensors(in->ckpt),
+               (long long)in->n_params);
+        for (int d = 0; d < MLM_DTYPE_COUNT; d++)
+            if (in->numel[d])
+                printf("  %-6s    %lld elements, %lld bytes\n", mlm_dtype_name((mlm_dtype)d),
+                       (long long)in->numel[d], (long long)in->bytes[d]);
+        for (int i = 0; i < mlm_checkpoint_n_files(in->ckpt); i++) {
+            size_t size;
+            const char *f = mlm_checkpoint_file(in->ckpt, i, &size);
+            printf("file:       %s (%zu bytes)\n", f, size);
+        }
+        for (int64_t i = 0; i < mlm_checkpoint_n_values(in->ckpt); i++) {
+            const char *name = mlm_checkpoint_value_name(in->ckpt, i), *s;
+            int64_t v;
+            if (mlm_checkpoint_get_int(in->ckpt, name, &v, NULL) == MLM_OK)
+                printf("value:      %s = %lld\n", name, (long long)v);
+            else if (mlm_checkpoint_get_str(in->ckpt, name, &s, NULL) == MLM_OK)
+                printf("value:      %s = \"%s\"\n", name, s);
+        }
+    } else {
+        printf("weights:    none found\n");
+    }
+    if (in->have_tok) printf("tokenizer:  %d tokens\n", mlm_tokenizer_n_vocab(in->tok));
+}
+
+static void print_json(const info *in) {
+    printf("{\"path\":");
+    cli_json_string(stdout, in->path, strlen(in->path));
+    printf(",\"format\":\"%s\"", format_name(in));
+    if (in->have_cfg) {
+        const mlm_config *c = &in->cfg;
+        printf(",\"config_source\":\"%s\",\"family\":\"%s\",\"config\":{\"n_embd\":%d,"
+               "\"n_layer\":%d,\"n_head\":%d,\"n_kv_head\":%d,\"head_dim\":%d,\"n_ff\":%d,"
+               "\"n_vocab\":%d,\"n_ctx_train\":%d,\"norm_eps\":%g,\"rope_theta\":%g,"
+               "\"rope_type\":\"%s\",\"rope_factor\":%g,\"tied_embeddings\":%s,\"bos_id\":%d,"
+               "\"pad_id\":%d,\"stop_ids\":[",
+               c->source, mlm_family_name(c->family), c->n_embd, c->n_layer, c->n_head,
+               c->n_kv_head, c->head_dim, c->n_ff, c->n_vocab, c->n_ctx_train, c->norm_eps,
+               c->rope_theta, c->rope_type == MLM_ROPE_LLAMA3 ? "llama3" : "none",
+               c->rope_type == MLM_ROPE_LLAMA3 ? c->rope_factor : 1.0,
+               c->tied_embeddings ? "true" : "false", c->bos_id, c->pad_id);
+        for (int i = 0; i < c->n_stop_ids; i++) printf("%s%d", i ? "," : "", c->stop_ids[i]);
+        printf("]},\"params_from_config\":%lld", (long long)mlm_config_n_params(c));
+    }
+    if (in->have_ckpt) {
+        printf(",\"n_tensors\":%lld,\"params\":%lld,\"dtypes\":{",
+               (long long)mlm_checkpoint_n_tensors(in->ckpt), (long long)in->n_params);
+        int first = 1;
+        for (int d = 0; d < MLM_DTYPE_COUNT; d++)
+            if (in->numel[d]) {
+                printf("%s\"%s\":{\"elements\":%lld,\"bytes\":%lld}", first ? "" : ",",
+                       mlm_dtype_name((mlm_dtype)d), (long long)in->numel[d],
+                       (long long)in->bytes[d]);
+                first = 0;
+            }
+        printf("},\"files\":[");
+        for (int i = 0; i < mlm_checkpoint_n_files(in->ckpt); i++) {
+            size_t size;
+            const char *f = mlm_checkpoint_file(in->ckpt, i, &size);
+            printf("%s{\"path\":", i ? "," : "");
+            cli_json_string(stdout, f, strlen(f));
+            printf(",\"bytes\":%zu}", size);
+        }
+        printf("]");
+    }
+    if (in->have_tok) printf(",\"tokenizer_vocab\":%d", mlm_tokenizer_n_vocab(in->tok));
+    printf("}\n");
+}
+
+int cmd_info(int argc, char **argv) {
+    info in = {0};
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            help();
+            return CLI_OK;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            if (!(in.path = cli_value(argc, argv, &i))) return cli_usage("info", "-m needs a path");
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else {
+            return cli_usage("info", "unknown argument '%s'", argv[i]);
+        }
+    }
+    if (!in.path) return cli_usage("info", "-m PATH is required");
+    mlm_error err = {0};
+    int dir = is_dir(in.path);
+    if (dir) {
+        if (mlm_config_load(in.path, &in.cfg, &err) == MLM_OK) in.have_cfg = 1;
+        else if (err.status != MLM_ERR_IO) return cli_fail(&err); /* present but bad */
+    }
+    if (!dir || mlm_checkpoint_present(in.path)) {
+        if (mlm_checkpoint_open(in.path, &in.ckpt, &err) != MLM_OK) return cli_fail(&err);
+        in.have_ckpt = 1;
+        for (int64_t i = 0; i < mlm_checkpoint_n_tensors(in.ckpt); i++) {
+            const mlm_tensor_view *t = mlm_checkpoint_tensor(in.ckpt, i);
+            int64_t n = mlm_tensor_numel(t);
+            in.n_params += n;
+            in.numel[t->dtype] += n;
+            in.bytes[t->dtype] += n * (int64_t)mlm_dtype_size(t->dtype);
+        }
+    }
+    if (dir && !in.have_cfg && !in.have_ckpt) {
+        fprintf(stderr, "meshlm: %s: no config.json, params.json or checkpoint files\n", in.path);
+        return CLI_RUNTIME;
+    }
+    if (dir && mlm_tokenizer_present(in.path)) {
+        if (mlm_tokenizer_load(in.path, &in.tok, &err) != MLM_OK) {
+            mlm_checkpoint_free(in.ckpt);
+            return cli_fail(&err);
+        }
+        in.have_tok = 1;
+    }
+    if (json) print_json(&in);
+    else print_text(&in);
+    mlm_checkpoint_free(in.ckpt);
+    mlm_tokenizer_free(in.tok);
+    return CLI_OK;
+}

@@ -1,0 +1,48 @@
+/* tools/cli/main.c: the meshlm command: global flags and subcommand dispatch.
+ * Exit status: 0 ok, 1 runtime error (a message names the file, field or limit), 2 usage. */
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"info", cmd_info, "describe a model directory or checkpoint file"},
+    {"tokenize", cmd_tokenize, "text to token ids with a model's tokenizer (chat format too)"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: meshlm [--version] [--help] COMMAND [ARGS]\n"
+            "\n"
+            "meshlm %s: Llama 3 and Phi-4 inference (CPU features: %s)\n"
+            "\n"
+            "commands:\n",
+            mlm_version(), mlm_cpu_features());
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'meshlm COMMAND --help' documents a command's flags.\n"
+                 "Exit status: 0 ok, 1 runtime error, 2 usage error.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (cli_is_help(argv[1])) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("meshlm %s\n", mlm_version());
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "meshlm: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}

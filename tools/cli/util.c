@@ -1,0 +1,92 @@
+/* tools/cli/util.c: error and usage reporting, option values, JSON strings, file input. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_fail(const mlm_error *err) {
+    fprintf(stderr, "meshlm: %s\n", err->msg[0] ? err->msg : mlm_status_str(err->status));
+    return CLI_RUNTIME;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "meshlm %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'meshlm %s --help'.\n", cmd);
+    return CLI_USAGE;
+}
+
+int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) return NULL;
+    return argv[++*i];
+}
+
+/* Length of the valid UTF-8 sequence at S (N bytes available), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                                                    : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+    for (size_t i = 1; i < len; i++) cp = cp << 6 | (s[i] & 0x3f);
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return len;
+}
+
+void cli_json_string(FILE *out, const char *s, size_t len) {
+    const unsigned char *p = (const unsigned char *)s;
+    fputc('"', out);
+    for (size_t i = 0; i < len;) {
+        unsigned c = p[i];
+        size_t n = utf8_len(p + i, len - i);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            i++;
+            continue;
+        }
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c == '\n') fputs("\\n", out);
+        else if (c == '\r') fputs("\\r", out);
+        else if (c == '\t') fputs("\\t", out);
+        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c);
+        else fwrite(p + i, 1, n, out);
+        i += n;
+    }
+    fputc('"', out);
+}
+
+char *cli_read_text(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "meshlm: %s: cannot open\n", path);
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *b = realloc(buf, cap *= 2);
+        if (!b) free(buf);
+        buf = b;
+    }
+    int bad = ferror(f);
+    if (f != stdin) fclose(f);
+    if (!buf || bad) {
+        fprintf(stderr, "meshlm: %s: %s\n", path, buf ? "read error" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
