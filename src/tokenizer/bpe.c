@@ -1,0 +1,176 @@
+/* tokenizer/bpe.c: the two byte-pair merge engines (see bpe.h).
+ * Reference: tiktoken's _byte_pair_merge, arrays of parts with the rank of each adjacent
+ * pair, a linear scan for the minimum (strict <, so ties go left) and an O(n) removal per
+ * merge. Heap: parts as a doubly linked list indexed by start byte, a binary min-heap of
+ * (rank, start) with lazy deletion: an entry is live when its part still exists and still
+ * has that pair rank. Ordering by (rank, start) is exactly "lowest rank, then leftmost". */
+#include "tokenizer/bpe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+#define NO_RANK INT32_MAX
+
+void mlm_bpe_scratch_init(mlm_bpe_scratch *s) { memset(s, 0, sizeof *s); }
+
+void mlm_bpe_scratch_deinit(mlm_bpe_scratch *s) {
+    if (!s) return;
+    free(s->start);
+    free(s->rank);
+    free(s->tok);
+    free(s->next);
+    free(s->prev);
+    free(s->heap);
+    memset(s, 0, sizeof *s);
+}
+
+/* Grows every array to hold at least N + 2 entries (and 2 * N heap entries). */
+static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
+    if (n + 2 <= s->cap) return MLM_OK;
+    size_t cap = s->cap ? s->cap : 256;
+    while (cap < n + 2) cap *= 2;
+    void *p[6] = {realloc(s->start, cap * sizeof *s->start), NULL, NULL, NULL, NULL, NULL};
+    if (p[0]) s->start = p[0];
+    p[1] = realloc(s->rank, cap * sizeof *s->rank);
+    if (p[1]) s->rank = p[1];
+    p[2] = realloc(s->tok, cap * sizeof *s->tok);
+    if (p[2]) s->tok = p[2];
+    p[3] = realloc(s->next, cap * sizeof *s->next);
+    if (p[3]) s->next = p[3];
+    p[4] = realloc(s->prev, cap * sizeof *s->prev);
+    if (p[4]) s->prev = p[4];
+    p[5] = realloc(s->heap, 2 * cap * sizeof *s->heap);
+    if (p[5]) s->heap = p[5];
+    for (int i = 0; i < 6; i++)
+        if (!p[i]) return mlm_err_set(err, MLM_ERR_NOMEM, "bpe: out of memory for a %zu-byte piece", n);
+    s->cap = cap;
+    return MLM_OK;
+}
+
+static inline int32_t rank_of(const mlm_vocab *v, const unsigned char *p, size_t a, size_t b) {
+    int32_t r = mlm_vocab_rank(v, p + a, b - a);
+    return r < 0 ? NO_RANK : r;
+}
+
+// ---- reference engine ----
+
+mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const unsigned char *p, size_t n,
+                             mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
+    mlm_status st = reserve(s, n, err);
+    if (st != MLM_OK) return st;
+    uint32_t *start = s->start;
+    int32_t *rank = s->rank, *tok = s->tok;
+    /* Parts 0..m-1 plus the end sentinel start[m] = n; rank[i] merges parts i and i+1. */
+    size_t m = n;
+    for (size_t i = 0; i <= n; i++) start[i] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++) tok[i] = v->byte_rank[p[i]];
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = rank_of(v, p, i, i + 2);
+    rank[n - 1] = NO_RANK;
+    for (;;) {
+        int32_t best = NO_RANK;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < m; i++) {
+            if (rank[i] < best) {
+                best = rank[i];
+                bi = i;
+            }
+        }
+        if (best == NO_RANK) break;
+        tok[bi] = best;
+        /* Remove part bi+1, then refresh the pairs that now start at bi-1 and bi. */
+        memmove(start + bi + 1, start + bi + 2, (m - bi - 1) * sizeof *start);
+        memmove(rank + bi + 1, rank + bi + 2, (m - bi - 2) * sizeof *rank);
+        memmove(tok + bi + 1, tok + bi + 2, (m - bi - 2) * sizeof *tok);
+        m--;
+        rank[bi] = bi + 1 < m ? rank_of(v, p, start[bi], start[bi + 2]) : NO_RANK;
+        if (bi > 0) rank[bi - 1] = rank_of(v, p, start[bi - 1], start[bi + 1]);
+    }
+    for (size_t i = 0; i < m; i++) {
+        st = mlm_tokens_push(out, tok[i]);
+        if (st != MLM_OK) return mlm_err_set(err, st, "bpe: out of memory for token ids");
+    }
+    return MLM_OK;
+}
+
+// ---- heap engine ----
+
+static void heap_push(uint64_t *h, size_t *n, uint64_t x) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (h[up] <= x) break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = x;
+}
+
+static uint64_t heap_pop(uint64_t *h, size_t *n) {
+    uint64_t top = h[0], x = h[--*n];
+    size_t i = 0, len = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= len) break;
+        if (c + 1 < len && h[c + 1] < h[c]) c++;
+        if (x <= h[c]) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (len) h[i] = x;
+    return top;
+}
+
+mlm_status mlm_bpe_merge_heap(const mlm_vocab *v, const unsigned char *p, size_t n,
+                              mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
+    mlm_status st = reserve(s, n, err);
+    if (st != MLM_OK) return st;
+    uint32_t *next = s->next, *prev = s->prev;
+    int32_t *rank = s->rank, *tok = s->tok;
+    uint64_t *heap = s->heap;
+    size_t nh = 0;
+    /* Parts are indexed by their start byte; next[] of the last part is n. */
+    for (size_t i = 0; i < n; i++) {
+        next[i] = (uint32_t)(i + 1);
+        prev[i] = (uint32_t)(i - 1); /* wraps for i = 0, never read there */
+        tok[i] = v->byte_rank[p[i]];
+        rank[i] = i + 1 < n ? rank_of(v, p, i, i + 2) : NO_RANK;
+        if (rank[i] != NO_RANK) heap_push(heap, &nh, (uint64_t)rank[i] << 32 | i);
+    }
+    /* Each merge pushes at most two entries and removes one part: at most n + 2n live. */
+    while (nh > 0) {
+        uint64_t e = heap_pop(heap, &nh);
+        uint32_t i = (uint32_t)e;
+        int32_t r = (int32_t)(e >> 32);
+        if (tok[i] < 0 || rank[i] != r) continue; /* stale */
+        uint32_t j = next[i];                     /* merged into i */
+        tok[i] = r;
+        tok[j] = -1;
+        next[i] = next[j];
+        if (next[i] < n) prev[next[i]] = i;
+        rank[i] = next[i] < n ? rank_of(v, p, i, next[next[i]]) : NO_RANK;
+        if (rank[i] != NO_RANK) heap_push(heap, &nh, (uint64_t)rank[i] << 32 | i);
+        if (i > 0) {
+            uint32_t a = prev[i];
+            rank[a] = rank_of(v, p, a, next[i]);
+            if (rank[a] != NO_RANK) heap_push(heap, &nh, (uint64_t)rank[a] << 32 | a);
+        }
+    }
+    for (size_t i = 0; i < n; i = next[i]) {
+        st = mlm_tokens_push(out, tok[i]);
+        if (st != MLM_OK) return mlm_err_set(err, st, "bpe: out of memory for token ids");
+    }
+    return MLM_OK;
+}
+
+mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n,
+                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
+    int32_t r = mlm_vocab_rank(v, p, n);
+    if (r >= 0) {
+        mlm_status st = mlm_tokens_push(out, r);
+        return st == MLM_OK ? MLM_OK : mlm_err_set(err, st, "bpe: out of memory for token ids");
+    }
+    if (n < MLM_BPE_HEAP_MIN) return mlm_bpe_merge_ref(v, p, n, s, out, err);
+    return mlm_bpe_merge_heap(v, p, n, s, out, err);
+}

@@ -1,0 +1,131 @@
+/* tokenizer/specials.c: the special-token sets of each flavour (see specials.h).
+ *
+ * Llama 3 names: the Hugging Face tokenizer.json names (meta-llama Llama 3.1/3.2 repos),
+ * which are also what tiktoken-based tools built from HF configs use. They differ from
+ * llama-models >= 3.2 code only in names, never ids: there 128005 is <|step_id|>, 128011
+ * <|image|>, and the reserved tokens are numbered from 2 after 128011 (spec 4.2). */
+#include "tokenizer/specials.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+#define LLAMA3_N_RANKS 128000
+#define LLAMA3_N_SPECIAL 256
+#define CL100K_N_RANKS 100256
+
+static const char *const LLAMA3_NAMED[] = {
+    "<|begin_of_text|>",           /* 128000 */
+    "<|end_of_text|>",             /* 128001 */
+    "<|reserved_special_token_0|>", /* 128002 */
+    "<|reserved_special_token_1|>", /* 128003 */
+    "<|finetune_right_pad_id|>",   /* 128004 */
+    "<|reserved_special_token_2|>", /* 128005: Meta code calls it <|step_id|> */
+    "<|start_header_id|>",         /* 128006 */
+    "<|end_header_id|>",           /* 128007 */
+    "<|eom_id|>",                  /* 128008 */
+    "<|eot_id|>",                  /* 128009 */
+    "<|python_tag|>",              /* 128010 */
+};
+/* 128011.. are <|reserved_special_token_3|> .. <|reserved_special_token_247|>. */
+
+static const struct {
+    int32_t id;
+    const char *text;
+} CL100K[] = {
+    {100257, "<|endoftext|>"}, {100258, "<|fim_prefix|>"},   {100259, "<|fim_middle|>"},
+    {100260, "<|fim_suffix|>"}, {100276, "<|endofprompt|>"},
+};
+
+mlm_tok_flavour mlm_specials_flavour_for(int32_t n_ranks) {
+    if (n_ranks == LLAMA3_N_RANKS) return MLM_TOK_LLAMA3;
+    if (n_ranks == CL100K_N_RANKS) return MLM_TOK_CL100K;
+    return MLM_TOK_PLAIN;
+}
+
+void mlm_specials_deinit(mlm_special_set *s) {
+    if (!s) return;
+    free(s->tok);
+    free(s->names);
+    memset(s, 0, sizeof *s);
+    s->max_id = -1;
+}
+
+mlm_status mlm_specials_init(mlm_special_set *s, mlm_tok_flavour flavour, mlm_error *err) {
+    memset(s, 0, sizeof *s);
+    s->max_id = -1;
+    int32_t n = 0;
+    if (flavour == MLM_TOK_LLAMA3) n = LLAMA3_N_SPECIAL;
+    if (flavour == MLM_TOK_CL100K) n = (int32_t)(sizeof CL100K / sizeof CL100K[0]);
+    if (n == 0) return MLM_OK;
+    const size_t name_max = 40;
+    s->tok = calloc((size_t)n, sizeof *s->tok);
+    s->names = malloc((size_t)n * name_max);
+    if (!s->tok || !s->names) {
+        mlm_specials_deinit(s);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for special tokens");
+    }
+    char *w = s->names;
+    for (int32_t i = 0; i < n; i++) {
+        int len;
+        if (flavour == MLM_TOK_LLAMA3) {
+            const int32_t n_named = (int32_t)(sizeof LLAMA3_NAMED / sizeof LLAMA3_NAMED[0]);
+            s->tok[i].id = LLAMA3_N_RANKS + i;
+            if (i < n_named)
+                len = snprintf(w, name_max, "%s", LLAMA3_NAMED[i]);
+            else
+                len = snprintf(w, name_max, "<|reserved_special_token_%d|>", i - n_named + 3);
+        } else {
+            s->tok[i].id = CL100K[i].id;
+            len = snprintf(w, name_max, "%s", CL100K[i].text);
+        }
+        s->tok[i].text = w;
+        s->tok[i].len = (size_t)len;
+        s->first[(unsigned char)w[0]] = 1;
+        if ((size_t)len > s->max_len) s->max_len = (size_t)len;
+        w += len + 1;
+    }
+    s->n = n;
+    s->max_id = s->tok[n - 1].id;
+    return MLM_OK;
+}
+
+const mlm_special *mlm_specials_by_id(const mlm_special_set *s, int32_t id) {
+    int32_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (s->tok[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->n && s->tok[lo].id == id ? &s->tok[lo] : NULL;
+}
+
+const mlm_special *mlm_specials_by_text(const mlm_special_set *s, const char *text, size_t len) {
+    for (int32_t i = 0; i < s->n; i++)
+        if (s->tok[i].len == len && memcmp(s->tok[i].text, text, len) == 0) return &s->tok[i];
+    return NULL;
+}
+
+const mlm_special *mlm_specials_find(const mlm_special_set *s, const unsigned char *p, size_t n,
+                                     size_t *at) {
+    if (s->n == 0) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!s->first[p[i]]) continue;
+        const mlm_special *best = NULL;
+        for (int32_t k = 0; k < s->n; k++) {
+            const mlm_special *t = &s->tok[k];
+            if (t->len <= n - i && memcmp(t->text, p + i, t->len) == 0 &&
+                (!best || t->len > best->len))
+                best = t;
+        }
+        if (best) {
+            *at = i;
+            return best;
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,61 @@
+/* tokenizer/vocab.h: a byte-level BPE vocabulary: token bytes <-> rank (= token id).
+ * Parsed from tiktoken text ("<base64> <rank>" per line, Llama 3 tokenizer.model and
+ * cl100k_base.tiktoken). The vocabulary owns a copy of every token's bytes and a hash
+ * table with open addressing from bytes to rank; it does not keep the file. Immutable
+ * after parsing, so lookups may run concurrently. Special tokens live elsewhere. */
+#ifndef MESHLM_TOKENIZER_VOCAB_H
+#define MESHLM_TOKENIZER_VOCAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meshlm.h"
+
+/* The longest token accepted in a vocabulary file (Llama 3 and cl100k: 128 bytes). */
+#define MLM_VOCAB_MAX_TOKEN_BYTES 1024
+
+typedef struct mlm_vocab_tok {
+    uint32_t off; /* into bytes */
+    uint32_t len;
+} mlm_vocab_tok;
+
+typedef struct mlm_vocab_slot {
+    uint32_t hash; /* low 32 bits of the key's hash (compared before the bytes) */
+    int32_t rank;  /* -1: empty */
+} mlm_vocab_slot;
+
+typedef struct mlm_vocab {
+    int32_t n;                /* ranks are 0..n-1, dense */
+    unsigned char *bytes;     /* owned: every token's bytes, file order */
+    mlm_vocab_tok *tok;       /* owned: (n) where token R's bytes lie in BYTES */
+    mlm_vocab_slot *slots;    /* owned: (mask + 1) hash slots, at most half full */
+    uint32_t mask;
+    int32_t byte_rank[256];   /* rank of each single byte (all present, checked) */
+    size_t max_token_len;
+} mlm_vocab;
+
+/* Parses tiktoken text DATA[0..LEN) into V (which it initialises). NAME is used in
+ * messages only. Rules: blank lines (spaces, tabs, CR) are skipped; every other line is
+ * strict standard base64 (padded, non-empty), blanks, a decimal rank, optional trailing
+ * blanks/CR. Ranks must be unique and below the number of entries (so dense 0..n-1); token
+ * bytes must be unique; all 256 single bytes must have a rank. FORMAT names NAME and the
+ * line ("tokenizer.model: line 7: ..."); NOMEM. On failure V is left empty. */
+mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, const char *name,
+                           mlm_error *err);
+
+/* Frees what V owns; V may be zeroed or half-built. */
+void mlm_vocab_deinit(mlm_vocab *v);
+
+/* The rank of the N bytes at P, or -1 if they are not a token. */
+int32_t mlm_vocab_rank(const mlm_vocab *v, const unsigned char *p, size_t n);
+
+/* Bytes of rank R (0 <= R < n), borrowed from V. */
+static inline const unsigned char *mlm_vocab_bytes(const mlm_vocab *v, int32_t r, size_t *len) {
+    *len = v->tok[r].len;
+    return v->bytes + v->tok[r].off;
+}
+
+/* The hash used by the table (exposed for tests). */
+uint64_t mlm_vocab_hash(const unsigned char *p, size_t n);
+
+#endif
