@@ -171,6 +171,11 @@ mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n,
         mlm_status st = mlm_tokens_push(out, r);
         return st == MLM_OK ? MLM_OK : mlm_err_set(err, st, "bpe: out of memory for token ids");
     }
+    return mlm_bpe_merge(v, p, n, s, out, err);
+}
+
+mlm_status mlm_bpe_merge(const mlm_vocab *v, const unsigned char *p, size_t n,
+                         mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
     if (n < MLM_BPE_HEAP_MIN) return mlm_bpe_merge_ref(v, p, n, s, out, err);
     return mlm_bpe_merge_heap(v, p, n, s, out, err);
 }

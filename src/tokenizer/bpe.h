@@ -36,6 +36,11 @@ void mlm_bpe_scratch_deinit(mlm_bpe_scratch *s);
 mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n,
                           mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
 
+/* The merge alone, for a piece already known not to be a token: the reference engine
+ * below MLM_BPE_HEAP_MIN bytes, the heap engine above. */
+mlm_status mlm_bpe_merge(const mlm_vocab *v, const unsigned char *p, size_t n,
+                         mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
+
 /* The two merge engines, without the whole-piece lookup (exposed for tests). */
 mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const unsigned char *p, size_t n,
                              mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/mapfile.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/locate.h"
 #include "tokenizer/utf8.h"
 
 // ---- token lists ----
@@ -94,15 +95,7 @@ mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *
     *out = NULL;
     char *file = NULL;
     if (mlm_is_dir(path)) {
-        static const char *const CANDIDATES[] = {"tokenizer.model", "original/tokenizer.model"};
-        for (size_t i = 0; i < sizeof CANDIDATES / sizeof CANDIDATES[0] && !file; i++) {
-            file = mlm_path_join(path, CANDIDATES[i]);
-            if (!file) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
-            if (!mlm_is_file(file)) {
-                free(file);
-                file = NULL;
-            }
-        }
+        file = mlm_tokenizer_locate(path); /* the one search order, shared with the CLI */
         if (!file)
             return mlm_err_set(err, MLM_ERR_IO,
                                "tokenizer: %s has neither tokenizer.model nor original/tokenizer.model",
@@ -182,11 +175,13 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
         if (!found) return MLM_OK;
         /* Most pieces are whole tokens: skip the BPE call for them. */
         int32_t r = mlm_vocab_rank(v, text + a, b - a);
-        if (r >= 0 && out->n < out->cap) {
+        if (r >= 0) {
+            if (out->n == out->cap && tokens_reserve(out, out->n + 1) != MLM_OK)
+                return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
             out->ids[out->n++] = r;
             continue;
         }
-        st = mlm_bpe_encode(v, text + a, b - a, &c->bpe, out, err);
+        st = mlm_bpe_merge(v, text + a, b - a, &c->bpe, out, err);
         if (st != MLM_OK) return st;
     }
 }

@@ -1,7 +1,8 @@
 /* tokenizer/vocab.c: parsing tiktoken BPE files into a byte-string -> rank hash table.
  * The file is only read during parsing; the vocabulary keeps its own decoded copy of every
- * token. Lookups hash the bytes (wyhash-style multiply-mix), probe linearly, compare the
- * stored 32-bit hash before the bytes. See vocab.h for the accepted syntax. */
+ * token. Lookups hash the bytes (wyhash-style multiply-mix), probe linearly, and compare
+ * each slot's inline head (first 8 bytes) and length before any further bytes. See vocab.h
+ * for the accepted syntax. */
 #include "tokenizer/vocab.h"
 
 #include <stdarg.h>
@@ -34,62 +35,57 @@ static inline uint64_t mix(uint64_t a, uint64_t b) {
 #define K1 0xe7037ed1a0b428dbull
 #define K2 0x8ebc6af09c88c6e3ull
 
-uint64_t mlm_vocab_hash(const unsigned char *p, size_t n) {
-    uint64_t seed = K0 ^ (uint64_t)n, a, b;
-    if (n <= 16) {
-        if (n >= 4) {
-            size_t q = (n >> 3) << 2; /* 0 or 4: the two overlapping 4-byte windows */
-            a = (load32(p) << 32) | load32(p + q);
-            b = (load32(p + n - 4) << 32) | load32(p + n - 4 - q);
-        } else if (n > 0) {
-            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
-            b = 0;
-        } else {
-            a = b = 0;
+/* The first min(N, 8) bytes of P as a little-endian word, zero-padded, without reading
+ * past P + N. */
+static inline uint64_t head8(const unsigned char *p, size_t n) {
+    if (n >= 8) return load64(p);
+    if (n >= 4) return load32(p) | load32(p + n - 4) << (8 * (n - 4));
+    if (n == 0) return 0;
+    return (uint64_t)p[0] | (uint64_t)p[n >> 1] << (8 * (n >> 1)) | (uint64_t)p[n - 1] << (8 * (n - 1));
+}
+
+/* Hash of a key whose head8 is HEAD (computed once per lookup and reused). */
+static inline uint64_t hash_with_head(const unsigned char *p, size_t n, uint64_t head) {
+    uint64_t seed = K0 ^ (uint64_t)n, a = head, b = 0;
+    if (n > 8) {
+        size_t i = 8;
+        while (n - i > 16) {
+            seed = mix(load64(p + i) ^ K1, load64(p + i + 8) ^ seed);
+            i += 16;
         }
-    } else {
-        size_t i = n;
-        while (i > 16) {
-            seed = mix(load64(p) ^ K1, load64(p + 8) ^ seed);
-            p += 16;
-            i -= 16;
-        }
-        a = load64(p + i - 16);
-        b = load64(p + i - 8);
+        /* The last (up to) 16 bytes, as two overlapping words within the key. */
+        b = n - i > 8 ? load64(p + n - 8) ^ (load64(p + i) * K2) : load64(p + n - 8);
     }
     return mix(K1 ^ (uint64_t)n, mix(a ^ K1, b ^ seed));
 }
 
+uint64_t mlm_vocab_hash(const unsigned char *p, size_t n) { return hash_with_head(p, n, head8(p, n)); }
+
 int32_t mlm_vocab_rank(const mlm_vocab *v, const unsigned char *p, size_t n) {
-    uint64_t h = mlm_vocab_hash(p, n);
-    uint32_t h32 = (uint32_t)h, i = (uint32_t)(h >> 32) & v->mask;
+    uint64_t head = head8(p, n);
+    uint32_t i = (uint32_t)(hash_with_head(p, n, head) >> 32) & v->mask;
     for (;; i = (i + 1) & v->mask) {
         const mlm_vocab_slot *s = &v->slots[i];
         if (s->rank < 0) return -1;
-        if (s->hash != h32) continue;
-        const mlm_vocab_tok *t = &v->tok[s->rank];
-        if (t->len == n && memcmp(v->bytes + t->off, p, n) == 0) return s->rank;
+        if (s->head != head || s->len != n) continue;
+        if (n <= 8 || memcmp(v->bytes + v->tok[s->rank].off + 8, p + 8, n - 8) == 0) return s->rank;
     }
 }
 
 /* Inserts rank R (bytes already stored); returns the rank already holding the same
  * bytes, or -1 when inserted. */
 static int32_t insert(mlm_vocab *v, int32_t r) {
-    const unsigned char *p = v->bytes + v->tok[r].off;
     size_t n = v->tok[r].len;
-    uint64_t h = mlm_vocab_hash(p, n);
-    uint32_t h32 = (uint32_t)h, i = (uint32_t)(h >> 32) & v->mask;
-    for (;; i = (i + 1) & v->mask) {
-        mlm_vocab_slot *s = &v->slots[i];
-        if (s->rank < 0) {
-            s->hash = h32;
-            s->rank = r;
-            return -1;
-        }
-        const mlm_vocab_tok *t = &v->tok[s->rank];
-        if (s->hash == h32 && t->len == n && memcmp(v->bytes + t->off, p, n) == 0)
-            return s->rank;
-    }
+    int32_t old = mlm_vocab_rank(v, v->bytes + v->tok[r].off, n);
+    if (old >= 0) return old;
+    const unsigned char *p = v->bytes + v->tok[r].off;
+    uint64_t head = head8(p, n);
+    uint32_t i = (uint32_t)(hash_with_head(p, n, head) >> 32) & v->mask;
+    while (v->slots[i].rank >= 0) i = (i + 1) & v->mask;
+    v->slots[i].head = head;
+    v->slots[i].rank = r;
+    v->slots[i].len = (uint32_t)n;
+    return -1;
 }
 
 // ---- parsing ----

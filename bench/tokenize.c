@@ -1,0 +1,141 @@
+/* bench/tokenize.c: single-thread encode throughput of the Llama 3 tokenizer on two books,
+ * in MB/s (best of several runs), side by side with tiktoken's encode_ordinary when
+ * `python3 -c 'import tiktoken'` works (run through popen, same vocabulary, same pattern).
+ * Prints figures only: it never fails on speed, only when the data cannot be read.
+ * Run from the repository root (make bench does). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "meshlm.h"
+
+#define MODEL "tests/data/tokenizer/llama3/tokenizer.model"
+#define RUNS 7
+
+static const char *const BOOKS[] = {"tests/data/text/frankenstein.txt",
+                                    "tests/data/text/tale-of-two-cities.txt"};
+#define N_BOOKS (sizeof BOOKS / sizeof BOOKS[0])
+
+/* The tiktoken side: same file, Meta's pattern, encode_ordinary timed like ours. */
+static const char PY[] =
+    "import sys, time, tiktoken\n"
+    "from tiktoken.load import load_tiktoken_bpe\n"
+    "pat = r\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+\"\n"
+    "enc = tiktoken.Encoding(name='llama3', pat_str=pat, mergeable_ranks=load_tiktoken_bpe(sys.argv[1]),"
+    " special_tokens={})\n"
+    "runs = int(sys.argv[2])\n"
+    "for path in sys.argv[3:]:\n"
+    "    text = open(path, encoding='utf-8').read()\n"
+    "    n = len(text.encode('utf-8'))\n"
+    "    best = 1e9\n"
+    "    for _ in range(runs):\n"
+    "        t0 = time.perf_counter(); ids = enc.encode_ordinary(text); t1 = time.perf_counter()\n"
+    "        best = min(best, t1 - t0)\n"
+    "    print('%.3f %d' % (n / best / 1e6, len(ids)))\n";
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) *len = (size_t)n;
+    return buf;
+}
+
+/* Runs tiktoken on every book; fills MBPS[i] (0 when unavailable). Returns 0 on success. */
+static int run_tiktoken(double *mbps, int64_t *n_ids) {
+    if (system("python3 -c 'import tiktoken' >/dev/null 2>&1") != 0) return -1;
+    char script[] = "/tmp/meshlm_bench_tiktoken_XXXXXX";
+    int fd = mkstemp(script);
+    if (fd < 0) return -1;
+    ssize_t w = write(fd, PY, sizeof PY - 1);
+    close(fd);
+    if (w != (ssize_t)(sizeof PY - 1)) {
+        unlink(script);
+        return -1;
+    }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 %s %s %d %s %s 2>&1", script, MODEL, RUNS, BOOKS[0],
+             BOOKS[1]);
+    FILE *p = popen(cmd, "r");
+    int ok = p != NULL;
+    for (size_t i = 0; ok && i < N_BOOKS; i++) {
+        long long n = 0;
+        if (fscanf(p, "%lf %lld", &mbps[i], &n) != 2) ok = 0;
+        n_ids[i] = n;
+    }
+    if (p) pclose(p);
+    unlink(script);
+    return ok ? 0 : -1;
+}
+
+int main(void) {
+    mlm_tokenizer *tok = NULL;
+    mlm_error err = {0};
+    if (mlm_tokenizer_load(MODEL, &tok, &err) != MLM_OK) {
+        fprintf(stderr, "bench tokenize: %s\n", err.msg);
+        return 1;
+    }
+    double ours[N_BOOKS], theirs[N_BOOKS] = {0};
+    int64_t n_ours[N_BOOKS], n_theirs[N_BOOKS] = {0};
+    size_t bytes[N_BOOKS];
+    for (size_t b = 0; b < N_BOOKS; b++) {
+        char *text = read_all(BOOKS[b], &bytes[b]);
+        if (!text) {
+            fprintf(stderr, "bench tokenize: cannot read %s\n", BOOKS[b]);
+            mlm_tokenizer_free(tok);
+            return 1;
+        }
+        mlm_tokens ids;
+        mlm_tokens_init(&ids);
+        double best = 1e30;
+        for (int r = 0; r < RUNS; r++) {
+            ids.n = 0;
+            double t0 = now();
+            mlm_status st = mlm_tokenizer_encode(tok, text, bytes[b], NULL, &ids, &err);
+            double t1 = now();
+            if (st != MLM_OK) {
+                fprintf(stderr, "bench tokenize: %s: %s\n", BOOKS[b], err.msg);
+                return 1;
+            }
+            if (t1 - t0 < best) best = t1 - t0;
+        }
+        ours[b] = (double)bytes[b] / best / 1e6;
+        n_ours[b] = ids.n;
+        mlm_tokens_deinit(&ids);
+        free(text);
+    }
+    int have_tt = run_tiktoken(theirs, n_theirs) == 0;
+    printf("tokenize: Llama 3 encode (ordinary), single thread, best of %d runs\n", RUNS);
+    printf("%-26s %8s %9s %12s %14s %7s\n", "text", "MB", "tokens", "meshlm MB/s",
+           "tiktoken MB/s", "ratio");
+    for (size_t b = 0; b < N_BOOKS; b++) {
+        const char *name = strrchr(BOOKS[b], '/') + 1;
+        if (have_tt)
+            printf("%-26s %8.3f %9lld %12.2f %14.2f %6.2fx%s\n", name, (double)bytes[b] / 1e6,
+                   (long long)n_ours[b], ours[b], theirs[b], ours[b] / theirs[b],
+                   n_theirs[b] == n_ours[b] ? "" : "  (token counts differ!)");
+        else
+            printf("%-26s %8.3f %9lld %12.2f %14s %7s\n", name, (double)bytes[b] / 1e6,
+                   (long long)n_ours[b], ours[b], "n/a", "-");
+    }
+    if (!have_tt) printf("(tiktoken not available: python3 -c 'import tiktoken' failed)\n");
+    mlm_tokenizer_free(tok);
+    return 0;
+}
