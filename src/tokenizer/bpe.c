@@ -23,6 +23,7 @@ void mlm_bpe_scratch_deinit(mlm_bpe_scratch *s) {
     free(s->next);
     free(s->prev);
     free(s->heap);
+    free(s->key);
     memset(s, 0, sizeof *s);
 }
 
@@ -31,7 +32,7 @@ static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
     if (n + 2 <= s->cap) return MLM_OK;
     size_t cap = s->cap ? s->cap : 256;
     while (cap < n + 2) cap *= 2;
-    void *p[6] = {realloc(s->start, cap * sizeof *s->start), NULL, NULL, NULL, NULL, NULL};
+    void *p[7] = {realloc(s->start, cap * sizeof *s->start), NULL, NULL, NULL, NULL, NULL, NULL};
     if (p[0]) s->start = p[0];
     p[1] = realloc(s->rank, cap * sizeof *s->rank);
     if (p[1]) s->rank = p[1];
@@ -43,7 +44,9 @@ static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
     if (p[4]) s->prev = p[4];
     p[5] = realloc(s->heap, 2 * cap * sizeof *s->heap);
     if (p[5]) s->heap = p[5];
-    for (int i = 0; i < 6; i++)
+    p[6] = realloc(s->key, cap * sizeof *s->key);
+    if (p[6]) s->key = p[6];
+    for (int i = 0; i < 7; i++)
         if (!p[i]) return mlm_err_set(err, MLM_ERR_NOMEM, "bpe: out of memory for a %zu-byte piece", n);
     s->cap = cap;
     return MLM_OK;
@@ -66,7 +69,14 @@ mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const unsigned char *p, size_t 
     size_t m = n;
     for (size_t i = 0; i <= n; i++) start[i] = (uint32_t)i;
     for (size_t i = 0; i < n; i++) tok[i] = v->byte_rank[p[i]];
-    for (size_t i = 0; i + 1 < n; i++) rank[i] = rank_of(v, p, i, i + 2);
+    /* Hash every initial pair first (prefetching its slot), then resolve them: the
+     * lookups' cache misses overlap instead of following one another. */
+    mlm_vocab_key *key = s->key;
+    for (size_t i = 0; i + 1 < n; i++) key[i] = mlm_vocab_key_make(v, p + i, 2);
+    for (size_t i = 0; i + 1 < n; i++) {
+        int32_t r = mlm_vocab_rank_key(v, p + i, 2, key[i]);
+        rank[i] = r < 0 ? NO_RANK : r;
+    }
     rank[n - 1] = NO_RANK;
     for (;;) {
         int32_t best = NO_RANK;

@@ -25,6 +25,7 @@ typedef struct mlm_bpe_scratch {
     uint32_t *next;  /* heap engine: next part's start */
     uint32_t *prev;  /* heap engine: previous part's start */
     uint64_t *heap;  /* heap engine: (rank << 32 | start) entries */
+    mlm_vocab_key *key; /* reference engine: the initial pairs' hashed keys */
 } mlm_bpe_scratch;
 
 void mlm_bpe_scratch_init(mlm_bpe_scratch *s);

@@ -167,22 +167,35 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
     const mlm_vocab *v = &c->tok->vocab;
     mlm_tokens *out = c->out;
     mlm_pretok_iter_reset(&c->it, text, len);
+    /* Software pipeline: the next piece is matched while the hash slot of the previous one
+     * is being fetched (the lookup is otherwise one cache miss per piece). */
+    size_t pa = 0, pb = 0;
+    mlm_vocab_key pk = {0, 0};
+    int have_prev = 0;
     for (;;) {
         size_t a, b;
         int found;
         mlm_status st = mlm_pretok_next(&c->it, &a, &b, &found, err);
         if (st != MLM_OK) return st;
-        if (!found) return MLM_OK;
-        /* Most pieces are whole tokens: skip the BPE call for them. */
-        int32_t r = mlm_vocab_rank(v, text + a, b - a);
-        if (r >= 0) {
-            if (out->n == out->cap && tokens_reserve(out, out->n + 1) != MLM_OK)
-                return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
-            out->ids[out->n++] = r;
-            continue;
+        mlm_vocab_key k = {0, 0};
+        if (found) k = mlm_vocab_key_make(v, text + a, b - a);
+        if (have_prev) {
+            /* Most pieces are whole tokens: skip the merge for them. */
+            int32_t r = mlm_vocab_rank_key(v, text + pa, pb - pa, pk);
+            if (r >= 0) {
+                if (out->n == out->cap && tokens_reserve(out, out->n + 1) != MLM_OK)
+                    return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
+                out->ids[out->n++] = r;
+            } else {
+                st = mlm_bpe_merge(v, text + pa, pb - pa, &c->bpe, out, err);
+                if (st != MLM_OK) return st;
+            }
         }
-        st = mlm_bpe_merge(v, text + a, b - a, &c->bpe, out, err);
-        if (st != MLM_OK) return st;
+        if (!found) return MLM_OK;
+        pa = a;
+        pb = b;
+        pk = k;
+        have_prev = 1;
     }
 }
 

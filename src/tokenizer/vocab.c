@@ -61,15 +61,25 @@ static inline uint64_t hash_with_head(const unsigned char *p, size_t n, uint64_t
 
 uint64_t mlm_vocab_hash(const unsigned char *p, size_t n) { return hash_with_head(p, n, head8(p, n)); }
 
-int32_t mlm_vocab_rank(const mlm_vocab *v, const unsigned char *p, size_t n) {
-    uint64_t head = head8(p, n);
-    uint32_t i = (uint32_t)(hash_with_head(p, n, head) >> 32) & v->mask;
-    for (;; i = (i + 1) & v->mask) {
+mlm_vocab_key mlm_vocab_key_make(const mlm_vocab *v, const unsigned char *p, size_t n) {
+    mlm_vocab_key k;
+    k.head = head8(p, n);
+    k.slot = (uint32_t)(hash_with_head(p, n, k.head) >> 32) & v->mask;
+    __builtin_prefetch(&v->slots[k.slot]);
+    return k;
+}
+
+int32_t mlm_vocab_rank_key(const mlm_vocab *v, const unsigned char *p, size_t n, mlm_vocab_key k) {
+    for (uint32_t i = k.slot;; i = (i + 1) & v->mask) {
         const mlm_vocab_slot *s = &v->slots[i];
         if (s->rank < 0) return -1;
-        if (s->head != head || s->len != n) continue;
+        if (s->head != k.head || s->len != n) continue;
         if (n <= 8 || memcmp(v->bytes + v->tok[s->rank].off + 8, p + 8, n - 8) == 0) return s->rank;
     }
+}
+
+int32_t mlm_vocab_rank(const mlm_vocab *v, const unsigned char *p, size_t n) {
+    return mlm_vocab_rank_key(v, p, n, mlm_vocab_key_make(v, p, n));
 }
 
 /* Inserts rank R (bytes already stored); returns the rank already holding the same

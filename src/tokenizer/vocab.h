@@ -52,6 +52,17 @@ void mlm_vocab_deinit(mlm_vocab *v);
 /* The rank of the N bytes at P, or -1 if they are not a token. */
 int32_t mlm_vocab_rank(const mlm_vocab *v, const unsigned char *p, size_t n);
 
+/* A key hashed ahead of its lookup: making it also prefetches its first hash slot, so
+ * that other work (matching the next piece, hashing the next pair) hides the cache miss. */
+typedef struct mlm_vocab_key {
+    uint64_t head;
+    uint32_t slot;
+} mlm_vocab_key;
+
+mlm_vocab_key mlm_vocab_key_make(const mlm_vocab *v, const unsigned char *p, size_t n);
+/* mlm_vocab_rank for bytes P[0..N) whose key K was made from them. */
+int32_t mlm_vocab_rank_key(const mlm_vocab *v, const unsigned char *p, size_t n, mlm_vocab_key k);
+
 /* Bytes of rank R (0 <= R < n), borrowed from V. */
 static inline const unsigned char *mlm_vocab_bytes(const mlm_vocab *v, int32_t r, size_t *len) {
     *len = v->tok[r].len;
