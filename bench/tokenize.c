@@ -24,7 +24,8 @@ static const char PY[] =
     "from tiktoken.load import load_tiktoken_bpe\n"
     "pat = r\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+\"\n"
-    "enc = tiktoken.Encoding(name='llama3', pat_str=pat, mergeable_ranks=load_tiktoken_bpe(sys.argv[1]),"
+    "enc = tiktoken.Encoding(name='llama3', pat_str=pat, "
+    "mergeable_ranks=load_tiktoken_bpe(sys.argv[1]),"
     " special_tokens={})\n"
     "runs = int(sys.argv[2])\n"
     "for path in sys.argv[3:]:\n"
@@ -123,8 +124,8 @@ int main(void) {
     }
     int have_tt = run_tiktoken(theirs, n_theirs) == 0;
     printf("tokenize: Llama 3 encode (ordinary), single thread, best of %d runs\n", RUNS);
-    printf("%-26s %8s %9s %12s %14s %7s\n", "text", "MB", "tokens", "meshlm MB/s",
-           "tiktoken MB/s", "ratio");
+    printf("%-26s %8s %9s %12s %14s %7s\n", "text", "MB", "tokens", "meshlm MB/s", "tiktoken MB/s",
+           "ratio");
     for (size_t b = 0; b < N_BOOKS; b++) {
         const char *name = strrchr(BOOKS[b], '/') + 1;
         if (have_tt)

@@ -30,8 +30,13 @@ void mlm_bpe_scratch_deinit(mlm_bpe_scratch *s) {
 /* Grows every array to hold at least N + 2 entries (and 2 * N heap entries). */
 static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
     if (n + 2 <= s->cap) return MLM_OK;
+    /* Part offsets and heap entries hold 32-bit byte positions. */
+    if (n > UINT32_MAX - 2)
+        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                           "bpe: a %zu-byte piece exceeds the 4 GiB limit", n);
     size_t cap = s->cap ? s->cap : 256;
-    while (cap < n + 2) cap *= 2;
+    while (cap < n + 2)
+        cap *= 2;
     void *p[7] = {realloc(s->start, cap * sizeof *s->start), NULL, NULL, NULL, NULL, NULL, NULL};
     if (p[0]) s->start = p[0];
     p[1] = realloc(s->rank, cap * sizeof *s->rank);
@@ -47,7 +52,8 @@ static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
     p[6] = realloc(s->key, cap * sizeof *s->key);
     if (p[6]) s->key = p[6];
     for (int i = 0; i < 7; i++)
-        if (!p[i]) return mlm_err_set(err, MLM_ERR_NOMEM, "bpe: out of memory for a %zu-byte piece", n);
+        if (!p[i])
+            return mlm_err_set(err, MLM_ERR_NOMEM, "bpe: out of memory for a %zu-byte piece", n);
     s->cap = cap;
     return MLM_OK;
 }
@@ -67,12 +73,15 @@ mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const unsigned char *p, size_t 
     int32_t *rank = s->rank, *tok = s->tok;
     /* Parts 0..m-1 plus the end sentinel start[m] = n; rank[i] merges parts i and i+1. */
     size_t m = n;
-    for (size_t i = 0; i <= n; i++) start[i] = (uint32_t)i;
-    for (size_t i = 0; i < n; i++) tok[i] = v->byte_rank[p[i]];
+    for (size_t i = 0; i <= n; i++)
+        start[i] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++)
+        tok[i] = v->byte_rank[p[i]];
     /* Hash every initial pair first (prefetching its slot), then resolve them: the
      * lookups' cache misses overlap instead of following one another. */
     mlm_vocab_key *key = s->key;
-    for (size_t i = 0; i + 1 < n; i++) key[i] = mlm_vocab_key_make(v, p + i, 2);
+    for (size_t i = 0; i + 1 < n; i++)
+        key[i] = mlm_vocab_key_make(v, p + i, 2);
     for (size_t i = 0; i + 1 < n; i++) {
         int32_t r = mlm_vocab_rank_key(v, p + i, 2, key[i]);
         rank[i] = r < 0 ? NO_RANK : r;
@@ -174,8 +183,8 @@ mlm_status mlm_bpe_merge_heap(const mlm_vocab *v, const unsigned char *p, size_t
     return MLM_OK;
 }
 
-mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n,
-                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
+mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n, mlm_bpe_scratch *s,
+                          mlm_tokens *out, mlm_error *err) {
     int32_t r = mlm_vocab_rank(v, p, n);
     if (r >= 0) {
         mlm_status st = mlm_tokens_push(out, r);
@@ -184,8 +193,8 @@ mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n,
     return mlm_bpe_merge(v, p, n, s, out, err);
 }
 
-mlm_status mlm_bpe_merge(const mlm_vocab *v, const unsigned char *p, size_t n,
-                         mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
+mlm_status mlm_bpe_merge(const mlm_vocab *v, const unsigned char *p, size_t n, mlm_bpe_scratch *s,
+                         mlm_tokens *out, mlm_error *err) {
     if (n < MLM_BPE_HEAP_MIN) return mlm_bpe_merge_ref(v, p, n, s, out, err);
     return mlm_bpe_merge_heap(v, p, n, s, out, err);
 }

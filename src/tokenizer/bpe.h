@@ -18,13 +18,13 @@
 
 /* Reusable per-call working memory (not shared between threads). All arrays owned. */
 typedef struct mlm_bpe_scratch {
-    size_t cap;      /* entries in each array below */
-    uint32_t *start; /* reference: part start offsets (n + 1 with the end sentinel) */
-    int32_t *rank;   /* rank of the pair starting at a part (INT32_MAX: not a token) */
-    int32_t *tok;    /* token id of a part (heap: -1 once merged away) */
-    uint32_t *next;  /* heap engine: next part's start */
-    uint32_t *prev;  /* heap engine: previous part's start */
-    uint64_t *heap;  /* heap engine: (rank << 32 | start) entries */
+    size_t cap;         /* entries in each array below */
+    uint32_t *start;    /* reference: part start offsets (n + 1 with the end sentinel) */
+    int32_t *rank;      /* rank of the pair starting at a part (INT32_MAX: not a token) */
+    int32_t *tok;       /* token id of a part (heap: -1 once merged away) */
+    uint32_t *next;     /* heap engine: next part's start */
+    uint32_t *prev;     /* heap engine: previous part's start */
+    uint64_t *heap;     /* heap engine: (rank << 32 | start) entries */
     mlm_vocab_key *key; /* reference engine: the initial pairs' hashed keys */
 } mlm_bpe_scratch;
 
@@ -34,13 +34,13 @@ void mlm_bpe_scratch_deinit(mlm_bpe_scratch *s);
 /* Appends the ids of piece P[0..N) (N >= 1) to OUT: the whole piece's rank if it is a
  * token, otherwise the merge result (reference engine below MLM_BPE_HEAP_MIN bytes, heap
  * engine above). NOMEM. V must have all 256 single bytes (mlm_vocab_parse checks it). */
-mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n,
-                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
+mlm_status mlm_bpe_encode(const mlm_vocab *v, const unsigned char *p, size_t n, mlm_bpe_scratch *s,
+                          mlm_tokens *out, mlm_error *err);
 
 /* The merge alone, for a piece already known not to be a token: the reference engine
  * below MLM_BPE_HEAP_MIN bytes, the heap engine above. */
-mlm_status mlm_bpe_merge(const mlm_vocab *v, const unsigned char *p, size_t n,
-                         mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
+mlm_status mlm_bpe_merge(const mlm_vocab *v, const unsigned char *p, size_t n, mlm_bpe_scratch *s,
+                         mlm_tokens *out, mlm_error *err);
 
 /* The two merge engines, without the whole-piece lookup (exposed for tests). */
 mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const unsigned char *p, size_t n,

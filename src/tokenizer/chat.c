@@ -66,7 +66,8 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
                            tok->name);
     for (int i = 0; i < n_msgs; i++) {
         if (!msgs[i].role || !msgs[i].content)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or content", i);
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or content",
+                               i);
         if (!llama3_role(msgs[i].role))
             return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                                "chat: message %d: unknown role '%s' (system, user, assistant, "

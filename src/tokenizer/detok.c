@@ -17,8 +17,8 @@ void mlm_detok_init(mlm_detok *d) {
 
 /* Output bytes can reach 3x the input (each stray byte becomes U+FFFD); the buffer's
  * capacity is checked before anything is written or the state changes. */
-mlm_status mlm_detok_push(mlm_detok *d, const mlm_tokenizer *tok, int32_t id, char *buf,
-                          size_t cap, size_t *n, mlm_error *err) {
+mlm_status mlm_detok_push(mlm_detok *d, const mlm_tokenizer *tok, int32_t id, char *buf, size_t cap,
+                          size_t *n, mlm_error *err) {
     if (n) *n = 0;
     if (!d || !tok || (!buf && cap) || d->n_pending < 0 || d->n_pending > 3)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "detok: bad argument or state");
@@ -45,7 +45,8 @@ mlm_status mlm_detok_push(mlm_detok *d, const mlm_tokenizer *tok, int32_t id, ch
             hold = used;
             break;
         }
-        const unsigned char *src = step == MLM_UTF8_CHAR ? in + i : (const unsigned char *)MLM_UTF8_REPLACEMENT;
+        const unsigned char *src =
+            step == MLM_UTF8_CHAR ? in + i : (const unsigned char *)MLM_UTF8_REPLACEMENT;
         size_t w = step == MLM_UTF8_CHAR ? used : 3;
         if (o + w > cap)
             return mlm_err_set(err, MLM_ERR_CAPACITY,

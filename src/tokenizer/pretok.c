@@ -16,13 +16,14 @@ mlm_status mlm_pretok_init(mlm_pretok *p, const char *pattern, mlm_error *err) {
     p->jit = 0;
     int ec;
     PCRE2_SIZE off;
-    p->code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                            &ec, &off, NULL);
+    p->code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec,
+                            &off, NULL);
     if (!p->code) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        return mlm_err_set(err, MLM_ERR_FORMAT, "pretok: pattern does not compile at offset %zu: %s",
-                           (size_t)off, (const char *)msg);
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "pretok: pattern does not compile at offset %zu: %s", (size_t)off,
+                           (const char *)msg);
     }
     /* Without JIT (e.g. a platform PCRE2 lacks it) the interpreter gives the same pieces. */
     p->jit = pcre2_jit_compile(p->code, PCRE2_JIT_COMPLETE) == 0;
@@ -93,8 +94,7 @@ mlm_status mlm_pretok_next(mlm_pretok_iter *it, size_t *start, size_t *end, int 
     if (is_limit(rc) && !it->mctx) {
         if (grow(it) != 0)
             return mlm_err_set(err, MLM_ERR_NOMEM, "pretok: out of memory for a JIT stack");
-        if (it->p->jit)
-            rc = pcre2_jit_match(code, it->text, it->len, it->pos, 0, it->md, it->mctx);
+        if (it->p->jit) rc = pcre2_jit_match(code, it->text, it->len, it->pos, 0, it->md, it->mctx);
     }
     if (is_limit(rc))
         rc = pcre2_match(code, it->text, it->len, it->pos, PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK,

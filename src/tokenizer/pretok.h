@@ -14,8 +14,8 @@
 #include "meshlm.h"
 
 /* Meta's Llama 3 pattern (spec 4.3), also OpenAI's cl100k_base pattern. */
-#define MLM_PRETOK_LLAMA3                                                                      \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                \
+#define MLM_PRETOK_LLAMA3                                                                          \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                     \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 typedef struct mlm_pretok {

@@ -17,17 +17,17 @@
 #define CL100K_N_RANKS 100256
 
 static const char *const LLAMA3_NAMED[] = {
-    "<|begin_of_text|>",           /* 128000 */
-    "<|end_of_text|>",             /* 128001 */
+    "<|begin_of_text|>",            /* 128000 */
+    "<|end_of_text|>",              /* 128001 */
     "<|reserved_special_token_0|>", /* 128002 */
     "<|reserved_special_token_1|>", /* 128003 */
-    "<|finetune_right_pad_id|>",   /* 128004 */
+    "<|finetune_right_pad_id|>",    /* 128004 */
     "<|reserved_special_token_2|>", /* 128005: Meta code calls it <|step_id|> */
-    "<|start_header_id|>",         /* 128006 */
-    "<|end_header_id|>",           /* 128007 */
-    "<|eom_id|>",                  /* 128008 */
-    "<|eot_id|>",                  /* 128009 */
-    "<|python_tag|>",              /* 128010 */
+    "<|start_header_id|>",          /* 128006 */
+    "<|end_header_id|>",            /* 128007 */
+    "<|eom_id|>",                   /* 128008 */
+    "<|eot_id|>",                   /* 128009 */
+    "<|python_tag|>",               /* 128010 */
 };
 /* 128011.. are <|reserved_special_token_3|> .. <|reserved_special_token_247|>. */
 
@@ -35,7 +35,7 @@ static const struct {
     int32_t id;
     const char *text;
 } CL100K[] = {
-    {100257, "<|endoftext|>"}, {100258, "<|fim_prefix|>"},   {100259, "<|fim_middle|>"},
+    {100257, "<|endoftext|>"},  {100258, "<|fim_prefix|>"},  {100259, "<|fim_middle|>"},
     {100260, "<|fim_suffix|>"}, {100276, "<|endofprompt|>"},
 };
 

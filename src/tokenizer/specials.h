@@ -27,9 +27,9 @@ typedef struct mlm_special {
 
 typedef struct mlm_special_set {
     int32_t n;
-    mlm_special *tok;  /* owned: (n), sorted by id */
-    char *names;       /* owned: every text, NUL-separated */
-    int32_t max_id;    /* -1 when empty */
+    mlm_special *tok; /* owned: (n), sorted by id */
+    char *names;      /* owned: every text, NUL-separated */
+    int32_t max_id;   /* -1 when empty */
     size_t max_len;
     unsigned char first[256]; /* 1 for bytes some special's text starts with */
 } mlm_special_set;

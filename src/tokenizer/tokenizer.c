@@ -35,7 +35,8 @@ void mlm_tokens_deinit(mlm_tokens *t) {
 static mlm_status tokens_reserve(mlm_tokens *t, int64_t n) {
     if (n <= t->cap) return MLM_OK;
     int64_t cap = t->cap ? t->cap : 64;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     int32_t *ids = realloc(t->ids, (size_t)cap * sizeof *ids);
     if (!ids) return MLM_ERR_NOMEM;
     t->ids = ids;
@@ -85,7 +86,8 @@ mlm_status mlm_tokenizer_load_memory(const void *data, size_t len, const char *n
     tok->n_vocab = tok->vocab.n;
     if (tok->specials.max_id >= tok->n_vocab) tok->n_vocab = tok->specials.max_id + 1;
     tok->bos_id = -1;
-    if (tok->flavour == MLM_TOK_LLAMA3) tok->bos_id = mlm_tokenizer_special_id(tok, "<|begin_of_text|>");
+    if (tok->flavour == MLM_TOK_LLAMA3)
+        tok->bos_id = mlm_tokenizer_special_id(tok, "<|begin_of_text|>");
     *out = tok;
     return MLM_OK;
 }
@@ -97,9 +99,9 @@ mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *
     if (mlm_is_dir(path)) {
         file = mlm_tokenizer_locate(path); /* the one search order, shared with the CLI */
         if (!file)
-            return mlm_err_set(err, MLM_ERR_IO,
-                               "tokenizer: %s has neither tokenizer.model nor original/tokenizer.model",
-                               path);
+            return mlm_err_set(
+                err, MLM_ERR_IO,
+                "tokenizer: %s has neither tokenizer.model nor original/tokenizer.model", path);
     } else {
         file = strdup(path);
         if (!file) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
@@ -184,7 +186,8 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
             int32_t r = mlm_vocab_rank_key(v, text + pa, pb - pa, pk);
             if (r >= 0) {
                 if (out->n == out->cap && tokens_reserve(out, out->n + 1) != MLM_OK)
-                    return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
+                    return mlm_err_set(err, MLM_ERR_NOMEM,
+                                       "tokenizer: out of memory for token ids");
                 out->ids[out->n++] = r;
             } else {
                 st = mlm_bpe_merge(v, text + pa, pb - pa, &c->bpe, out, err);
@@ -200,16 +203,15 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
 }
 
 mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size_t len,
-                                const mlm_encode_params *params, mlm_tokens *out,
-                                mlm_error *err) {
+                                const mlm_encode_params *params, mlm_tokens *out, mlm_error *err) {
     if (!tok || !out || (!text && len))
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tokenizer: NULL argument to encode");
     mlm_encode_params p = params ? *params : mlm_encode_default_params();
     mlm_status st = MLM_OK;
     if (p.add_bos) {
         if (tok->bos_id < 0)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: add_bos, but this vocabulary has no BOS",
-                               tok->name);
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "%s: add_bos, but this vocabulary has no BOS", tok->name);
         st = mlm_tokens_push(out, tok->bos_id);
         if (st != MLM_OK) return mlm_err_set(err, st, "tokenizer: out of memory for token ids");
     }
@@ -221,8 +223,10 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
         if (st != MLM_OK) return st;
         t = fixed;
     }
-    /* Roughly 4 bytes per token in English text: reserve to avoid most regrowth. */
-    if (tokens_reserve(out, out->n + (int64_t)(len / 3) + 16) != MLM_OK) {
+    /* Roughly 4 bytes per token in English text: reserve to avoid most regrowth (capped;
+     * past that the list grows geometrically). */
+    size_t guess = len / 4 < ((size_t)1 << 24) ? len / 4 : ((size_t)1 << 24);
+    if (tokens_reserve(out, out->n + (int64_t)guess + 16) != MLM_OK) {
         free(fixed);
         return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
     }
@@ -240,7 +244,8 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
             if (stop > pos) st = encode_ordinary(&c, t + pos, stop - pos, err);
             if (st == MLM_OK && s) {
                 st = mlm_tokens_push(out, s->id);
-                if (st != MLM_OK) st = mlm_err_set(err, st, "tokenizer: out of memory for token ids");
+                if (st != MLM_OK)
+                    st = mlm_err_set(err, st, "tokenizer: out of memory for token ids");
                 stop += s->len;
             }
             pos = stop;
@@ -254,8 +259,8 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
 
 // ---- decoding ----
 
-mlm_status mlm_tokenizer_decode(const mlm_tokenizer *tok, const int32_t *ids, int64_t n,
-                                char **out, size_t *len, mlm_error *err) {
+mlm_status mlm_tokenizer_decode(const mlm_tokenizer *tok, const int32_t *ids, int64_t n, char **out,
+                                size_t *len, mlm_error *err) {
     if (!tok || !out || (!ids && n > 0) || n < 0)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tokenizer: bad argument to decode");
     *out = NULL;

@@ -71,8 +71,8 @@ size_t mlm_utf8_valid_prefix(const unsigned char *p, size_t n) {
     return n;
 }
 
-mlm_status mlm_utf8_repair(const unsigned char *p, size_t n, unsigned char **out,
-                           size_t *out_len, mlm_error *err) {
+mlm_status mlm_utf8_repair(const unsigned char *p, size_t n, unsigned char **out, size_t *out_len,
+                           mlm_error *err) {
     /* Worst case: every byte becomes a 3-byte U+FFFD. */
     if (n > (SIZE_MAX - 1) / 3)
         return mlm_err_set(err, MLM_ERR_NOMEM, "utf8: input of %zu bytes too large", n);

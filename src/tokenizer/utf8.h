@@ -16,9 +16,9 @@
 #define MLM_UTF8_REPLACEMENT "\xEF\xBF\xBD"
 
 typedef enum mlm_utf8_step {
-    MLM_UTF8_CHAR = 0,  /* a whole valid character of *USED bytes */
-    MLM_UTF8_INVALID,   /* a maximal invalid subpart of *USED bytes (>= 1): one U+FFFD */
-    MLM_UTF8_TRUNCATED  /* all N bytes are a valid but incomplete prefix (N < needed) */
+    MLM_UTF8_CHAR = 0, /* a whole valid character of *USED bytes */
+    MLM_UTF8_INVALID,  /* a maximal invalid subpart of *USED bytes (>= 1): one U+FFFD */
+    MLM_UTF8_TRUNCATED /* all N bytes are a valid but incomplete prefix (N < needed) */
 } mlm_utf8_step;
 
 /* Classifies the sequence starting at P (N >= 1 bytes available). */
@@ -30,7 +30,7 @@ size_t mlm_utf8_valid_prefix(const unsigned char *p, size_t n);
 /* Writes the repaired form of P[0..N) (each invalid subpart, and a truncated tail, becoming
  * U+FFFD) into a malloc'd buffer *OUT of length *OUT_LEN (owned by the caller).
  * NOMEM on allocation failure. */
-mlm_status mlm_utf8_repair(const unsigned char *p, size_t n, unsigned char **out,
-                           size_t *out_len, mlm_error *err);
+mlm_status mlm_utf8_repair(const unsigned char *p, size_t n, unsigned char **out, size_t *out_len,
+                           mlm_error *err);
 
 #endif

@@ -41,7 +41,8 @@ static inline uint64_t head8(const unsigned char *p, size_t n) {
     if (n >= 8) return load64(p);
     if (n >= 4) return load32(p) | load32(p + n - 4) << (8 * (n - 4));
     if (n == 0) return 0;
-    return (uint64_t)p[0] | (uint64_t)p[n >> 1] << (8 * (n >> 1)) | (uint64_t)p[n - 1] << (8 * (n - 1));
+    return (uint64_t)p[0] | (uint64_t)p[n >> 1] << (8 * (n >> 1)) |
+           (uint64_t)p[n - 1] << (8 * (n - 1));
 }
 
 /* Hash of a key whose head8 is HEAD (computed once per lookup and reused). */
@@ -59,7 +60,9 @@ static inline uint64_t hash_with_head(const unsigned char *p, size_t n, uint64_t
     return mix(K1 ^ (uint64_t)n, mix(a ^ K1, b ^ seed));
 }
 
-uint64_t mlm_vocab_hash(const unsigned char *p, size_t n) { return hash_with_head(p, n, head8(p, n)); }
+uint64_t mlm_vocab_hash(const unsigned char *p, size_t n) {
+    return hash_with_head(p, n, head8(p, n));
+}
 
 mlm_vocab_key mlm_vocab_key_make(const mlm_vocab *v, const unsigned char *p, size_t n) {
     mlm_vocab_key k;
@@ -91,7 +94,8 @@ static int32_t insert(mlm_vocab *v, int32_t r) {
     const unsigned char *p = v->bytes + v->tok[r].off;
     uint64_t head = head8(p, n);
     uint32_t i = (uint32_t)(hash_with_head(p, n, head) >> 32) & v->mask;
-    while (v->slots[i].rank >= 0) i = (i + 1) & v->mask;
+    while (v->slots[i].rank >= 0)
+        i = (i + 1) & v->mask;
     v->slots[i].head = head;
     v->slots[i].rank = r;
     v->slots[i].len = (uint32_t)n;
@@ -102,16 +106,14 @@ static int32_t insert(mlm_vocab *v, int32_t r) {
 
 /* Standard base64 alphabet; -1 for every other byte ('=' is handled apart). */
 static const signed char B64[256] = {
-    ['A'] = 0,  ['B'] = 1,  ['C'] = 2,  ['D'] = 3,  ['E'] = 4,  ['F'] = 5,  ['G'] = 6,
-    ['H'] = 7,  ['I'] = 8,  ['J'] = 9,  ['K'] = 10, ['L'] = 11, ['M'] = 12, ['N'] = 13,
-    ['O'] = 14, ['P'] = 15, ['Q'] = 16, ['R'] = 17, ['S'] = 18, ['T'] = 19, ['U'] = 20,
-    ['V'] = 21, ['W'] = 22, ['X'] = 23, ['Y'] = 24, ['Z'] = 25, ['a'] = 26, ['b'] = 27,
-    ['c'] = 28, ['d'] = 29, ['e'] = 30, ['f'] = 31, ['g'] = 32, ['h'] = 33, ['i'] = 34,
-    ['j'] = 35, ['k'] = 36, ['l'] = 37, ['m'] = 38, ['n'] = 39, ['o'] = 40, ['p'] = 41,
-    ['q'] = 42, ['r'] = 43, ['s'] = 44, ['t'] = 45, ['u'] = 46, ['v'] = 47, ['w'] = 48,
-    ['x'] = 49, ['y'] = 50, ['z'] = 51, ['0'] = 52, ['1'] = 53, ['2'] = 54, ['3'] = 55,
-    ['4'] = 56, ['5'] = 57, ['6'] = 58, ['7'] = 59, ['8'] = 60, ['9'] = 61, ['+'] = 62,
-    ['/'] = 63,
+    ['A'] = 0,  ['B'] = 1,  ['C'] = 2,  ['D'] = 3,  ['E'] = 4,  ['F'] = 5,  ['G'] = 6,  ['H'] = 7,
+    ['I'] = 8,  ['J'] = 9,  ['K'] = 10, ['L'] = 11, ['M'] = 12, ['N'] = 13, ['O'] = 14, ['P'] = 15,
+    ['Q'] = 16, ['R'] = 17, ['S'] = 18, ['T'] = 19, ['U'] = 20, ['V'] = 21, ['W'] = 22, ['X'] = 23,
+    ['Y'] = 24, ['Z'] = 25, ['a'] = 26, ['b'] = 27, ['c'] = 28, ['d'] = 29, ['e'] = 30, ['f'] = 31,
+    ['g'] = 32, ['h'] = 33, ['i'] = 34, ['j'] = 35, ['k'] = 36, ['l'] = 37, ['m'] = 38, ['n'] = 39,
+    ['o'] = 40, ['p'] = 41, ['q'] = 42, ['r'] = 43, ['s'] = 44, ['t'] = 45, ['u'] = 46, ['v'] = 47,
+    ['w'] = 48, ['x'] = 49, ['y'] = 50, ['z'] = 51, ['0'] = 52, ['1'] = 53, ['2'] = 54, ['3'] = 55,
+    ['4'] = 56, ['5'] = 57, ['6'] = 58, ['7'] = 59, ['8'] = 60, ['9'] = 61, ['+'] = 62, ['/'] = 63,
 };
 
 static int b64_val(unsigned char c) {
@@ -215,7 +217,8 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %lld entries exceed the limit %d", name,
                            (long long)n, INT32_MAX / 2);
     uint32_t cap = 16;
-    while (cap < 2 * (uint64_t)n) cap <<= 1;
+    while (cap < 2 * (uint64_t)n)
+        cap <<= 1;
     v->n = (int32_t)n;
     v->bytes = malloc(len / 4 * 3 + 4);
     v->tok = calloc((size_t)n, sizeof *v->tok);
@@ -239,33 +242,38 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
         size_t ln = end - pos;
         pos = end + 1;
         size_t i = 0;
-        while (i < ln && is_blank(s[i])) i++;
+        while (i < ln && is_blank(s[i]))
+            i++;
         if (i == ln) continue;
         size_t t0 = i;
-        while (i < ln && !is_blank(s[i])) i++;
+        while (i < ln && !is_blank(s[i]))
+            i++;
         size_t tn = i - t0, bad = 0;
         const char *why = "";
         long nb = b64_decode(s + t0, tn, v->bytes + used, &bad, &why);
         if (nb < 0) {
             if (bad < tn)
-                return fail(v, err, name, line, "%s (byte 0x%02x at column %zu)", why,
-                            s[t0 + bad], t0 + bad + 1);
+                return fail(v, err, name, line, "%s (byte 0x%02x at column %zu)", why, s[t0 + bad],
+                            t0 + bad + 1);
             return fail(v, err, name, line, "%s (%zu characters)", why, tn);
         }
         if (nb > MLM_VOCAB_MAX_TOKEN_BYTES)
             return fail(v, err, name, line, "token of %ld bytes exceeds the limit %d", nb,
                         MLM_VOCAB_MAX_TOKEN_BYTES);
-        while (i < ln && is_blank(s[i])) i++;
+        while (i < ln && is_blank(s[i]))
+            i++;
         if (i == ln) return fail(v, err, name, line, "missing rank after the token");
         int64_t rank = 0;
         size_t r0 = i;
         for (; i < ln && s[i] >= '0' && s[i] <= '9'; i++)
             if (rank < INT64_C(1000000000000)) rank = rank * 10 + (s[i] - '0');
         if (i == r0 || (i < ln && !is_blank(s[i])))
-            return fail(v, err, name, line, "rank is not a decimal number (byte 0x%02x at column %zu)",
-                        s[i], i + 1);
-        while (i < ln && is_blank(s[i])) i++;
-        if (i != ln) return fail(v, err, name, line, "unexpected text after the rank (column %zu)", i + 1);
+            return fail(v, err, name, line,
+                        "rank is not a decimal number (byte 0x%02x at column %zu)", s[i], i + 1);
+        while (i < ln && is_blank(s[i]))
+            i++;
+        if (i != ln)
+            return fail(v, err, name, line, "unexpected text after the rank (column %zu)", i + 1);
         if (rank >= n)
             return fail(v, err, name, line,
                         "rank %lld out of range (the file has %lld entries: ranks 0..n-1)",
@@ -276,8 +284,9 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
         v->tok[rank].len = (uint32_t)nb;
         int32_t dup = insert(v, (int32_t)rank);
         if (dup >= 0)
-            return fail(v, err, name, line, "duplicate token: rank %lld has the same bytes as rank %d",
-                        (long long)rank, (int)dup);
+            return fail(v, err, name, line,
+                        "duplicate token: rank %lld has the same bytes as rank %d", (long long)rank,
+                        (int)dup);
         used += (uint32_t)nb;
         if ((size_t)nb > v->max_token_len) v->max_token_len = (size_t)nb;
     }
@@ -286,10 +295,11 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
         unsigned char c = (unsigned char)b;
         v->byte_rank[b] = mlm_vocab_rank(v, &c, 1);
         if (v->byte_rank[b] < 0)
-            return fail(v, err, name, line,
-                        "(end of file) byte 0x%02x has no rank; a byte-level BPE file needs all 256 "
-                        "single bytes",
-                        b);
+            return fail(
+                v, err, name, line,
+                "(end of file) byte 0x%02x has no rank; a byte-level BPE file needs all 256 "
+                "single bytes",
+                b);
     }
     return MLM_OK;
 }

@@ -1,8 +1,8 @@
 /* tokenizer/vocab.h: a byte-level BPE vocabulary: token bytes <-> rank (= token id).
  * Parsed from tiktoken text ("<base64> <rank>" per line, Llama 3 tokenizer.model and
  * cl100k_base.tiktoken). The vocabulary owns a copy of every token's bytes and a hash
- * table with open addressing (linear probing) from bytes to rank; it does not keep the file. Immutable
- * after parsing, so lookups may run concurrently. Special tokens live elsewhere. */
+ * table with open addressing (linear probing) from bytes to rank; it does not keep the file.
+ * Immutable after parsing, so lookups may run concurrently. Special tokens live elsewhere. */
 #ifndef MESHLM_TOKENIZER_VOCAB_H
 #define MESHLM_TOKENIZER_VOCAB_H
 
@@ -28,12 +28,12 @@ typedef struct mlm_vocab_slot {
 } mlm_vocab_slot;
 
 typedef struct mlm_vocab {
-    int32_t n;                /* ranks are 0..n-1, dense */
-    unsigned char *bytes;     /* owned: every token's bytes, file order */
-    mlm_vocab_tok *tok;       /* owned: (n) where token R's bytes lie in BYTES */
-    mlm_vocab_slot *slots;    /* owned: (mask + 1) hash slots, at most half full */
+    int32_t n;             /* ranks are 0..n-1, dense */
+    unsigned char *bytes;  /* owned: every token's bytes, file order */
+    mlm_vocab_tok *tok;    /* owned: (n) where token R's bytes lie in BYTES */
+    mlm_vocab_slot *slots; /* owned: (mask + 1) hash slots, at most half full */
     uint32_t mask;
-    int32_t byte_rank[256];   /* rank of each single byte (all present, checked) */
+    int32_t byte_rank[256]; /* rank of each single byte (all present, checked) */
     size_t max_token_len;
 } mlm_vocab;
 

@@ -22,12 +22,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static mlm_tokenizer *g_real; /* loaded once, read-only */
 
-#define REQUIRE(cond)                                                                   \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_tokenizer: %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-            __builtin_trap();                                                           \
-        }                                                                               \
+#define REQUIRE(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_tokenizer: %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
+            __builtin_trap();                                                                      \
+        }                                                                                          \
     } while (0)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -29,9 +29,9 @@ static mlm_tokenizer *g_llama, *g_cl100k; /* loaded once in main, read-only afte
 // ---- helpers ----
 
 typedef struct cases {
-    char *buf;     /* owned file contents */
-    char **text;   /* (n) borrowed from buf */
-    size_t *len;   /* (n) */
+    char *buf;   /* owned file contents */
+    char **text; /* (n) borrowed from buf */
+    size_t *len; /* (n) */
     int n;
 } cases;
 
@@ -102,7 +102,8 @@ static int read_id_lines(const char *path, id_lines *out) {
 }
 
 static void free_id_lines(id_lines *l) {
-    for (int i = 0; i < l->n; i++) mlm_tokens_deinit(&l->line[i]);
+    for (int i = 0; i < l->n; i++)
+        mlm_tokens_deinit(&l->line[i]);
     free(l->line);
 }
 
@@ -110,7 +111,8 @@ static void free_id_lines(id_lines *l) {
 static int same_ids(const char *what, int idx, const int32_t *got, int64_t n_got,
                     const int32_t *want, int64_t n_want) {
     int64_t i = 0;
-    while (i < n_got && i < n_want && got[i] == want[i]) i++;
+    while (i < n_got && i < n_want && got[i] == want[i])
+        i++;
     if (i == n_got && i == n_want) return 1;
     printf("  %s case %d: %lld ids vs %lld expected; first difference at %lld: %d vs %d\n", what,
            idx, (long long)n_got, (long long)n_want, (long long)i, i < n_got ? (int)got[i] : -1,
@@ -170,11 +172,20 @@ static int independent_utf8_ok(const unsigned char *p, size_t n) {
         unsigned c = p[i];
         uint32_t cp;
         size_t k;
-        if (c < 0x80) { i++; continue; }
-        else if ((c & 0xE0) == 0xC0) { k = 1; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { k = 2; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { k = 3; cp = c & 0x07; }
-        else return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            k = 1;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            k = 2;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            k = 3;
+            cp = c & 0x07;
+        } else
+            return 0;
         if (i + k >= n) return 0;
         for (size_t j = 1; j <= k; j++) {
             if ((p[i + j] & 0xC0) != 0x80) return 0;
@@ -192,8 +203,9 @@ static const char *const BOOKS[] = {"frankenstein", "tale-of-two-cities"};
 // ---- reference vectors ----
 
 TEST(llamacpp_llama_bpe) {
-    int n = check_vectors(g_llama, DATA "llamacpp/ggml-vocab-llama-bpe.gguf.inp",
-                          "\n__ggml_vocab_test__\n", DATA "llamacpp/ggml-vocab-llama-bpe.gguf.out", 0);
+    int n =
+        check_vectors(g_llama, DATA "llamacpp/ggml-vocab-llama-bpe.gguf.inp",
+                      "\n__ggml_vocab_test__\n", DATA "llamacpp/ggml-vocab-llama-bpe.gguf.out", 0);
     CHECKF(n == 44, "%d cases", n);
 }
 
@@ -232,7 +244,8 @@ TEST(books_vs_tiktoken) {
             continue;
         }
         int32_t *want = malloc((size_t)n_want * sizeof *want);
-        for (int64_t i = 0; i < n_want; i++) want[i] = le32(raw + 4 * i);
+        for (int64_t i = 0; i < n_want; i++)
+            want[i] = le32(raw + 4 * i);
         mlm_tokens got;
         mlm_tokens_init(&got);
         mlm_error err = {0};
@@ -275,12 +288,14 @@ TEST(round_trip_edge_cases) {
                 char *ref = NULL;
                 size_t rlen = 0;
                 CHECK_OK(mlm_tokenizer_decode(g_llama, want.line[i].ids, want.line[i].n, &ref,
-                                              &rlen, &err), &err);
+                                              &rlen, &err),
+                         &err);
                 CHECKF(ref && dlen == rlen && memcmp(dec, ref, dlen) == 0, "case %d", i);
                 unsigned char *fixed = NULL;
                 size_t flen = 0;
                 CHECK_OK(mlm_utf8_repair((const unsigned char *)c.text[i], c.len[i], &fixed, &flen,
-                                         &err), &err);
+                                         &err),
+                         &err);
                 CHECKF(ref && flen == rlen && memcmp(fixed, ref, flen) == 0, "repair case %d", i);
                 free(fixed);
                 free(ref);
@@ -321,10 +336,13 @@ TEST(detok_books_streaming) {
             char buf[64 + 256];
             size_t w = 0;
             mlm_error err = {0};
-            CHECK_OK(mlm_detok_push(&d, g_llama, le32(raw + 4 * i), buf, sizeof buf, &w, &err), &err);
+            CHECK_OK(mlm_detok_push(&d, g_llama, le32(raw + 4 * i), buf, sizeof buf, &w, &err),
+                     &err);
             if (!independent_utf8_ok((unsigned char *)buf, w)) partial++;
-            if (o + w > len) overflow = 1;
-            else memcpy(acc + o, buf, w);
+            if (o + w > len)
+                overflow = 1;
+            else
+                memcpy(acc + o, buf, w);
             o += w;
         }
         char tail[8];
@@ -356,7 +374,8 @@ TEST(detok_cases_vs_python) {
         size_t nh = strlen(hex), k;
         char want[1024], got[4096];
         size_t nw = nh / 2, o = 0;
-        for (k = 0; k < nw; k++) want[k] = (char)(hexval(hex[2 * k]) << 4 | hexval(hex[2 * k + 1]));
+        for (k = 0; k < nw; k++)
+            want[k] = (char)(hexval(hex[2 * k]) << 4 | hexval(hex[2 * k + 1]));
         mlm_detok d;
         mlm_detok_init(&d);
         json_t *id;
@@ -365,7 +384,8 @@ TEST(detok_cases_vs_python) {
             size_t w = 0;
             mlm_error err = {0};
             CHECK_OK(mlm_detok_push(&d, g_llama, (int32_t)json_integer_value(id), got + o,
-                                    sizeof got - o, &w, &err), &err);
+                                    sizeof got - o, &w, &err),
+                     &err);
             if (!independent_utf8_ok((unsigned char *)got + o, w)) partial++;
             o += w;
         }
@@ -441,7 +461,8 @@ TEST(chat_errors) {
     CHECK(strstr(err.msg, "robot") != NULL);
     CHECK(out.n == 0);
     mlm_chat_message null_content[1] = {{"user", NULL}};
-    CHECK(mlm_tokenizer_encode_chat(g_llama, null_content, 1, 1, &out, &err) == MLM_ERR_INVALID_ARG);
+    CHECK(mlm_tokenizer_encode_chat(g_llama, null_content, 1, 1, &out, &err) ==
+          MLM_ERR_INVALID_ARG);
     if (g_cl100k) {
         CHECK(mlm_tokenizer_encode_chat(g_cl100k, bad, 1, 1, &out, &err) == MLM_ERR_UNSUPPORTED);
         CHECK(out.n == 0);
@@ -645,7 +666,8 @@ TEST(bad_vocab_files) {
     expect_bad("truncated mid-token", v, len - 4, 257);
     expect_bad("truncated before the rank", v, len - 5, 257);
     const char *line101 = v;
-    for (int l = 1; l < 101; l++) line101 = strchr(line101, '\n') + 1;
+    for (int l = 1; l < 101; l++)
+        line101 = strchr(line101, '\n') + 1;
     expect_bad("truncated early", v, (size_t)(line101 - v) + 2, 101);
     free(v);
 }
@@ -661,8 +683,8 @@ TEST(bpe_heap_equals_reference) {
     unsigned char buf[6000];
     /* Long pieces: random bytes, letters, words glued together, repeated patterns; plus
      * short ones near the engine switch. */
-    const char *words[] = {"the", "ing", " and", "tion", "er", "Hello", "\xc3\xa9", "\xe4\xb8\xad",
-                           "  ", "0", "ab"};
+    const char *words[] = {"the",      "ing",          " and", "tion", "er", "Hello",
+                           "\xc3\xa9", "\xe4\xb8\xad", "  ",   "0",    "ab"};
     for (int c = 0; c < 120; c++) {
         size_t n = c < 40 ? 2 + (size_t)c * 5 : 128 + (size_t)(c - 40) * 70;
         int kind = c % 4;
@@ -670,11 +692,14 @@ TEST(bpe_heap_equals_reference) {
         while (i < n) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             unsigned r = (unsigned)(rng >> 33);
-            if (kind == 0) buf[i++] = (unsigned char)r;
-            else if (kind == 1) buf[i++] = (unsigned char)('a' + r % 26);
+            if (kind == 0)
+                buf[i++] = (unsigned char)r;
+            else if (kind == 1)
+                buf[i++] = (unsigned char)('a' + r % 26);
             else if (kind == 2) {
                 const char *w = words[r % (sizeof words / sizeof words[0])];
-                for (size_t k = 0; w[k] && i < n; k++) buf[i++] = (unsigned char)w[k];
+                for (size_t k = 0; w[k] && i < n; k++)
+                    buf[i++] = (unsigned char)w[k];
             } else {
                 buf[i] = (unsigned char)"abcab"[i % 5];
                 i++;
@@ -711,7 +736,8 @@ TEST(pretok_long_runs) {
     const char *fills[] = {" ", "\t ", "\n", " \n"};
     for (int f = 0; f < 4; f++) {
         size_t fl = strlen(fills[f]);
-        for (size_t i = 0; i < n; i++) text[i] = (unsigned char)fills[f][i % fl];
+        for (size_t i = 0; i < n; i++)
+            text[i] = (unsigned char)fills[f][i % fl];
         text[n] = 'x';
         mlm_pretok_iter_reset(&it, text, n + 1);
         size_t a, b, covered = 0, pieces = 0;
@@ -762,7 +788,8 @@ TEST(concurrent_encode) {
         mlm_tokens_init(&jobs[i].out);
         CHECK(pthread_create(&th[i], NULL, encode_thread, &jobs[i]) == 0);
     }
-    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
     for (int i = 0; i < 4; i++) {
         mlm_tokens_init(&want);
         CHECK_OK(encode(g_llama, text, jobs[i].len, (int)(jobs[i].len % 2), &want, &err), &err);
