@@ -12,7 +12,7 @@
 #include "meshlm.h"
 
 #define MODEL "tests/data/tokenizer/llama3/tokenizer.model"
-#define RUNS 7
+#define RUNS 15
 
 static const char *const BOOKS[] = {"tests/data/text/frankenstein.txt",
                                     "tests/data/text/tale-of-two-cities.txt"};

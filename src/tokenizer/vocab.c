@@ -104,7 +104,8 @@ static int32_t insert(mlm_vocab *v, int32_t r) {
 
 // ---- parsing ----
 
-/* Standard base64 alphabet; -1 for every other byte ('=' is handled apart). */
+/* Standard base64 alphabet; other bytes are 0 here and told apart from 'A' by b64_val ('='
+ * is handled by the decoder). */
 static const signed char B64[256] = {
     ['A'] = 0,  ['B'] = 1,  ['C'] = 2,  ['D'] = 3,  ['E'] = 4,  ['F'] = 5,  ['G'] = 6,  ['H'] = 7,
     ['I'] = 8,  ['J'] = 9,  ['K'] = 10, ['L'] = 11, ['M'] = 12, ['N'] = 13, ['O'] = 14, ['P'] = 15,
