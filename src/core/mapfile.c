@@ -45,10 +45,26 @@ mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err) {
     return MLM_OK;
 }
 
+mlm_status mlm_mapfile_borrow(mlm_mapfile *f, const char *name, const void *data, size_t size,
+                              mlm_error *err) {
+    memset(f, 0, sizeof *f);
+    f->path = strdup(name);
+    if (!f->path) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
+    f->data = data;
+    f->size = size;
+    f->borrowed = 1;
+    return MLM_OK;
+}
+
 void mlm_mapfile_close(mlm_mapfile *f) {
     if (!f) return;
-    if (f->mapped) munmap((void *)f->data, f->size);
-    else free((void *)f->data);
+    if (f->borrowed) {
+        /* the caller's bytes */
+    } else if (f->mapped) {
+        munmap((void *)f->data, f->size);
+    } else {
+        free((void *)f->data);
+    }
     free(f->path);
     memset(f, 0, sizeof *f);
 }

@@ -13,11 +13,17 @@ typedef struct mlm_mapfile {
     const unsigned char *data;
     size_t size;
     int mapped;              /* data came from mmap (else from malloc, for empty files) */
+    int borrowed;            /* data belongs to the caller (mlm_mapfile_borrow): never freed */
 } mlm_mapfile;
 
 /* Maps PATH read-only. IO with the path and strerror on failure. */
 mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err);
 void mlm_mapfile_close(mlm_mapfile *f);
+
+/* Wraps a caller's buffer as a "file" named NAME (for fuzzing and in-memory use); the bytes
+ * must outlive it and are never freed by mlm_mapfile_close. */
+mlm_status mlm_mapfile_borrow(mlm_mapfile *f, const char *name, const void *data, size_t size,
+                              mlm_error *err);
 
 /* Reads a whole (small) file into a malloc'd NUL-terminated buffer (*OUT, length *LEN).
  * A file larger than MAX_BYTES is refused with FORMAT naming the limit. */

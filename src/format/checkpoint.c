@@ -14,14 +14,27 @@
 
 // ---- building ----
 
-mlm_status mlm_ckpt_add_file(mlm_checkpoint *c, const char *path, int *idx, mlm_error *err) {
+/* Adds a file: mapped from PATH, or the caller's DATA when it is non-NULL. */
+static mlm_status add_file(mlm_checkpoint *c, const char *path, const void *data, size_t size,
+                           int *idx, mlm_error *err) {
     mlm_mapfile *f = realloc(c->files, (size_t)(c->n_files + 1) * sizeof *f);
     if (!f) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     c->files = f;
-    mlm_status st = mlm_mapfile_open(&c->files[c->n_files], path, err);
+    mlm_status st = data ? mlm_mapfile_borrow(&c->files[c->n_files], path, data, size, err)
+                         : mlm_mapfile_open(&c->files[c->n_files], path, err);
     if (st) return st;
     *idx = c->n_files++;
     return MLM_OK;
+}
+
+mlm_status mlm_ckpt_add_file(mlm_checkpoint *c, const char *path, int *idx, mlm_error *err) {
+    return add_file(c, path, NULL, 0, idx, err);
+}
+
+mlm_status mlm_ckpt_add_buffer(mlm_checkpoint *c, const char *name, const void *data, size_t size,
+                               int *idx, mlm_error *err) {
+    static const char empty[1];
+    return add_file(c, name, data ? data : empty, size, idx, err);
 }
 
 int mlm_ckpt_shape_bytes(int n_dim, const int64_t *shape, size_t elem, int64_t *numel,
@@ -167,7 +180,7 @@ static int is_pytorch_name(const char *s) {
 
 static mlm_status open_file(mlm_checkpoint *c, const char *path, const char *prefix,
                             mlm_error *err) {
-    int idx;
+    int idx = -1;
     mlm_status st = mlm_ckpt_add_file(c, path, &idx, err);
     if (st) return st;
     const mlm_mapfile *f = &c->files[idx];

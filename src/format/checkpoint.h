@@ -31,6 +31,10 @@ struct mlm_checkpoint {
 /* Maps PATH and appends it to the checkpoint's files; *IDX gets its index. */
 mlm_status mlm_ckpt_add_file(mlm_checkpoint *c, const char *path, int *idx, mlm_error *err);
 
+/* Appends a caller-owned buffer as file NAME (it must outlive the checkpoint). */
+mlm_status mlm_ckpt_add_buffer(mlm_checkpoint *c, const char *name, const void *data, size_t size,
+                               int *idx, mlm_error *err);
+
 /* Appends a tensor view (NAME is copied; DATA must point into one of c's files).
  * FORMAT if the name is already present ("duplicate tensor"). */
 mlm_status mlm_ckpt_add_tensor(mlm_checkpoint *c, const char *name, mlm_dtype dtype, int n_dim,

@@ -124,30 +124,34 @@ mlm_status mlm_pytorch_read(mlm_checkpoint *c, int file, const char *prefix, mlm
     mlm_status st = mlm_zip_open(&r.zip, f->path, f->data, f->size, err);
     if (st) return st;
     if (r.zip.n_entries == 0) {
+        st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: empty zip archive", f->path);
         mlm_zip_close(&r.zip);
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: empty zip archive", f->path);
+        return st;
     }
     /* The folder is the first entry's name up to its first '/', whatever it is called. */
     const mlm_zip_entry *first = &r.zip.entries[0];
     const char *slash = memchr(first->name, '/', first->name_len);
     if (!slash) {
-        mlm_zip_close(&r.zip);
-        return mlm_err_set(err, MLM_ERR_FORMAT,
+        st = mlm_err_set(err, MLM_ERR_FORMAT,
                            "%s: zip entry '%.*s' has no top-level folder (not a torch.save file)",
                            f->path, (int)first->name_len, first->name);
+        mlm_zip_close(&r.zip);
+        return st;
     }
     r.prefix = first->name;
     r.prefix_len = (size_t)(slash - first->name) + 1;
     const mlm_zip_entry *bo = mlm_zip_find(&r.zip, r.prefix, r.prefix_len, "byteorder");
     if (bo && !(bo->size == 6 && !memcmp(bo->data, "little", 6))) {
+        st = mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: byteorder is not 'little'", f->path);
         mlm_zip_close(&r.zip);
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: byteorder is not 'little'", f->path);
+        return st;
     }
     const mlm_zip_entry *pkl = mlm_zip_find(&r.zip, r.prefix, r.prefix_len, "data.pkl");
     if (!pkl) {
-        mlm_zip_close(&r.zip);
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: no '%.*sdata.pkl' record", f->path,
+        st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: no '%.*sdata.pkl' record", f->path,
                            (int)r.prefix_len, r.prefix);
+        mlm_zip_close(&r.zip);
+        return st;
     }
     char what[600];
     snprintf(what, sizeof what, "%s: data.pkl", f->path);

@@ -88,46 +88,52 @@ mlm_status mlm_zip_open(mlm_zip *z, const char *path, const unsigned char *d, si
     const unsigned char *p = d + cd_off, *end = p + cd_size;
     for (uint64_t i = 0; i < n_entries; i++) {
         if (p + 46 > end || rd32(p) != SIG_CENTRAL) {
-            mlm_zip_close(z);
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu is malformed",
+            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu is malformed",
                                path, (unsigned long long)i);
+            mlm_zip_close(z);
+            return st;
         }
         uint16_t method = rd16(p + 10), name_len = rd16(p + 28), extra_len = rd16(p + 30),
                  comment_len = rd16(p + 32);
         uint64_t csize = rd32(p + 20), usize = rd32(p + 24), loff = rd32(p + 42);
         if (p + 46 + name_len + extra_len + comment_len > end) {
-            mlm_zip_close(z);
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu overruns", path,
+            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu overruns", path,
                                (unsigned long long)i);
+            mlm_zip_close(z);
+            return st;
         }
         mlm_zip_entry *e = &z->entries[i];
         e->name = (const char *)p + 46;
         e->name_len = name_len;
         if (!apply_zip64_extra(p + 46 + name_len, extra_len, &usize, &csize, &loff)) {
-            mlm_zip_close(z);
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip entry '%.*s': bad zip64 extra field",
+            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip entry '%.*s': bad zip64 extra field",
                                path, (int)name_len, e->name);
+            mlm_zip_close(z);
+            return st;
         }
         if (method != 0 || csize != usize) {
-            mlm_zip_close(z);
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+            mlm_status st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
                                "%s: zip entry '%.*s' is compressed (method %u); torch.save writes "
                                "stored entries only",
                                path, (int)name_len, e->name, method);
+            mlm_zip_close(z);
+            return st;
         }
         if (loff > size || size - loff < 30 || rd32(d + loff) != SIG_LOCAL) {
-            mlm_zip_close(z);
-            return mlm_err_set(err, MLM_ERR_FORMAT,
+            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT,
                                "%s: zip entry '%.*s': local header at %llu is invalid", path,
                                (int)name_len, e->name, (unsigned long long)loff);
+            mlm_zip_close(z);
+            return st;
         }
         uint64_t data_off = loff + 30 + rd16(d + loff + 26) + rd16(d + loff + 28);
         if (data_off > size || usize > size - data_off) {
-            mlm_zip_close(z);
-            return mlm_err_set(err, MLM_ERR_FORMAT,
+            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT,
                                "%s: zip entry '%.*s': data [%llu, +%llu) exceeds the file size %zu",
                                path, (int)name_len, e->name, (unsigned long long)data_off,
                                (unsigned long long)usize, size);
+            mlm_zip_close(z);
+            return st;
         }
         e->data = d + data_off;
         e->size = usize;

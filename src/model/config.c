@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/mapfile.h"
 #include "format/json.h"
+#include "model/config.h"
 
 #define CONFIG_MAX_BYTES (1u << 20)
 #define DIM_MAX (1 << 20)
@@ -262,6 +263,17 @@ static mlm_status load_generation(const char *path, mlm_config *c, mlm_error *er
     return st;
 }
 
+mlm_status mlm_config_from_json(const char *what, const json_t *j, mlm_config *out,
+                                mlm_error *err) {
+    memset(out, 0, sizeof *out);
+    out->bos_id = out->pad_id = -1;
+    if (!json_is_object(j)) return mlm_err_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", what);
+    /* Meta params.json has "dim"; HF config.json has "hidden_size". */
+    if (json_object_get(j, "dim") && !json_object_get(j, "hidden_size"))
+        return load_meta(what, j, out, err);
+    return load_hf(what, j, out, err);
+}
+
 mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err) {
     memset(out, 0, sizeof *out);
     out->bos_id = out->pad_id = -1;
@@ -294,10 +306,7 @@ mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err) {
     json_t *j;
     mlm_status st = mlm_json_load_file(file, CONFIG_MAX_BYTES, &j, err);
     if (st == MLM_OK) {
-        if (!json_is_object(j)) st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", file);
-        else if (json_object_get(j, "dim") && !json_object_get(j, "hidden_size"))
-            st = load_meta(file, j, out, err);
-        else st = load_hf(file, j, out, err);
+        st = mlm_config_from_json(file, j, out, err);
         json_decref(j);
     }
     if (st == MLM_OK && !strcmp(out->source, "config.json")) {
