@@ -9,17 +9,21 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -l
 
 BUILD   ?= build
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror
-CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -Itests $(PKG_CFLAGS) -MMD -MP
-LDLIBS  += $(PKG_LIBS) -lm -lpthread
+# OPT and CFLAGS/LDFLAGS from the command line add to, never replace, the required flags.
+OPT     ?= -O2 -g
+ALL_CFLAGS := $(OPT) -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc -Itests $(PKG_CFLAGS) -MMD -MP
+ALL_LDFLAGS :=
+LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
 ifeq ($(NATIVE),1)
-CFLAGS  += -march=native
+ALL_CFLAGS += -march=native
 endif
 ifeq ($(SAN),1)
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-LDFLAGS += -fsanitize=address,undefined
+ALL_CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ALL_LDFLAGS += -fsanitize=address,undefined
 endif
+ALL_CFLAGS  += $(CFLAGS)
+ALL_LDFLAGS += $(LDFLAGS)
 
 LIB_SRC   := $(wildcard src/*/*.c src/*/*/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -38,7 +42,7 @@ all: $(LIB) $(CLI) $(TEST_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -46,22 +50,22 @@ $(LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(CLI): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_LDFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 # Every test binary prints "N passed, N failed[, N skipped]" last; the runner sums them.
 test: $(TEST_BIN) $(CLI)
 	@MESHLM=$(CLI) sh tests/run.sh $(TEST_BIN)
 
 asan:
-	$(MAKE) SAN=1 BUILD=build-asan CFLAGS="-O1 -g" test
+	$(MAKE) SAN=1 BUILD=build-asan OPT="-O1 -g" test
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS from its committed seed corpus.
 FUZZ_SECONDS ?= 20

@@ -1,0 +1,46 @@
+#!/bin/sh
+# scripts/setup.sh: the one set-up command on a fresh Debian (12+) machine.
+# Installs meshlm's build dependencies from Debian's packages, builds, and runs the main job
+# on the data bundled in the repo. Options:
+#   --deps-only   install the packages and stop (CI uses this before `make test`)
+#   --fuzz        also install clang's libFuzzer runtime, for `make fuzz`
+set -eu
+cd "$(dirname "$0")/.."
+
+deps_only=0
+fuzz=0
+for arg in "$@"; do
+  case "$arg" in
+    --deps-only) deps_only=1 ;;
+    --fuzz) fuzz=1 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+# build-essential: gcc and make; pkg-config: finds the two libraries;
+# libjansson-dev: JSON (configs, safetensors headers); libpcre2-dev: the tokenizer's
+# Unicode pre-tokenizer regex (PCRE2 with JIT).
+PKGS="build-essential pkg-config libjansson-dev libpcre2-dev"
+if [ "$fuzz" -eq 1 ]; then PKGS="$PKGS clang"; fi
+missing=
+for p in $PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
+[ "$deps_only" -eq 1 ] && exit 0
+
+make -j"$(nproc)"
+echo
+echo "== meshlm info: the real Llama 3.2 1B configuration bundled in tests/data"
+./build/meshlm info -m tests/data/configs/Llama-3.2-1B
+echo
+echo "== meshlm tokenize --chat: Meta's chat format with the real Llama 3 tokenizer"
+./build/meshlm tokenize --tokenizer tests/data/tokenizer/llama3/tokenizer.model --chat \
+  --system "You are a helpful assistant." "What is the capital of France?"
