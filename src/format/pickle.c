@@ -210,7 +210,10 @@ static mlm_status persistent_id(unpickler *u) {
 
 static mlm_status memo_put(unpickler *u, uint64_t idx) {
     if (u->n_stack < 1) return fail(u, MLM_ERR_FORMAT, "memo put on an empty stack");
-    if (idx >= MAX_MEMO) return fail(u, MLM_ERR_FORMAT, "memo index too large");
+    /* A writer numbers memo entries as it goes, so an index is below the stream length;
+     * bounding it so keeps a 5-byte input from allocating a huge memo. */
+    if (idx >= MAX_MEMO || idx >= (uint64_t)(u->end - u->d))
+        return fail(u, MLM_ERR_FORMAT, "memo index too large");
     int64_t old = u->cap_memo;
     if (!grow((void **)&u->memo, &u->cap_memo, (int64_t)idx + 1, sizeof *u->memo))
         return fail(u, MLM_ERR_NOMEM, "out of memory");

@@ -120,6 +120,35 @@ TEST(sharded_safetensors_equals_single_file) {
     mlm_checkpoint_free(dir);
 }
 
+/* A Meta directory of consolidated.NN.pth shards: each shard's tensors under "shard<N>/". */
+TEST(meta_consolidated_shards) {
+    char dir[300], cmd[1200];
+    snprintf(dir, sizeof dir, "%s/meta", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && cp " CKPT "tensors.pth %s/consolidated.00.pth && cp " CKPT
+             "tensors_p4.pth %s/consolidated.01.pth",
+             dir, dir, dir);
+    CHECK(system(cmd) == 0);
+    mlm_error err;
+    mlm_checkpoint *c = NULL, *ref = NULL;
+    CHECK(mlm_checkpoint_present(dir));
+    CHECK_OK(mlm_checkpoint_open(dir, &c, &err), &err);
+    CHECK_OK(mlm_checkpoint_open(CKPT "tensors.safetensors", &ref, &err), &err);
+    if (c && ref) {
+        CHECK(mlm_checkpoint_n_files(c) == 2 && mlm_checkpoint_n_tensors(c) == 26);
+        for (int shard = 0; shard < 2; shard++)
+            for (int64_t i = 0; i < mlm_checkpoint_n_tensors(ref); i++) {
+                char name[300];
+                snprintf(name, sizeof name, "shard%d/%s", shard, mlm_checkpoint_tensor(ref, i)->name);
+                const mlm_tensor_view *t = mlm_checkpoint_find(c, name);
+                CHECKF(t != NULL, "%s missing", name);
+                if (t) CHECK(t->dtype == mlm_checkpoint_tensor(ref, i)->dtype);
+            }
+    }
+    mlm_checkpoint_free(c);
+    mlm_checkpoint_free(ref);
+}
+
 TEST(refpt_values_and_tensors) {
     mlm_error err;
     mlm_checkpoint *c = NULL;
@@ -334,6 +363,7 @@ int main(void) {
     RUN(pth_buffer_saved_archive_folder);
     RUN(pth_views_are_zero_copy_with_strides);
     RUN(sharded_safetensors_equals_single_file);
+    RUN(meta_consolidated_shards);
     RUN(refpt_values_and_tensors);
     RUN(pickle_other_globals_refused);
     RUN(safetensors_bad_input);
