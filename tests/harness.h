@@ -115,4 +115,17 @@ static inline int harness_write_file(const char *path, const void *data, size_t 
     return w == len ? 0 : -1;
 }
 
+/* Creates a fresh directory /tmp/meshlm-test-TAG-XXXXXX into DIR (size >= 64); 0 on success. */
+static inline int harness_tmpdir(char *dir, size_t size, const char *tag) {
+    snprintf(dir, size, "/tmp/meshlm-test-%s-XXXXXX", tag);
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+/* Removes DIR and everything under it (tests' scratch space only). */
+static inline void harness_rmtree(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+}
+
 #endif

@@ -354,8 +354,7 @@ TEST(pickle_opcodes_outside_the_subset) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/meshlm-test-ckpt-XXXXXX");
-    if (!mkdtemp(tmpdir)) return 1;
+    if (harness_tmpdir(tmpdir, sizeof tmpdir, "ckpt") != 0) return 1;
     RUN(pth_protocol2_equals_safetensors);
     RUN(pth_protocol4_equals_safetensors);
     RUN(pth_zip64_equals_safetensors);
@@ -370,8 +369,6 @@ int main(void) {
     RUN(sharded_index_bad_input);
     RUN(pth_bad_input);
     RUN(pickle_opcodes_outside_the_subset);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
+    harness_rmtree(tmpdir);
     return HARNESS_END();
 }

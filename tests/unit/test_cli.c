@@ -135,14 +135,11 @@ TEST(json_outputs_parse) {
 
 int main(void) {
     meshlm = getenv("MESHLM") ? getenv("MESHLM") : "build/meshlm";
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/meshlm-test-cli-XXXXXX");
-    if (!mkdtemp(tmpdir)) return 1;
+    if (harness_tmpdir(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
     RUN(usage_and_help);
     RUN(bad_files_exit_1_naming_file_and_field);
     RUN(tokenize_matches_llamacpp_vectors);
     RUN(json_outputs_parse);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
+    harness_rmtree(tmpdir);
     return HARNESS_END();
 }

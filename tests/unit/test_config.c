@@ -155,13 +155,10 @@ TEST(bad_configs_name_the_field) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/meshlm-test-config-XXXXXX");
-    if (!mkdtemp(tmpdir)) return 1;
+    if (harness_tmpdir(tmpdir, sizeof tmpdir, "config") != 0) return 1;
     RUN(hf_configs_match_transformers);
     RUN(meta_params_agree_with_hf_config);
     RUN(bad_configs_name_the_field);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
+    harness_rmtree(tmpdir);
     return HARNESS_END();
 }
