@@ -29,8 +29,8 @@ LIB_SRC   := $(wildcard src/*/*.c src/*/*/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC   := $(wildcard tools/cli/*.c)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
-TEST_SRC  := $(wildcard tests/unit/*.c)
-TEST_BIN  := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_SRC  := $(wildcard tests/unit/*.c tests/kernels/*.c)
+TEST_BIN  := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TEST_SRC))))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -44,6 +44,16 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# Each SIMD file is compiled with only its own ISA flags; dispatch happens at run time.
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(AVX2_FLAGS) -c $< -o $@
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
@@ -53,6 +63,9 @@ $(CLI): $(CLI_OBJ) $(LIB)
 	$(CC) $(ALL_LDFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+$(BUILD)/tests/%: $(BUILD)/tests/kernels/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
@@ -67,15 +80,20 @@ test: $(TEST_BIN) $(CLI)
 asan:
 	$(MAKE) SAN=1 BUILD=build-asan OPT="-O1 -g" test
 
-# libFuzzer targets (clang), each run for FUZZ_SECONDS from its committed seed corpus.
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from its committed seed corpus. The
+# library is rebuilt with clang and the sanitizers in build-fuzz/lib by the same rules.
 FUZZ_SECONDS ?= 20
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) \
-	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h include/*.h)
-	@mkdir -p build-fuzz
-	clang $(FUZZ_CFLAGS) $< $(LIB_SRC) $(PKG_LIBS) -lm -lpthread -o $@
+FUZZ_LIB := build-fuzz/lib/libmeshlm.a
+.PHONY: fuzz-lib lib
+lib: $(LIB)
+fuzz-lib:
+	$(MAKE) CC=clang BUILD=build-fuzz/lib OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" lib
+build-fuzz/%: tests/fuzz/%.c fuzz-lib $(wildcard tests/fuzz/*.h)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) \
+	  -fsanitize=fuzzer $(FUZZ_SAN) $< $(FUZZ_LIB) $(LDLIBS) -o $@
 fuzz: $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$${f#build-fuzz/fuzz_}; \
 	  echo "fuzz: $$n ($(FUZZ_SECONDS)s)"; mkdir -p build-fuzz/corpus-$$n; \

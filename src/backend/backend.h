@@ -1,0 +1,46 @@
+/* backend/backend.h: the CPU kernel table. Kernels know nothing of models: they multiply
+ * matrices, normalize rows and run attention over paged KV. Each kernel has a scalar _ref
+ * twin (cpu/matmul_ref.c and friends) that stays forever; the table is filled once from CPU features.
+ * Thread safety: kernels are pure functions of their arguments. */
+#ifndef MESHLM_BACKEND_H
+#define MESHLM_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Weight element types the kernels take. Activations are always f32. */
+typedef enum mlm_wtype { MLM_W_F32 = 0, MLM_W_BF16, MLM_W_COUNT } mlm_wtype;
+
+/* OUT[t * out_stride + r] = sum_k W[r, k] * X[t * cols + k], for tokens t in [0, n) and rows
+ * r in [r0, r1). W is row-major (rows, cols) of type WTYPE. Every output element is computed
+ * the same way whatever n, r0 and r1 are, so results do not depend on batching or threads. */
+typedef void (*mlm_matmul_fn)(float *out, int64_t out_stride, const void *w, const float *x,
+                              int64_t n, int64_t cols, int64_t r0, int64_t r1);
+
+typedef struct mlm_kernels {
+    const char *name; /* "ref", "avx2", "avx512" */
+    mlm_matmul_fn matmul[MLM_W_COUNT];
+} mlm_kernels;
+
+/* The best kernels for this CPU (filled once; immutable). MESHLM_KERNELS=ref|avx2|avx512 in
+ * the environment forces a table (one this CPU supports) for testing and benchmarks. */
+const mlm_kernels *mlm_kernels_best(void);
+/* A specific table, or NULL if this CPU cannot run it. */
+const mlm_kernels *mlm_kernels_get(const char *name);
+
+/* Reference kernels (cpu/matmul_ref.c). */
+void mlm_matmul_f32_ref(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
+                        int64_t cols, int64_t r0, int64_t r1);
+void mlm_matmul_bf16_ref(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
+                         int64_t cols, int64_t r0, int64_t r1);
+/* AVX2 + FMA (cpu/matmul_avx2.c) and AVX-512F (cpu/matmul_avx512.c). */
+void mlm_matmul_f32_avx2(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
+                         int64_t cols, int64_t r0, int64_t r1);
+void mlm_matmul_bf16_avx2(float *out, int64_t out_stride, const void *w, const float *x,
+                          int64_t n, int64_t cols, int64_t r0, int64_t r1);
+void mlm_matmul_f32_avx512(float *out, int64_t out_stride, const void *w, const float *x,
+                           int64_t n, int64_t cols, int64_t r0, int64_t r1);
+void mlm_matmul_bf16_avx512(float *out, int64_t out_stride, const void *w, const float *x,
+                            int64_t n, int64_t cols, int64_t r0, int64_t r1);
+
+#endif

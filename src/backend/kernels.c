@@ -1,0 +1,41 @@
+/* backend/kernels.c: picks the kernel table from CPU features, once. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/cpu.h"
+
+static const mlm_kernels table_ref = {
+    "ref", {[MLM_W_F32] = mlm_matmul_f32_ref, [MLM_W_BF16] = mlm_matmul_bf16_ref}};
+static const mlm_kernels table_avx2 = {
+    "avx2", {[MLM_W_F32] = mlm_matmul_f32_avx2, [MLM_W_BF16] = mlm_matmul_bf16_avx2}};
+static const mlm_kernels table_avx512 = {
+    "avx512", {[MLM_W_F32] = mlm_matmul_f32_avx512, [MLM_W_BF16] = mlm_matmul_bf16_avx512}};
+
+const mlm_kernels *mlm_kernels_get(const char *name) {
+    mlm_cpu_flags f = mlm_cpu_detect();
+    if (!strcmp(name, "ref")) return &table_ref;
+    if (!strcmp(name, "avx2")) return f.avx2 && f.fma ? &table_avx2 : NULL;
+    if (!strcmp(name, "avx512")) return f.avx512f && f.avx512bw && f.avx512vl ? &table_avx512 : NULL;
+    return NULL;
+}
+
+static const mlm_kernels *best;
+static pthread_once_t best_once = PTHREAD_ONCE_INIT;
+
+static void pick_best(void) {
+    const char *forced = getenv("MESHLM_KERNELS");
+    if (forced && mlm_kernels_get(forced)) {
+        best = mlm_kernels_get(forced);
+        return;
+    }
+    best = mlm_kernels_get("avx512");
+    if (!best) best = mlm_kernels_get("avx2");
+    if (!best) best = &table_ref;
+}
+
+const mlm_kernels *mlm_kernels_best(void) {
+    pthread_once(&best_once, pick_best);
+    return best;
+}
