@@ -292,6 +292,112 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
                                      int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                      mlm_error *err);
 
+/* ---- models ---- */
+
+/* A loaded model: config, weights bound in the compute layout, RoPE tables. Immutable after
+ * loading and shareable by any number of executors (threads included). Weights stay zero-copy
+ * views of the mapped checkpoint where the checkpoint already has the compute dtype and layout
+ * (HF safetensors in bf16 with --dtype bf16); otherwise they are converted once at load. */
+typedef struct mlm_model mlm_model;
+
+typedef struct mlm_model_params {
+    mlm_dtype dtype; /* weight dtype for compute: MLM_DTYPE_F32 or MLM_DTYPE_BF16 (default) */
+    int n_threads;   /* threads for loading conversions; 0 = all cores */
+} mlm_model_params;
+
+mlm_model_params mlm_model_default_params(void);
+
+/* Loads the model in DIR: HF (config.json + *.safetensors) or Meta (params.json +
+ * consolidated.NN.pth, several shards merged). Meta q/k rows are permuted to HF order so one
+ * RoPE kernel serves both. A tensor missing, of the wrong shape or of a non-float dtype fails
+ * with FORMAT naming the tensor and both shapes. */
+mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_model **out,
+                          mlm_error *err);
+void mlm_model_free(mlm_model *model);
+
+/* The model's config (borrowed). */
+const mlm_config *mlm_model_config(const mlm_model *model);
+/* Bytes of weights the model reads per token (all matrices + embedding row), and the bytes it
+ * holds in memory (mapped views + converted copies). */
+int64_t mlm_model_weight_bytes(const mlm_model *model);
+/* Name of the kernel table in use ("avx512", "avx2", "ref"). */
+const char *mlm_model_kernels(const mlm_model *model);
+
+/* ---- executor ---- */
+
+/* An executor runs steps of a model over a paged KV cache: a pool of max_num_blocks blocks
+ * of block_size tokens, and a page table per sequence. One step takes any mix of prefill and
+ * decode tokens from any sequences. Not thread-safe: one executor per thread of control. */
+typedef struct mlm_exec mlm_exec;
+
+typedef struct mlm_exec_params {
+    int32_t max_seqs;       /* sequences (batch slots), default 1 */
+    int32_t max_seq_len;    /* positions per sequence, default 4096 */
+    int32_t block_size;     /* tokens per KV block, default 64 */
+    int32_t max_num_blocks; /* KV pool size; 0 = max_seqs * ceil(max_seq_len / block_size) */
+    int32_t max_step_tokens; /* tokens per step, default 512 (a longer prompt takes several) */
+    int32_t max_step_logits; /* tokens per step that may ask for logits, default = max_seqs */
+    int n_threads;          /* 0 = all cores */
+} mlm_exec_params;
+
+mlm_exec_params mlm_exec_default_params(void);
+
+mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params,
+                           mlm_exec **out, mlm_error *err);
+void mlm_exec_free(mlm_exec *exec);
+
+/* One step's tokens: token I of sequence SEQ[I] at position POS[I]. Positions of a sequence
+ * must be written in order without gaps from its start position. With LOGITS non-NULL,
+ * LOGITS[I] != 0 asks for token I's next-token logits. */
+typedef struct mlm_batch {
+    int32_t n;
+    const int32_t *tokens;
+    const int32_t *seq;
+    const int32_t *pos;
+    const int8_t *logits;
+} mlm_batch;
+
+/* Runs one step. OUT receives one row of n_vocab floats per token that asked for logits, in
+ * batch order. CAPACITY when the KV pool runs out (nothing is written for that step's
+ * failing sequence), INVALID_ARG for a bad token, sequence or position. */
+mlm_status mlm_exec_step(mlm_exec *exec, const mlm_batch *batch, float *out, mlm_error *err);
+
+/* Forgets sequence SEQ (its KV blocks return to the pool); its next position is START. */
+mlm_status mlm_exec_seq_reset(mlm_exec *exec, int32_t seq, int32_t start, mlm_error *err);
+/* Gives sequence SEQ (after a reset) the pages BLOCKS[0..N) in that order instead of taking
+ * free blocks as it grows, like the demos' random page tables. The blocks must be free. */
+mlm_status mlm_exec_seq_set_pages(mlm_exec *exec, int32_t seq, const int32_t *blocks, int32_t n,
+                                  mlm_error *err);
+/* The next position sequence SEQ expects. */
+int32_t mlm_exec_seq_len(const mlm_exec *exec, int32_t seq);
+
+/* ---- sampling ---- */
+
+typedef struct mlm_sampler_params {
+    float temperature; /* 0 = greedy (argmax, ties to the lowest id) */
+    int32_t top_k;     /* 0 = off */
+    float top_p;       /* 1 = off */
+    uint64_t seed;
+} mlm_sampler_params;
+
+mlm_sampler_params mlm_sampler_default_params(void);
+
+/* A sampler's state: parameters, RNG and scratch for a vocabulary of N_VOCAB. Caller-owned. */
+typedef struct mlm_sampler {
+    mlm_sampler_params params;
+    uint64_t rng[4];
+    int32_t n_vocab;
+    float *probs;  /* owned scratch */
+    int32_t *idx;  /* owned scratch */
+} mlm_sampler;
+
+mlm_status mlm_sampler_init(mlm_sampler *s, const mlm_sampler_params *params, int32_t n_vocab,
+                            mlm_error *err);
+void mlm_sampler_deinit(mlm_sampler *s);
+/* Picks the next token from LOGITS (n_vocab floats; not modified). HF order: temperature,
+ * then top-k, then top-p, then a draw from the renormalized distribution. */
+int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits);
+
 #ifdef __cplusplus
 }
 #endif

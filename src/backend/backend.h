@@ -17,9 +17,33 @@ typedef enum mlm_wtype { MLM_W_F32 = 0, MLM_W_BF16, MLM_W_COUNT } mlm_wtype;
 typedef void (*mlm_matmul_fn)(float *out, int64_t out_stride, const void *w, const float *x,
                               int64_t n, int64_t cols, int64_t r0, int64_t r1);
 
+/* One layer's paged KV pools: K and V each (n_blocks, block_size, row) with row =
+ * n_kv_head * head_dim, in f32 or bf16. Which blocks a sequence uses is its page table. */
+typedef struct mlm_paged_kv {
+    void *k, *v;
+    int bf16;
+    int32_t block_size;
+    int64_t row;
+} mlm_paged_kv;
+
+/* Stores K_ROW and V_ROW (row floats each) as entry IDX of the sequence with page table BLOCKS. */
+void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k_row,
+                  const float *v_row);
+
+/* Causal attention of one query token over entries 0..N_CTX-1 of a sequence's paged KV:
+ * for each of N_HEAD heads (query head h reads KV head h / (n_head / n_kv_head)),
+ * OUT[h*hd..] = softmax(q_h . k / sqrt(hd)) . v, in f32 with max subtraction.
+ * SCRATCH holds at least N_CTX floats. */
+typedef void (*mlm_attention_fn)(float *out, const float *q, const mlm_paged_kv *kv,
+                                 const int32_t *blocks, int32_t n_ctx, int n_head, int n_kv_head,
+                                 int head_dim, float *scratch);
+void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
+                       int32_t n_ctx, int n_head, int n_kv_head, int head_dim, float *scratch);
+
 typedef struct mlm_kernels {
     const char *name; /* "ref", "avx2", "avx512" */
     mlm_matmul_fn matmul[MLM_W_COUNT];
+    mlm_attention_fn attention;
 } mlm_kernels;
 
 /* The best kernels for this CPU (filled once; immutable). MESHLM_KERNELS=ref|avx2|avx512 in

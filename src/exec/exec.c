@@ -1,0 +1,192 @@
+/* exec/exec.c: the step executor. One step function serves prefill, decode and their mix:
+ * it checks the batch (tokens, sequences, positions in order), reserves KV pages for every
+ * sequence it extends (all or nothing, so running out is a clean MLM_ERR_CAPACITY), and runs
+ * the model's forward pass with scratch allocated once at creation. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/error.h"
+#include "kv/kv.h"
+#include "model/forward.h"
+
+struct mlm_exec {
+    const mlm_model *model; /* borrowed */
+    mlm_exec_params p;
+    mlm_kv kv;
+    void *scratch;          /* owned, for mlm_forward */
+    int32_t *kv_idx;        /* owned (max_step_tokens) */
+    const int32_t **blocks; /* owned (max_step_tokens) */
+    int32_t *step_len;      /* owned (max_seqs): entries each sequence gets in this step */
+};
+
+mlm_exec_params mlm_exec_default_params(void) {
+    mlm_exec_params p = {.max_seqs = 1,
+                         .max_seq_len = 4096,
+                         .block_size = 64,
+                         .max_num_blocks = 0,
+                         .max_step_tokens = 512,
+                         .max_step_logits = 0,
+                         .n_threads = 0};
+    return p;
+}
+
+static int default_threads(void) {
+#ifdef _OPENMP
+    return omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+
+mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params, mlm_exec **out,
+                           mlm_error *err) {
+    *out = NULL;
+    mlm_exec_params p = params ? *params : mlm_exec_default_params();
+    if (p.max_seqs < 1 || p.max_seq_len < 1 || p.block_size < 1 || p.max_step_tokens < 1 ||
+        p.max_num_blocks < 0 || p.max_step_logits < 0 || p.n_threads < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
+                           "be positive");
+    if (!p.max_num_blocks)
+        p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
+    if (!p.max_step_logits) p.max_step_logits = p.max_seqs;
+    if (p.max_step_logits > p.max_step_tokens) p.max_step_logits = p.max_step_tokens;
+    if (!p.n_threads) p.n_threads = default_threads();
+    mlm_exec *e = calloc(1, sizeof *e);
+    if (!e) return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+    e->model = model;
+    e->p = p;
+    const mlm_config *c = &model->cfg;
+    mlm_status st = mlm_kv_init(&e->kv, c->n_layer, (int64_t)c->n_kv_head * c->head_dim,
+                                model->wtype == MLM_W_BF16, p.block_size, p.max_num_blocks,
+                                p.max_seqs, p.max_seq_len, err);
+    if (st) {
+        free(e);
+        return st;
+    }
+    size_t bytes = mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits,
+                                            p.max_seq_len, p.n_threads);
+    e->scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    e->kv_idx = malloc((size_t)p.max_step_tokens * sizeof *e->kv_idx);
+    e->blocks = malloc((size_t)p.max_step_tokens * sizeof *e->blocks);
+    e->step_len = calloc((size_t)p.max_seqs, sizeof *e->step_len);
+    if (!e->scratch || !e->kv_idx || !e->blocks || !e->step_len) {
+        mlm_exec_free(e);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "executor: cannot allocate %zu bytes of scratch",
+                           bytes);
+    }
+    *out = e;
+    return MLM_OK;
+}
+
+void mlm_exec_free(mlm_exec *e) {
+    if (!e) return;
+    mlm_kv_deinit(&e->kv);
+    free(e->scratch);
+    free(e->kv_idx);
+    free(e->blocks);
+    free(e->step_len);
+    free(e);
+}
+
+static mlm_status check_seq(const mlm_exec *e, int32_t seq, mlm_error *err) {
+    if (seq < 0 || seq >= e->p.max_seqs)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: sequence %d is outside [0, %d)",
+                           seq, e->p.max_seqs);
+    return MLM_OK;
+}
+
+mlm_status mlm_exec_seq_reset(mlm_exec *e, int32_t seq, int32_t start, mlm_error *err) {
+    mlm_status st = check_seq(e, seq, err);
+    if (st) return st;
+    if (start < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: negative start position %d", start);
+    mlm_kv_reset(&e->kv, seq, start);
+    return MLM_OK;
+}
+
+mlm_status mlm_exec_seq_set_pages(mlm_exec *e, int32_t seq, const int32_t *blocks, int32_t n,
+                                  mlm_error *err) {
+    mlm_status st = check_seq(e, seq, err);
+    if (st) return st;
+    return mlm_kv_set_pages(&e->kv, seq, blocks, n, err);
+}
+
+int32_t mlm_exec_seq_len(const mlm_exec *e, int32_t seq) {
+    if (seq < 0 || seq >= e->p.max_seqs) return -1;
+    return e->kv.seqs[seq].start + e->kv.seqs[seq].len;
+}
+
+/* Checks tokens, sequences and positions; fills step_len. */
+static mlm_status check_batch(mlm_exec *e, const mlm_batch *b, int32_t *n_logits, mlm_error *err) {
+    const mlm_config *c = &e->model->cfg;
+    if (b->n < 1 || b->n > e->p.max_step_tokens)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: a step takes 1 to %d tokens (max_step_tokens), got %d",
+                           e->p.max_step_tokens, b->n);
+    memset(e->step_len, 0, (size_t)e->p.max_seqs * sizeof *e->step_len);
+    *n_logits = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t seq = b->seq[i], tok = b->tokens[i];
+        mlm_status st = check_seq(e, seq, err);
+        if (st) return st;
+        if (tok < 0 || tok >= c->n_vocab)
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "executor: token %d (batch entry %d) is outside the vocabulary [0, %d)",
+                               tok, i, c->n_vocab);
+        const mlm_kv_seq *s = &e->kv.seqs[seq];
+        int32_t expect = s->start + s->len + e->step_len[seq];
+        if (b->pos[i] != expect)
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "executor: sequence %d expects position %d next, batch entry %d has %d",
+                               seq, expect, i, b->pos[i]);
+        if (s->len + e->step_len[seq] >= e->p.max_seq_len)
+            return mlm_err_set(err, MLM_ERR_CAPACITY,
+                               "executor: sequence %d is full (max_seq_len %d)", seq,
+                               e->p.max_seq_len);
+        e->step_len[seq]++;
+        *n_logits += b->logits && b->logits[i];
+    }
+    if (*n_logits > e->p.max_step_logits)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: %d tokens ask for logits, at most %d per step (max_step_logits)",
+                           *n_logits, e->p.max_step_logits);
+    return MLM_OK;
+}
+
+mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error *err) {
+    int32_t n_logits = 0;
+    mlm_status st = check_batch(e, b, &n_logits, err);
+    if (st) return st;
+    if (n_logits && !out)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: logits asked for, no output buffer");
+    /* Reserve every page first: all or nothing. */
+    int32_t need = 0;
+    for (int32_t s = 0; s < e->p.max_seqs; s++)
+        if (e->step_len[s])
+            need += mlm_kv_pages_needed(&e->kv, s, e->kv.seqs[s].len + e->step_len[s]);
+    if (need > e->kv.n_free)
+        return mlm_err_set(err, MLM_ERR_CAPACITY,
+                           "kv cache: out of blocks: this step needs %d more, %d of %d are free "
+                           "(block_size %d)",
+                           need, e->kv.n_free, e->kv.max_num_blocks, e->kv.block_size);
+    for (int32_t s = 0; s < e->p.max_seqs; s++)
+        if (e->step_len[s]) mlm_kv_grow(&e->kv, s, e->kv.seqs[s].len + e->step_len[s]);
+    for (int32_t i = 0; i < b->n; i++) {
+        mlm_kv_seq *s = &e->kv.seqs[b->seq[i]];
+        e->kv_idx[i] = b->pos[i] - s->start;
+        e->blocks[i] = s->blocks;
+    }
+    mlm_fwd_batch fb = {.n = b->n,
+                        .tokens = b->tokens,
+                        .pos = b->pos,
+                        .blocks = e->blocks,
+                        .kv_idx = e->kv_idx,
+                        .want_logits = b->logits};
+    mlm_forward(e->model, &fb, e->kv.layers, e->scratch, e->p.max_seq_len, e->p.n_threads, out);
+    for (int32_t s = 0; s < e->p.max_seqs; s++) e->kv.seqs[s].len += e->step_len[s];
+    return MLM_OK;
+}

@@ -1,0 +1,45 @@
+/* kv/kv.h: the paged KV cache: per layer a pool of max_num_blocks blocks of block_size
+ * entries for K and for V, a free list, and a page table per sequence. A sequence holds
+ * entries for positions start .. start + len - 1; entry i lives in block blocks[i / bs]. */
+#ifndef MESHLM_KV_KV_H
+#define MESHLM_KV_KV_H
+
+#include "backend/backend.h"
+#include "meshlm.h"
+
+typedef struct mlm_kv_seq {
+    int32_t start;    /* first position */
+    int32_t len;      /* entries stored */
+    int32_t n_blocks; /* pages held */
+    int32_t *blocks;  /* page table (owned, max_blocks_per_seq) */
+} mlm_kv_seq;
+
+typedef struct mlm_kv {
+    int32_t n_layer, block_size, max_num_blocks, max_seqs, max_blocks_per_seq;
+    mlm_paged_kv *layers; /* owned (n_layer); their pools point into .pool */
+    void *pool;           /* owned: K and V of every layer */
+    size_t pool_bytes;
+    int32_t *free_blocks; /* owned stack of free block ids */
+    int32_t n_free;
+    uint8_t *in_use;      /* owned (max_num_blocks) */
+    mlm_kv_seq *seqs;     /* owned (max_seqs) */
+} mlm_kv;
+
+/* Allocates the pools: ROW = n_kv_head * head_dim values per entry, f32 or bf16. */
+mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, int bf16, int32_t block_size,
+                       int32_t max_num_blocks, int32_t max_seqs, int32_t max_seq_len,
+                       mlm_error *err);
+void mlm_kv_deinit(mlm_kv *kv);
+
+/* Frees SEQ's pages and sets its start position. */
+void mlm_kv_reset(mlm_kv *kv, int32_t seq, int32_t start);
+/* Gives an empty SEQ the pages BLOCKS[0..N) (all free, distinct). */
+mlm_status mlm_kv_set_pages(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n,
+                            mlm_error *err);
+/* Pages needed for SEQ to hold LEN entries beyond what it holds now. */
+int32_t mlm_kv_pages_needed(const mlm_kv *kv, int32_t seq, int32_t len);
+/* Takes pages from the free list so that SEQ can hold LEN entries (checked beforehand with
+ * mlm_kv_pages_needed against n_free). */
+void mlm_kv_grow(mlm_kv *kv, int32_t seq, int32_t len);
+
+#endif

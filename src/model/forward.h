@@ -1,0 +1,30 @@
+/* model/forward.h: the decoder forward pass, called by the executor. */
+#ifndef MESHLM_MODEL_FORWARD_H
+#define MESHLM_MODEL_FORWARD_H
+
+#include "model/model.h"
+
+/* One step's tokens as the forward pass needs them: token ids, positions (for RoPE), and
+ * for each token its sequence's page table and its entry index in that sequence's KV
+ * (pos - the sequence's start position). WANT_LOGITS may be NULL (no logits). */
+typedef struct mlm_fwd_batch {
+    int32_t n;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *const *blocks;
+    const int32_t *kv_idx;
+    const int8_t *want_logits;
+} mlm_fwd_batch;
+
+/* Bytes of scratch mlm_forward needs for up to MAX_TOKENS tokens, MAX_LOGITS of them asking
+ * for logits, contexts up to MAX_CTX entries, N_THREADS threads. */
+size_t mlm_forward_scratch_size(const mlm_config *c, int32_t max_tokens, int32_t max_logits,
+                                int32_t max_ctx, int n_threads);
+
+/* Runs the model on batch B: stores each token's K/V in KV[layer] and writes one row of
+ * n_vocab logits per token that asked, in batch order, to LOGITS. The caller guarantees that
+ * every page the batch touches exists and that the sizes fit the scratch. */
+void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
+                 void *scratch, int32_t max_ctx, int n_threads, float *logits);
+
+#endif

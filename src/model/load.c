@@ -1,0 +1,305 @@
+/* model/load.c: binds a checkpoint's tensors to the Llama 3 decoder's weights.
+ * HF safetensors (model.*, HF row order) and Meta consolidated.NN.pth (tok_embeddings,
+ * layers.N.attention.*, Meta interleaved q/k rows, possibly split over model-parallel shards)
+ * both end as row-major matrices in the compute dtype with HF q/k row order. A tensor that
+ * already has the compute dtype, is contiguous and needs no merge or permutation stays a view
+ * of the mapping; everything else is converted once into buffers the model owns. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "tensor/dtype.h"
+
+// ---- names ----
+
+typedef enum role { R_EMB, R_OUT, R_NORM, R_ATTN_NORM, R_FFN_NORM, R_WQ, R_WK, R_WV, R_WO, R_W1, R_W2, R_W3 } role;
+
+/* Tensor name of ROLE (layer L) in the HF or Meta scheme. */
+static void tensor_name(char *buf, size_t size, int meta, role r, int l) {
+    static const char *hf[] = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
+                               "input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
+                               "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                               "mlp.gate_proj", "mlp.down_proj", "mlp.up_proj"};
+    static const char *mt[] = {"tok_embeddings.weight", "output.weight", "norm.weight",
+                               "attention_norm", "ffn_norm", "attention.wq", "attention.wk",
+                               "attention.wv", "attention.wo", "feed_forward.w1",
+                               "feed_forward.w2", "feed_forward.w3"};
+    const char *n = meta ? mt[r] : hf[r];
+    if (r <= R_NORM) snprintf(buf, size, "%s", n);
+    else snprintf(buf, size, "%s%d.%s.weight", meta ? "layers." : "model.layers.", l, n);
+}
+
+// ---- the binder ----
+
+typedef struct binder {
+    mlm_model *m;
+    int meta;
+    int n_shards;       /* Meta model-parallel shards ("shard<N>/" prefixes), else 1 */
+    const char *source; /* the config file name, for messages */
+    mlm_error *err;
+} binder;
+
+static mlm_status own(mlm_model *m, void *p, size_t bytes, mlm_error *err) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **o = realloc(m->owned, (size_t)cap * sizeof *o);
+        if (!o) {
+            free(p);
+            return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+        }
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    m->bytes_owned += (int64_t)bytes;
+    return MLM_OK;
+}
+
+static const mlm_tensor_view *find(const binder *b, const char *name, int shard) {
+    if (b->n_shards == 1) return mlm_checkpoint_find(b->m->ckpt, name);
+    char full[300];
+    snprintf(full, sizeof full, "shard%d/%s", shard, name);
+    return mlm_checkpoint_find(b->m->ckpt, full);
+}
+
+static int is_float(mlm_dtype d) {
+    return d == MLM_DTYPE_F32 || d == MLM_DTYPE_BF16 || d == MLM_DTYPE_F16;
+}
+
+/* Checks that tensor NAME exists in every shard with the shard shape (ROWS, COLS)
+ * (a 1-D tensor when COLS == 0) and a float dtype. */
+static mlm_status check(const binder *b, const char *name, int64_t rows, int64_t cols,
+                        const mlm_tensor_view **views) {
+    for (int s = 0; s < b->n_shards; s++) {
+        const mlm_tensor_view *t = find(b, name, s);
+        char where[32] = "";
+        if (b->n_shards > 1) snprintf(where, sizeof where, " (shard %d)", s);
+        if (!t)
+            return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'%s", name, where);
+        int want_dims = cols ? 2 : 1;
+        if (t->n_dim != want_dims || t->shape[0] != rows || (cols && t->shape[1] != cols)) {
+            char got[64] = "[";
+            for (int d = 0; d < t->n_dim; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
+                         (long long)t->shape[d]);
+            strncat(got, "]", sizeof got - strlen(got) - 1);
+            char want[64];
+            if (cols) snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
+            else snprintf(want, sizeof want, "[%lld]", (long long)rows);
+            return mlm_err_set(b->err, MLM_ERR_FORMAT,
+                               "model: tensor '%s'%s has shape %s, but %s implies %s", name, where,
+                               got, b->source, want);
+        }
+        if (!is_float(t->dtype))
+            return mlm_err_set(b->err, MLM_ERR_FORMAT,
+                               "model: tensor '%s'%s has dtype %s, expected f32, f16 or bf16", name,
+                               where, mlm_dtype_name(t->dtype));
+        views[s] = t;
+    }
+    return MLM_OK;
+}
+
+static float elem(const mlm_tensor_view *t, int64_t r, int64_t c) {
+    const unsigned char *p = (const unsigned char *)t->data +
+                             (r * t->stride[0] + (t->n_dim > 1 ? c * t->stride[1] : 0)) *
+                                 (int64_t)mlm_dtype_size(t->dtype);
+    uint16_t h;
+    float f;
+    switch (t->dtype) {
+    case MLM_DTYPE_BF16: memcpy(&h, p, 2); return mlm_bf16_to_f32(h);
+    case MLM_DTYPE_F16: memcpy(&h, p, 2); return mlm_f16_to_f32(h);
+    default: memcpy(&f, p, 4); return f;
+    }
+}
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1);                                            /* nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+/* Binds a matrix of ROLE in layer L with merged shape (ROWS, COLS). Meta shards are
+ * concatenated on dim 0 (column parallel) or dim 1 (row parallel, SPLIT_COLS); PERM_HEADS > 0
+ * reorders each head's rows from Meta interleaved to HF half-split order. */
+static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t cols, int split_cols,
+                              int perm_heads, mlm_weight *out) {
+    mlm_model *m = b->m;
+    char name[256];
+    tensor_name(name, sizeof name, b->meta, r, l);
+    const mlm_tensor_view *v[64];
+    int64_t srows = split_cols ? rows : rows / b->n_shards;
+    int64_t scols = split_cols ? cols / b->n_shards : cols;
+    if ((split_cols ? cols : rows) % b->n_shards)
+        return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: '%s' does not split into %d shards", name,
+                           b->n_shards);
+    mlm_status st = check(b, name, srows, scols, v);
+    if (st) return st;
+    out->type = m->wtype;
+    out->rows = rows;
+    out->cols = cols;
+    mlm_dtype want = m->wtype == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
+    const mlm_tensor_view *t = v[0];
+    if (b->n_shards == 1 && !perm_heads && t->dtype == want && t->stride[1] == 1 &&
+        t->stride[0] == cols) {
+        out->data = t->data; /* zero-copy */
+        m->bytes_mapped += rows * cols * (int64_t)mlm_dtype_size(want);
+        return MLM_OK;
+    }
+    size_t es = mlm_dtype_size(want), bytes = (size_t)(rows * cols) * es;
+    void *buf = malloc(bytes ? bytes : 1);
+    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
+    if ((st = own(m, buf, bytes, b->err))) return st;
+    int hd = m->cfg.head_dim;
+    for (int64_t i = 0; i < rows; i++) {
+        /* HF row i of a head comes from Meta row 2i (first half) or 2(i - hd/2) + 1. */
+        int64_t src = i;
+        if (perm_heads) {
+            int64_t h = i / hd, j = i % hd;
+            src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            int s = split_cols ? (int)(c / scols) : (int)(src / srows);
+            float f = elem(v[s], split_cols ? src : src % srows, split_cols ? c % scols : c);
+            if (want == MLM_DTYPE_F32) ((float *)buf)[i * cols + c] = f;
+            else ((uint16_t *)buf)[i * cols + c] = f32_to_bf16(f);
+        }
+    }
+    out->data = buf;
+    return MLM_OK;
+}
+
+/* Norm weights are always converted to f32 (replicated across Meta shards: shard 0). */
+static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
+    char name[256];
+    tensor_name(name, sizeof name, b->meta, r, l);
+    const mlm_tensor_view *v[64];
+    int64_t d = b->m->cfg.n_embd;
+    mlm_status st = check(b, name, d, 0, v);
+    if (st) return st;
+    float *buf = malloc((size_t)d * sizeof *buf);
+    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
+    if ((st = own(b->m, buf, (size_t)d * sizeof *buf, b->err))) return st;
+    for (int64_t i = 0; i < d; i++) buf[i] = elem(v[0], i, 0);
+    *out = buf;
+    return MLM_OK;
+}
+
+static int count_shards(const mlm_checkpoint *c) {
+    int n = 0;
+    char name[64];
+    for (;; n++) {
+        snprintf(name, sizeof name, "shard%d/tok_embeddings.weight", n);
+        if (!mlm_checkpoint_find(c, name)) break;
+    }
+    return n > 64 ? -1 : n;
+}
+
+static mlm_status bind_all(binder *b) {
+    mlm_model *m = b->m;
+    const mlm_config *c = &m->cfg;
+    int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
+            kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff, V = c->n_vocab;
+    int meta = b->meta;
+    mlm_status st;
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->layers) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
+    if ((st = bind_matrix(b, R_EMB, 0, V, d, 0, 0, &m->tok_emb))) return st;
+    for (int l = 0; l < c->n_layer; l++) {
+        mlm_layer *L = &m->layers[l];
+        if ((st = bind_norm(b, R_ATTN_NORM, l, &L->attn_norm)) ||
+            (st = bind_norm(b, R_FFN_NORM, l, &L->ffn_norm)) ||
+            (st = bind_matrix(b, R_WQ, l, q, d, 0, meta, &L->wq)) ||
+            (st = bind_matrix(b, R_WK, l, kv, d, 0, meta, &L->wk)) ||
+            (st = bind_matrix(b, R_WV, l, kv, d, 0, 0, &L->wv)) ||
+            (st = bind_matrix(b, R_WO, l, d, q, 1, 0, &L->wo)) ||
+            (st = bind_matrix(b, R_W1, l, f, d, 0, 0, &L->w1)) ||
+            (st = bind_matrix(b, R_W3, l, f, d, 0, 0, &L->w3)) ||
+            (st = bind_matrix(b, R_W2, l, d, f, 1, 0, &L->w2)))
+            return st;
+    }
+    if ((st = bind_norm(b, R_NORM, 0, &m->norm))) return st;
+    /* The LM head: output.weight / lm_head.weight when present, else the tied embedding. */
+    char name[256];
+    tensor_name(name, sizeof name, meta, R_OUT, 0);
+    if (find(b, name, 0)) return bind_matrix(b, R_OUT, 0, V, d, 0, 0, &m->output);
+    if (!meta && !c->tied_embeddings)
+        return mlm_err_set(b->err, MLM_ERR_FORMAT,
+                           "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
+                           "tied)",
+                           b->source);
+    m->output = m->tok_emb;
+    return MLM_OK;
+}
+
+// ---- public API ----
+
+mlm_model_params mlm_model_default_params(void) {
+    mlm_model_params p = {.dtype = MLM_DTYPE_BF16, .n_threads = 0};
+    return p;
+}
+
+mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_model **out,
+                          mlm_error *err) {
+    *out = NULL;
+    mlm_model_params p = params ? *params : mlm_model_default_params();
+    if (p.dtype != MLM_DTYPE_F32 && p.dtype != MLM_DTYPE_BF16)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "model: dtype %s is not a compute dtype "
+                                                     "(f32, bf16)",
+                           mlm_dtype_name(p.dtype));
+    mlm_model *m = calloc(1, sizeof *m);
+    if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+    m->wtype = p.dtype == MLM_DTYPE_F32 ? MLM_W_F32 : MLM_W_BF16;
+    m->kernels = mlm_kernels_best();
+    mlm_status st = mlm_config_load(dir, &m->cfg, err);
+    if (!st && m->cfg.family != MLM_FAMILY_LLAMA3)
+        st = mlm_err_set(err, MLM_ERR_UNSUPPORTED, "model: %s: family %s is not supported yet", dir,
+                         mlm_family_name(m->cfg.family));
+    if (!st) st = mlm_checkpoint_open(dir, &m->ckpt, err);
+    if (!st) {
+        binder b = {.m = m, .err = err, .source = m->cfg.source, .n_shards = 1};
+        b.meta = !mlm_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
+        if (b.meta && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
+            b.n_shards = count_shards(m->ckpt);
+            if (b.n_shards <= 0)
+                st = mlm_err_set(err, MLM_ERR_FORMAT,
+                                 "model: %s: no embedding tensor (model.embed_tokens.weight or "
+                                 "tok_embeddings.weight)",
+                                 dir);
+        }
+        if (!st) st = bind_all(&b);
+        if (st) mlm_err_prefix(err, "%s", dir);
+    }
+    if (!st) st = mlm_rope_init(m, err);
+    if (st) {
+        mlm_model_free(m);
+        return st;
+    }
+    *out = m;
+    return MLM_OK;
+}
+
+void mlm_model_free(mlm_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m->inv_freq);
+    mlm_checkpoint_free(m->ckpt);
+    free(m);
+}
+
+const mlm_config *mlm_model_config(const mlm_model *m) { return &m->cfg; }
+const char *mlm_model_kernels(const mlm_model *m) { return m->kernels->name; }
+
+int64_t mlm_model_weight_bytes(const mlm_model *m) {
+    const mlm_config *c = &m->cfg;
+    int64_t es = m->wtype == MLM_W_BF16 ? 2 : 4;
+    int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
+            kv = (int64_t)c->n_kv_head * c->head_dim;
+    int64_t per_layer = d * q * 2 + d * kv * 2 + 3 * d * c->n_ff;
+    return es * (c->n_layer * per_layer + (int64_t)c->n_vocab * d + d);
+}

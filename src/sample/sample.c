@@ -1,0 +1,152 @@
+/* sample/sample.c: next-token samplers with explicit RNG state (xoshiro256**, seeded by
+ * splitmix64), in Hugging Face's order: temperature, top-k, top-p, then one draw from the
+ * renormalized distribution. Greedy (temperature 0) is argmax with ties to the lowest id,
+ * like torch.argmax. The same seed and logits give the same token on every run. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "meshlm.h"
+
+mlm_sampler_params mlm_sampler_default_params(void) {
+    mlm_sampler_params p = {.temperature = 0, .top_k = 0, .top_p = 1, .seed = 0};
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t s[4]) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform double in [0, 1) with 53 random bits. */
+static double next_unit(uint64_t s[4]) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
+
+mlm_status mlm_sampler_init(mlm_sampler *s, const mlm_sampler_params *params, int32_t n_vocab,
+                            mlm_error *err) {
+    memset(s, 0, sizeof *s);
+    s->params = params ? *params : mlm_sampler_default_params();
+    const mlm_sampler_params *p = &s->params;
+    if (!(p->temperature >= 0) || !isfinite(p->temperature))
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: temperature %g must be >= 0",
+                           p->temperature);
+    if (!(p->top_p > 0 && p->top_p <= 1))
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: top_p %g must be in (0, 1]",
+                           p->top_p);
+    if (p->top_k < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: top_k %d must be >= 0", p->top_k);
+    if (n_vocab < 1) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: empty vocabulary");
+    s->n_vocab = n_vocab;
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
+    s->idx = malloc((size_t)n_vocab * sizeof *s->idx);
+    if (!s->probs || !s->idx) {
+        mlm_sampler_deinit(s);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "sampler: out of memory");
+    }
+    return MLM_OK;
+}
+
+void mlm_sampler_deinit(mlm_sampler *s) {
+    if (!s) return;
+    free(s->probs);
+    free(s->idx);
+    s->probs = NULL;
+    s->idx = NULL;
+}
+
+static int32_t argmax(const float *logits, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i; /* strict: ties keep the lowest id */
+    return best;
+}
+
+/* Descending by value, ties by ascending id, so the order is total and reproducible. */
+static int cmp_desc(const void *a, const void *b, void *keys) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float fx = ((const float *)keys)[x], fy = ((const float *)keys)[y];
+    if (fx != fy) return fx > fy ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Sorts IDX[0..n) by the keys: a small insertion sort for top-k candidates, qsort beyond. */
+static void sort_by(int32_t *idx, int32_t n, const float *keys) {
+    for (int32_t i = 1; i < n && n <= 64; i++) {
+        int32_t v = idx[i], j = i;
+        while (j > 0 && (keys[idx[j - 1]] < keys[v] || (keys[idx[j - 1]] == keys[v] && idx[j - 1] > v))) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = v;
+    }
+    if (n > 64) qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, (void *)keys);
+}
+
+int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
+    const mlm_sampler_params *p = &s->params;
+    int32_t n = s->n_vocab;
+    if (p->temperature == 0) return argmax(logits, n);
+    /* Candidates: all ids, or the top k (by logit; ties to lower ids, like torch.topk in
+     * practice). Selection keeps a sorted window instead of sorting the whole vocabulary. */
+    int32_t m = n;
+    if (p->top_k > 0 && p->top_k < n) {
+        m = p->top_k;
+        for (int32_t i = 0; i < m; i++) s->idx[i] = i;
+        sort_by(s->idx, m, logits);
+        for (int32_t i = m; i < n; i++) {
+            int32_t last = s->idx[m - 1];
+            if (logits[i] <= logits[last]) continue;
+            int32_t j = m - 1; /* insert i, dropping the last */
+            while (j > 0 && logits[s->idx[j - 1]] < logits[i]) {
+                s->idx[j] = s->idx[j - 1];
+                j--;
+            }
+            s->idx[j] = i;
+        }
+    } else {
+        for (int32_t i = 0; i < n; i++) s->idx[i] = i;
+        if (p->top_p < 1) sort_by(s->idx, n, logits);
+    }
+    /* Softmax of logits / temperature over the candidates, in double for the sums. */
+    float max = logits[s->idx[0]];
+    for (int32_t i = 1; i < m; i++)
+        if (logits[s->idx[i]] > max) max = logits[s->idx[i]];
+    double sum = 0;
+    for (int32_t i = 0; i < m; i++) {
+        float e = expf((logits[s->idx[i]] - max) / p->temperature);
+        s->probs[i] = e;
+        sum += e;
+    }
+    /* top-p: the smallest prefix (candidates sorted by probability) whose mass reaches p;
+     * HF keeps a token while the mass before it is below p, and always keeps the first. */
+    if (p->top_p < 1) {
+        double cum = 0;
+        int32_t keep = 0;
+        while (keep < m && (keep == 0 || cum < p->top_p * sum)) cum += s->probs[keep++];
+        m = keep;
+        sum = cum;
+    }
+    double r = next_unit(s->rng) * sum, acc = 0;
+    for (int32_t i = 0; i < m; i++) {
+        acc += s->probs[i];
+        if (r < acc) return s->idx[i];
+    }
+    return s->idx[m - 1];
+}

@@ -1,0 +1,131 @@
+/* tests/unit/test_sample.c: the sampler against Hugging Face transformers' logits processors
+ * (tests/data/sampling/expected.json, made by tests/fixtures/make_sampling_fixtures.py):
+ * draw frequencies match the expected distributions (chi-square), filtered tokens are never
+ * drawn, greedy ties go to the lowest id like torch.argmax, and a seed repeats exactly. */
+#include <jansson.h>
+
+#include "harness.h"
+#include "meshlm.h"
+
+static json_t *load_expected(void) {
+    json_error_t jerr;
+    return json_load_file("tests/data/sampling/expected.json", 0, &jerr);
+}
+
+static int floats(const json_t *a, float *out, int max) {
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v) if ((int)i < max) out[i] = (float)json_number_value(v);
+    return (int)json_array_size(a);
+}
+
+TEST(distributions_match_transformers) {
+    json_t *j = load_expected();
+    CHECK(j != NULL);
+    if (!j) return;
+    float logits[64];
+    int n = floats(json_object_get(j, "logits"), logits, 64);
+    size_t ci;
+    json_t *c;
+    json_array_foreach(json_object_get(j, "cases"), ci, c) {
+        mlm_sampler_params p = mlm_sampler_default_params();
+        p.temperature = (float)json_number_value(json_object_get(c, "temperature"));
+        p.top_k = (int32_t)json_integer_value(json_object_get(c, "top_k"));
+        p.top_p = (float)json_number_value(json_object_get(c, "top_p"));
+        p.seed = 1000 + ci;
+        float probs[64];
+        floats(json_object_get(c, "probs"), probs, 64);
+        mlm_sampler s;
+        mlm_error err;
+        CHECK_OK(mlm_sampler_init(&s, &p, n, &err), &err);
+        enum { DRAWS = 200000 };
+        int counts[64] = {0};
+        for (int i = 0; i < DRAWS; i++) counts[mlm_sampler_sample(&s, logits)]++;
+        /* chi-square over tokens with expected count >= 5 (others pooled) */
+        double chi = 0, pooled_e = 0, pooled_o = 0;
+        int df = -1, never = 0;
+        for (int t = 0; t < n; t++) {
+            double e = probs[t] * DRAWS;
+            if (probs[t] == 0) {
+                never += counts[t];
+                continue;
+            }
+            if (e >= 5) {
+                chi += (counts[t] - e) * (counts[t] - e) / e;
+                df++;
+            } else {
+                pooled_e += e;
+                pooled_o += counts[t];
+            }
+        }
+        if (pooled_e > 0) {
+            chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+            df++;
+        }
+        /* 99.99th percentile of chi-square is below df + 5.5 sqrt(2 df) + 10 for these df */
+        double limit = df + 5.5 * sqrt(2.0 * (df > 0 ? df : 1)) + 10;
+        CHECKF(never == 0, "case %zu: %d draws of filtered tokens", ci, never);
+        CHECKF(chi <= limit, "case %zu (T %.2f k %d p %.2f): chi-square %.1f > %.1f (df %d)", ci,
+               p.temperature, p.top_k, p.top_p, chi, limit, df);
+        mlm_sampler_deinit(&s);
+    }
+    json_decref(j);
+}
+
+TEST(greedy_ties_like_torch_argmax) {
+    json_t *j = load_expected();
+    CHECK(j != NULL);
+    if (!j) return;
+    json_t *t = json_object_get(j, "argmax_ties");
+    float logits[16];
+    int n = floats(json_object_get(t, "logits"), logits, 16);
+    mlm_sampler s;
+    mlm_error err;
+    CHECK_OK(mlm_sampler_init(&s, NULL, n, &err), &err);
+    CHECK(mlm_sampler_sample(&s, logits) == json_integer_value(json_object_get(t, "argmax")));
+    mlm_sampler_deinit(&s);
+    json_decref(j);
+}
+
+TEST(seed_repeats_and_differs) {
+    float logits[100];
+    for (int i = 0; i < 100; i++) logits[i] = (float)((i * 37) % 11) * 0.3f;
+    mlm_sampler_params p = mlm_sampler_default_params();
+    p.temperature = 1.0f;
+    p.top_p = 0.95f;
+    int32_t a[200], b[200], c[200];
+    mlm_error err;
+    for (int run = 0; run < 3; run++) {
+        mlm_sampler s;
+        p.seed = run == 2 ? 43 : 42;
+        CHECK_OK(mlm_sampler_init(&s, &p, 100, &err), &err);
+        int32_t *out = run == 0 ? a : run == 1 ? b : c;
+        for (int i = 0; i < 200; i++) out[i] = mlm_sampler_sample(&s, logits);
+        mlm_sampler_deinit(&s);
+    }
+    CHECK(!memcmp(a, b, sizeof a));
+    CHECK(memcmp(a, c, sizeof a) != 0);
+}
+
+TEST(bad_params) {
+    mlm_sampler s;
+    mlm_error err;
+    mlm_sampler_params p = mlm_sampler_default_params();
+    p.top_p = 1.5f;
+    CHECK(mlm_sampler_init(&s, &p, 10, &err) == MLM_ERR_INVALID_ARG && strstr(err.msg, "top_p"));
+    p = mlm_sampler_default_params();
+    p.temperature = -1;
+    CHECK(mlm_sampler_init(&s, &p, 10, &err) == MLM_ERR_INVALID_ARG &&
+          strstr(err.msg, "temperature"));
+    p = mlm_sampler_default_params();
+    p.top_k = -2;
+    CHECK(mlm_sampler_init(&s, &p, 10, &err) == MLM_ERR_INVALID_ARG && strstr(err.msg, "top_k"));
+}
+
+int main(void) {
+    RUN(distributions_match_transformers);
+    RUN(greedy_ties_like_torch_argmax);
+    RUN(seed_repeats_and_differs);
+    RUN(bad_params);
+    return HARNESS_END();
+}
