@@ -25,7 +25,21 @@ void cli_json_string(FILE *out, const char *s, size_t len);
 /* Reads a whole file (or stdin for "-") into a malloc'd buffer; NULL and a message on error. */
 char *cli_read_text(const char *path, size_t *len);
 
+/* Parses an integer / number flag value in [LO, HI]; prints a usage error naming FLAG and
+ * returns 0 on failure. */
+int cli_int(const char *cmd, const char *flag, const char *s, long long lo, long long hi,
+            long long *out);
+int cli_float(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+
+/* A path inside the meshlm source tree the running binary was built in (its directory's
+ * parent, e.g. build/meshlm -> REL under the repo root), if it exists; malloc'd, or NULL. */
+char *cli_repo_path(const char *rel);
+
+/* Seconds from a monotonic clock. */
+double cli_now(void);
+
 int cmd_info(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

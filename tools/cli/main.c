@@ -9,6 +9,7 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},
     {"info", cmd_info, "describe a model directory or checkpoint file"},
     {"tokenize", cmd_tokenize, "text to token ids with a model's tokenizer (chat format too)"},
 };

@@ -1,7 +1,13 @@
 /* tools/cli/util.c: error and usage reporting, option values, JSON strings, file input. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -89,4 +95,57 @@ char *cli_read_text(const char *path, size_t *len) {
     }
     *len = n;
     return buf;
+}
+
+int cli_int(const char *cmd, const char *flag, const char *s, long long lo, long long hi,
+            long long *out) {
+    char *end;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || end == s || *end || errno || v < lo || v > hi) {
+        cli_usage(cmd, "%s needs an integer in [%lld, %lld], got '%s'", flag, lo, hi, s ? s : "");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_float(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || end == s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+        cli_usage(cmd, "%s needs a number in [%g, %g], got '%s'", flag, lo, hi, s ? s : "");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+char *cli_repo_path(const char *rel) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = 0;
+    for (int up = 0; up < 2; up++) { /* strip the file name, then its directory (build/) */
+        char *slash = strrchr(exe, '/');
+        if (!slash) return NULL;
+        *slash = 0;
+    }
+    size_t len = strlen(exe) + strlen(rel) + 2;
+    char *path = malloc(len);
+    if (!path) return NULL;
+    snprintf(path, len, "%s/%s", exe, rel);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

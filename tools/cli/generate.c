@@ -1,0 +1,350 @@
+/* tools/cli/generate.c: `meshlm generate`: text in, text out. Loads a model and its
+ * tokenizer, prefills the prompt (plain or in the chat format), then decodes one token a
+ * step with the chosen sampler, streaming UTF-8-safe text to stdout until a stop id or the
+ * token limit; prints a stats line to stderr, or everything as one JSON object. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void help(void) {
+    printf("usage: meshlm generate [-m DIR] (-p TEXT | --prompt-file FILE | --prompt-ids IDS) "
+           "[options]\n"
+           "\n"
+           "Generates text with a Llama 3 model (HF or Meta checkpoint directory). Without -m,\n"
+           "the tiny model embedded in the repository (models/default) is used.\n"
+           "\n"
+           "  -m, --model DIR          model directory (config.json or params.json, weights,\n"
+           "                           tokenizer.model)\n"
+           "  -p, --prompt TEXT        the prompt\n"
+           "      --prompt-file FILE   read the prompt from FILE ('-' for stdin)\n"
+           "      --prompt-ids IDS     raw token ids instead of text: \"1,2,3\" (no BOS added)\n"
+           "      --instruct           wrap the prompt as a user message in the model's chat\n"
+           "                           format and end with the assistant header\n"
+           "      --system TEXT        with --instruct: a system message first\n"
+           "  -n, --max-new-tokens N   tokens to generate at most (default 128)\n"
+           "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
+           "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
+           "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
+           "      --seed S             RNG seed for sampling (default 0): same seed, same text\n"
+           "      --max-seq-len N      KV capacity in tokens, prompt included (default 4096)\n"
+           "      --dtype f32|bf16     compute dtype of the weights (default bf16)\n"
+           "      --threads N          threads (default: all cores)\n"
+           "      --json               print one JSON object (prompt ids, generated ids, text,\n"
+           "                           stop reason, stats) instead of streaming text\n"
+           "  -h, --help               this help\n"
+           "\n"
+           "Generation stops at the model's stop ids (eos ids of config.json /\n"
+           "generation_config.json; for Llama 3 <|end_of_text|>, <|eom_id|>, <|eot_id|>) or\n"
+           "after --max-new-tokens. The stats line on stderr gives the load time, prompt\n"
+           "tokens, time to first token and decode tokens per second.\n");
+}
+
+typedef struct gen_opts {
+    const char *model, *prompt, *prompt_file, *prompt_ids, *system;
+    int instruct, json, n_threads;
+    long long max_new, max_seq_len;
+    mlm_sampler_params sp;
+    mlm_dtype dtype;
+} gen_opts;
+
+static int parse(int argc, char **argv, gen_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->max_new = 128;
+    o->max_seq_len = 4096;
+    o->sp = mlm_sampler_default_params();
+    o->dtype = MLM_DTYPE_BF16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        long long ll;
+        double d;
+#define VALUE() \
+    if (!(v = cli_value(argc, argv, &i))) return cli_usage("generate", "%s needs a value", a)
+        if (cli_is_help(a)) {
+            help();
+            return -1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            VALUE();
+            o->model = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            VALUE();
+            o->prompt = v;
+        } else if (!strcmp(a, "--prompt-file")) {
+            VALUE();
+            o->prompt_file = v;
+        } else if (!strcmp(a, "--prompt-ids")) {
+            VALUE();
+            o->prompt_ids = v;
+        } else if (!strcmp(a, "--system")) {
+            VALUE();
+            o->system = v;
+        } else if (!strcmp(a, "--instruct")) {
+            o->instruct = 1;
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
+            VALUE();
+            if (!cli_int("generate", a, v, 0, 1 << 24, &o->max_new)) return CLI_USAGE;
+        } else if (!strcmp(a, "--max-seq-len")) {
+            VALUE();
+            if (!cli_int("generate", a, v, 1, 1 << 24, &o->max_seq_len)) return CLI_USAGE;
+        } else if (!strcmp(a, "--threads")) {
+            VALUE();
+            if (!cli_int("generate", a, v, 1, 1024, &ll)) return CLI_USAGE;
+            o->n_threads = (int)ll;
+        } else if (!strcmp(a, "--temperature")) {
+            VALUE();
+            if (!cli_float("generate", a, v, 0, 100, &d)) return CLI_USAGE;
+            o->sp.temperature = (float)d;
+        } else if (!strcmp(a, "--top-p")) {
+            VALUE();
+            if (!cli_float("generate", a, v, 1e-6, 1, &d)) return CLI_USAGE;
+            o->sp.top_p = (float)d;
+        } else if (!strcmp(a, "--top-k")) {
+            VALUE();
+            if (!cli_int("generate", a, v, 0, 1 << 24, &ll)) return CLI_USAGE;
+            o->sp.top_k = (int32_t)ll;
+        } else if (!strcmp(a, "--seed")) {
+            VALUE();
+            if (!cli_int("generate", a, v, 0, (long long)1 << 62, &ll)) return CLI_USAGE;
+            o->sp.seed = (uint64_t)ll;
+        } else if (!strcmp(a, "--dtype")) {
+            VALUE();
+            if (!strcmp(v, "f32")) o->dtype = MLM_DTYPE_F32;
+            else if (!strcmp(v, "bf16")) o->dtype = MLM_DTYPE_BF16;
+            else return cli_usage("generate", "--dtype is f32 or bf16, got '%s'", v);
+        } else {
+            return cli_usage("generate", "unknown argument '%s'", a);
+        }
+#undef VALUE
+    }
+    int sources = !!o->prompt + !!o->prompt_file + !!o->prompt_ids;
+    if (sources != 1)
+        return cli_usage("generate", "give exactly one of -p, --prompt-file, --prompt-ids");
+    if (o->prompt_ids && o->instruct)
+        return cli_usage("generate", "--instruct needs a text prompt, not --prompt-ids");
+    if (o->system && !o->instruct) return cli_usage("generate", "--system needs --instruct");
+    return 0;
+}
+
+/* Parses "1,2,3" into IDS. */
+static int parse_ids(const char *s, mlm_tokens *ids, int32_t n_vocab) {
+    while (*s) {
+        while (*s == ',' || *s == ' ') s++;
+        if (!*s) break;
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v >= n_vocab) {
+            fprintf(stderr, "meshlm generate: --prompt-ids: '%.20s' is not a token id in [0, %d)\n",
+                    s, n_vocab);
+            return 0;
+        }
+        if (mlm_tokens_push(ids, (int32_t)v) != MLM_OK) return 0;
+        s = end;
+    }
+    if (ids->n == 0) fprintf(stderr, "meshlm generate: --prompt-ids is empty\n");
+    return ids->n > 0;
+}
+
+static int is_stop(const mlm_config *c, int32_t id) {
+    for (int i = 0; i < c->n_stop_ids; i++)
+        if (c->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+typedef struct gen_state {
+    mlm_model *model;
+    mlm_tokenizer *tok;
+    mlm_exec *exec;
+    mlm_sampler sampler;
+    mlm_tokens prompt, out;
+    float *logits;
+    char *text; /* generated text for --json */
+    size_t text_len, text_cap;
+} gen_state;
+
+static void emit(gen_state *g, const gen_opts *o, const char *buf, size_t n) {
+    if (!o->json) {
+        fwrite(buf, 1, n, stdout);
+        fflush(stdout);
+        return;
+    }
+    if (g->text_len + n + 1 > g->text_cap) {
+        size_t cap = (g->text_len + n + 1) * 2;
+        char *t = realloc(g->text, cap);
+        if (!t) return;
+        g->text = t;
+        g->text_cap = cap;
+    }
+    memcpy(g->text + g->text_len, buf, n);
+    g->text_len += n;
+}
+
+/* Prefill the prompt in steps of at most STEP tokens, the last asking for logits. */
+static mlm_status prefill(gen_state *g, int32_t step, mlm_error *err) {
+    int32_t *pos = malloc((size_t)step * sizeof *pos), *seq = calloc((size_t)step, sizeof *seq);
+    int8_t *want = calloc((size_t)step, 1);
+    mlm_status st = pos && seq && want ? MLM_OK : MLM_ERR_NOMEM;
+    for (int64_t i = 0; st == MLM_OK && i < g->prompt.n; i += step) {
+        int32_t n = (int32_t)(g->prompt.n - i < step ? g->prompt.n - i : step);
+        for (int32_t j = 0; j < n; j++) pos[j] = (int32_t)i + j;
+        want[n - 1] = i + n == g->prompt.n;
+        mlm_batch b = {.n = n, .tokens = g->prompt.ids + i, .seq = seq, .pos = pos, .logits = want};
+        st = mlm_exec_step(g->exec, &b, g->logits, err);
+        want[n - 1] = 0;
+    }
+    free(pos);
+    free(seq);
+    free(want);
+    return st;
+}
+
+int cmd_generate(int argc, char **argv) {
+    gen_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    char *default_model = NULL;
+    if (!o.model) {
+        default_model = cli_repo_path("models/default");
+        if (!default_model) {
+            fprintf(stderr, "meshlm generate: no -m DIR given and the embedded default model "
+                            "(models/default beside the build folder) was not found\n");
+            return CLI_USAGE;
+        }
+        o.model = default_model;
+    }
+    gen_state g;
+    memset(&g, 0, sizeof g);
+    mlm_tokens_init(&g.prompt);
+    mlm_tokens_init(&g.out);
+    mlm_error err = {0};
+    double t0 = cli_now();
+    mlm_model_params mp = mlm_model_default_params();
+    mp.dtype = o.dtype;
+    mlm_status st = mlm_model_load(o.model, &mp, &g.model, &err);
+    /* Raw ids need no tokenizer: without one, the output is ids too. */
+    if (!st && (!o.prompt_ids || mlm_tokenizer_present(o.model)))
+        st = mlm_tokenizer_load(o.model, &g.tok, &err);
+    rc = CLI_OK;
+    const mlm_config *cfg = st ? NULL : mlm_model_config(g.model);
+    /* the prompt's tokens */
+    if (!st && o.prompt_ids) {
+        if (!parse_ids(o.prompt_ids, &g.prompt, cfg->n_vocab)) rc = CLI_USAGE;
+    } else if (!st) {
+        size_t len = 0;
+        char *owned = NULL;
+        const char *text = o.prompt;
+        if (o.prompt_file) {
+            if (!(owned = cli_read_text(o.prompt_file, &len))) rc = CLI_RUNTIME;
+            text = owned;
+        } else {
+            len = strlen(text);
+        }
+        if (!rc && o.instruct) {
+            char *content = malloc(len + 1);
+            if (content) {
+                memcpy(content, text, len);
+                content[len] = 0;
+                mlm_chat_message msgs[2] = {{"system", o.system}, {"user", content}};
+                st = mlm_tokenizer_encode_chat(g.tok, o.system ? msgs : msgs + 1, o.system ? 2 : 1,
+                                               1, &g.prompt, &err);
+                free(content);
+            } else {
+                st = MLM_ERR_NOMEM;
+            }
+        } else if (!rc) {
+            mlm_encode_params ep = mlm_encode_default_params();
+            ep.add_bos = mlm_tokenizer_bos_id(g.tok) >= 0;
+            st = mlm_tokenizer_encode(g.tok, text, len, &ep, &g.prompt, &err);
+        }
+        free(owned);
+    }
+    if (!st && !rc && g.prompt.n >= o.max_seq_len) {
+        fprintf(stderr,
+                "meshlm generate: the prompt has %lld tokens, but --max-seq-len is %lld (it "
+                "must hold the prompt and at least one new token)\n",
+                (long long)g.prompt.n, o.max_seq_len);
+        rc = CLI_RUNTIME;
+    }
+    if (!st && !rc) {
+        mlm_exec_params xp = mlm_exec_default_params();
+        xp.max_seq_len = (int32_t)o.max_seq_len;
+        xp.n_threads = o.n_threads;
+        xp.max_step_tokens = 256;
+        st = mlm_exec_create(g.model, &xp, &g.exec, &err);
+        if (!st) st = mlm_sampler_init(&g.sampler, &o.sp, cfg->n_vocab, &err);
+        g.logits = st ? NULL : malloc((size_t)cfg->n_vocab * sizeof *g.logits);
+        if (!st && !g.logits) {
+            st = err.status = MLM_ERR_NOMEM;
+            snprintf(err.msg, sizeof err.msg, "out of memory");
+        }
+    }
+    double t_load = cli_now(), t_first = t_load, t_end = t_load;
+    const char *stop_reason = "length";
+    if (!st && !rc) {
+        st = prefill(&g, 256, &err);
+        mlm_detok dt;
+        mlm_detok_init(&dt);
+        char buf[1024];
+        for (int64_t i = 0; !st && i < o.max_new; i++) {
+            int32_t id = mlm_sampler_sample(&g.sampler, g.logits);
+            if (i == 0) t_first = cli_now();
+            if (is_stop(cfg, id)) {
+                stop_reason = "stop";
+                break;
+            }
+            mlm_tokens_push(&g.out, id);
+            size_t n = 0;
+            if (!g.tok) n = (size_t)snprintf(buf, sizeof buf, "%s%d", i ? " " : "", id);
+            else if (mlm_detok_push(&dt, g.tok, id, buf, sizeof buf, &n, &err) != MLM_OK) n = 0;
+            emit(&g, &o, buf, n);
+            int32_t pos = (int32_t)(g.prompt.n + i), seq = 0;
+            if (i + 1 == o.max_new) break;
+            if (pos + 1 >= o.max_seq_len) {
+                stop_reason = "max_seq_len";
+                break;
+            }
+            int8_t want = 1;
+            mlm_batch b = {.n = 1, .tokens = &id, .seq = &seq, .pos = &pos, .logits = &want};
+            st = mlm_exec_step(g.exec, &b, g.logits, &err);
+        }
+        if (g.tok) emit(&g, &o, buf, mlm_detok_flush(&dt, buf, sizeof buf));
+        t_end = cli_now();
+    }
+    if (st && !rc) rc = cli_fail(&err);
+    if (!rc) {
+        double load_s = t_load - t0, ttft_ms = (t_first - t_load) * 1e3;
+        double dec_s = t_end - t_first;
+        double tps = g.out.n > 1 && dec_s > 0 ? (double)(g.out.n - 1) / dec_s : 0;
+        if (o.json) {
+            printf("{\"prompt_ids\":[");
+            for (int64_t i = 0; i < g.prompt.n; i++) printf("%s%d", i ? "," : "", g.prompt.ids[i]);
+            printf("],\"generated_ids\":[");
+            for (int64_t i = 0; i < g.out.n; i++) printf("%s%d", i ? "," : "", g.out.ids[i]);
+            printf("],\"text\":");
+            cli_json_string(stdout, g.text ? g.text : "", g.text_len);
+            printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
+                   "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
+                   "\"kernels\":\"%s\",\"dtype\":\"%s\"}}\n",
+                   stop_reason, load_s, (long long)g.prompt.n, (long long)g.out.n, ttft_ms, tps,
+                   mlm_model_kernels(g.model), mlm_dtype_name(o.dtype));
+        } else {
+            printf("\n");
+            fprintf(stderr,
+                    "[load %.2f s | prompt %lld tokens | TTFT %.1f ms | %lld tokens, decode %.2f "
+                    "tok/s | %s, %s, stop: %s]\n",
+                    load_s, (long long)g.prompt.n, ttft_ms, (long long)g.out.n, tps,
+                    mlm_model_kernels(g.model), mlm_dtype_name(o.dtype), stop_reason);
+        }
+    }
+    free(g.logits);
+    free(g.text);
+    mlm_sampler_deinit(&g.sampler);
+    mlm_exec_free(g.exec);
+    mlm_tokens_deinit(&g.prompt);
+    mlm_tokens_deinit(&g.out);
+    mlm_tokenizer_free(g.tok);
+    mlm_model_free(g.model);
+    free(default_model);
+    return rc;
+}
