@@ -337,6 +337,7 @@ typedef struct mlm_exec_params {
     int32_t max_num_blocks; /* KV pool size; 0 = max_seqs * ceil(max_seq_len / block_size) */
     int32_t max_step_tokens; /* tokens per step, default 512 (a longer prompt takes several) */
     int32_t max_step_logits; /* tokens per step that may ask for logits, default = max_seqs */
+    mlm_dtype kv_dtype;     /* KV cache entries: MLM_DTYPE_F32 (default) or MLM_DTYPE_BF16 */
     int n_threads;          /* 0 = all cores */
 } mlm_exec_params;
 
@@ -397,6 +398,50 @@ void mlm_sampler_deinit(mlm_sampler *s);
 /* Picks the next token from LOGITS (n_vocab floats; not modified). HF order: temperature,
  * then top-k, then top-p, then a draw from the renormalized distribution. */
 int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits);
+
+/* ---- synthetic checkpoints ---- */
+
+/* Output formats of mlm_synth. */
+enum {
+    MLM_SYNTH_HF = 0,  /* config.json, generation_config.json, model.safetensors or an HF
+                          shard set (model-0000K-of-0000N.safetensors + index), HF names */
+    MLM_SYNTH_META = 1 /* params.json, consolidated.NN.pth (torch.save zips), Meta names */
+};
+
+/* What mlm_synth writes. Strings are borrowed for the call. */
+typedef struct mlm_synth_params {
+    const char *preset;  /* a name from mlm_synth_presets() */
+    const char *out_dir; /* created if missing; files of the same names are replaced */
+    int format;          /* MLM_SYNTH_HF (default) or MLM_SYNTH_META */
+    mlm_dtype dtype;     /* MLM_DTYPE_BF16 (default) or MLM_DTYPE_F32 */
+    uint64_t seed;       /* same seed, same preset, same format and dtype: same bytes */
+    const char *tokenizer; /* a tokenizer.model to copy into out_dir, or NULL for none */
+    int64_t max_shard_bytes; /* HF: most tensor bytes per shard (default 5e9, HF's "5GB");
+                                0: always one model.safetensors */
+    /* Called after every chunk written (about 1 MiB) and at the end; may be NULL. */
+    void (*progress)(void *ctx, int64_t done_bytes, int64_t total_bytes);
+    void *progress_ctx;
+} mlm_synth_params;
+
+mlm_synth_params mlm_synth_default_params(void);
+
+/* Writes a checkpoint with a real model's exact configuration and random weights,
+ * approximately normal: std 0.02 for the embedding, 1/sqrt(in_features) for every
+ * projection (activations keep their scale through a forward pass); RMSNorm weights 1.
+ * The HF and Meta outputs of one seed hold the same model: Meta q/k rows are in Meta's
+ * interleaved order, and the 70B's 8 Meta shards are the row/column blocks of the full
+ * tensors (models.md 7.1). Values are generated while writing: a few MB of memory whatever
+ * the size. Every file goes to a temporary name, is fsynced, and all are renamed only when
+ * all are complete: a failure leaves no partial file, and its message names the file.
+ * INVALID_ARG for an unknown preset, format or dtype; IO for files (the tokenizer too). */
+mlm_status mlm_synth(const mlm_synth_params *p, mlm_error *err);
+
+/* The bytes mlm_synth(P) would write, over all files, without writing anything. */
+mlm_status mlm_synth_total_bytes(const mlm_synth_params *p, int64_t *total, mlm_error *err);
+
+/* The preset names, space-separated (static string):
+ * "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b". */
+const char *mlm_synth_presets(void);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@ mlm_exec_params mlm_exec_default_params(void) {
                          .max_num_blocks = 0,
                          .max_step_tokens = 512,
                          .max_step_logits = 0,
+                         .kv_dtype = MLM_DTYPE_F32,
                          .n_threads = 0};
     return p;
 }
@@ -50,6 +51,9 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                            "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
                            "be positive");
+    if (p.kv_dtype != MLM_DTYPE_F32 && p.kv_dtype != MLM_DTYPE_BF16)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: KV dtype %s is not f32 or bf16",
+                           mlm_dtype_name(p.kv_dtype));
     if (!p.max_num_blocks)
         p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
     if (!p.max_step_logits) p.max_step_logits = p.max_seqs;
@@ -61,7 +65,7 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     e->p = p;
     const mlm_config *c = &model->cfg;
     mlm_status st = mlm_kv_init(&e->kv, c->n_layer, (int64_t)c->n_kv_head * c->head_dim,
-                                model->wtype == MLM_W_BF16, p.block_size, p.max_num_blocks,
+                                p.kv_dtype == MLM_DTYPE_BF16, p.block_size, p.max_num_blocks,
                                 p.max_seqs, p.max_seq_len, err);
     if (st) {
         free(e);

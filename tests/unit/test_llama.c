@@ -83,9 +83,12 @@ static mlm_model *load(const char *dir, mlm_dtype dtype) {
 
 /* Runs TOKENS[0..n) as one sequence starting at START, in steps of CHUNK tokens, with the
  * given block size and (optionally) a shuffled page table; writes all logits to OUT. */
+static mlm_dtype kv_dtype = MLM_DTYPE_F32;
+
 static int run_seq(const mlm_model *m, const int32_t *tokens, int n, int start, int chunk,
                    int block_size, int shuffle, float *out) {
     mlm_exec_params ep = mlm_exec_default_params();
+    ep.kv_dtype = kv_dtype;
     ep.max_seq_len = 256;
     ep.block_size = block_size;
     ep.max_step_tokens = 128;
@@ -100,7 +103,8 @@ static int run_seq(const mlm_model *m, const int32_t *tokens, int n, int start, 
     CHECK_OK(mlm_exec_seq_reset(e, 0, start, &err), &err);
     if (shuffle) { /* a random disjoint page table, like the demos' */
         int32_t *perm = malloc((size_t)ep.max_num_blocks * sizeof *perm);
-        for (int i = 0; i < ep.max_num_blocks; i++) perm[i] = i;
+        for (int i = 0; i < ep.max_num_blocks; i++)
+            perm[i] = i;
         uint64_t r = 12345;
         for (int i = ep.max_num_blocks - 1; i > 0; i--) {
             r = r * 6364136223846793005ull + 1442695040888963407ull;
@@ -118,7 +122,8 @@ static int run_seq(const mlm_model *m, const int32_t *tokens, int n, int start, 
     int rc = 0;
     for (int i = 0; i < n && !rc; i += chunk) {
         int k = n - i < chunk ? n - i : chunk;
-        for (int j = 0; j < k; j++) pos[j] = start + i + j;
+        for (int j = 0; j < k; j++)
+            pos[j] = start + i + j;
         mlm_batch b = {.n = k, .tokens = tokens + i, .seq = seq, .pos = pos, .logits = want};
         mlm_status st = mlm_exec_step(e, &b, out + (size_t)i * mlm_model_config(m)->n_vocab, &err);
         CHECK_OK(st, &err);
@@ -168,7 +173,8 @@ TEST(f32_logits_match_transformers) {
             if (run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, out) == 0)
                 check_logits(what, out, f.logits, f.n_tokens, f.vocab);
             /* Meta and HF files of the same weights give identical logits. */
-            if (!first) first = out;
+            if (!first)
+                first = out;
             else {
                 CHECKF(!memcmp(first, out, (size_t)f.n_tokens * (size_t)f.vocab * 4),
                        "%s: %s logits differ from hf", fixtures[fi], formats[k]);
@@ -195,7 +201,8 @@ TEST(f32_greedy_matches_generate) {
         CHECK_OK(mlm_exec_create(m, NULL, &e, &err), &err);
         float *logits = malloc((size_t)f.vocab * 4);
         int32_t pos[64], seq[64] = {0}, got[64];
-        for (int i = 0; i < f.n_prompt; i++) pos[i] = i;
+        for (int i = 0; i < f.n_prompt; i++)
+            pos[i] = i;
         int8_t want[64] = {0};
         want[f.n_prompt - 1] = 1;
         mlm_batch b = {.n = f.n_prompt, .tokens = f.prompt, .seq = seq, .pos = pos, .logits = want};
@@ -250,7 +257,8 @@ TEST(bf16_top1_agreement) {
         float *out = calloc((size_t)128 * (size_t)f.vocab, 4);
         if (run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, out) == 0)
             for (int t = 0; t < f.n_tokens; t++, total++)
-                agree += argmax(out + t * f.vocab, f.vocab) == argmax(f.logits + t * f.vocab, f.vocab);
+                agree +=
+                    argmax(out + t * f.vocab, f.vocab) == argmax(f.logits + t * f.vocab, f.vocab);
         int32_t seqtok[128];
         memcpy(seqtok, f.prompt, (size_t)f.n_prompt * 4);
         memcpy(seqtok + f.n_prompt, f.generated, 64 * 4);
@@ -265,29 +273,34 @@ TEST(bf16_top1_agreement) {
     CHECK(total > 0 && agree >= 0.99 * total);
 }
 
-/* Any block size, one token or many per step, and a shuffled page table give the same bits. */
+/* Any block size, one token or many per step, and a shuffled page table give the same bits,
+ * with f32 and with bf16 KV entries. */
 TEST(paged_kv_invariance) {
-    fixture f;
-    CHECK(fixture_load(&f, fixtures[0]) == 0);
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/hf", f.dir);
-    mlm_model *m = load(dir, MLM_DTYPE_F32);
-    if (m) {
-        size_t n = (size_t)f.n_tokens * (size_t)f.vocab;
-        float *ref = calloc(n, 4), *out = calloc(n, 4);
-        run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, ref);
-        const int cases[][3] = {{1, 1, 0}, {3, 5, 0}, {7, 24, 1}, {16, 1, 1}, {64, 3, 1}};
-        for (int c = 0; c < 5; c++) {
-            memset(out, 0, n * 4);
-            run_seq(m, f.tokens, f.n_tokens, 0, cases[c][1], cases[c][0], cases[c][2], out);
-            CHECKF(!memcmp(ref, out, n * 4), "block %d chunk %d shuffle %d differs", cases[c][0],
-                   cases[c][1], cases[c][2]);
+    for (int kvt = 0; kvt < 2; kvt++) {
+        kv_dtype = kvt ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
+        fixture f;
+        CHECK(fixture_load(&f, fixtures[0]) == 0);
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s/hf", f.dir);
+        mlm_model *m = load(dir, MLM_DTYPE_F32);
+        if (m) {
+            size_t n = (size_t)f.n_tokens * (size_t)f.vocab;
+            float *ref = calloc(n, 4), *out = calloc(n, 4);
+            run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, ref);
+            const int cases[][3] = {{1, 1, 0}, {3, 5, 0}, {7, 24, 1}, {16, 1, 1}, {64, 3, 1}};
+            for (int c = 0; c < 5; c++) {
+                memset(out, 0, n * 4);
+                run_seq(m, f.tokens, f.n_tokens, 0, cases[c][1], cases[c][0], cases[c][2], out);
+                CHECKF(!memcmp(ref, out, n * 4), "block %d chunk %d shuffle %d differs",
+                       cases[c][0], cases[c][1], cases[c][2]);
+            }
+            free(ref);
+            free(out);
+            mlm_model_free(m);
         }
-        free(ref);
-        free(out);
-        mlm_model_free(m);
+        fixture_free(&f);
     }
-    fixture_free(&f);
+    kv_dtype = MLM_DTYPE_F32;
 }
 
 TEST(capacity_and_bad_batches) {
@@ -301,7 +314,8 @@ TEST(capacity_and_bad_batches) {
     mlm_error err;
     CHECK_OK(mlm_exec_create(m, &ep, &e, &err), &err);
     int32_t toks[12] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, seq[12] = {0}, pos[12];
-    for (int i = 0; i < 12; i++) pos[i] = i;
+    for (int i = 0; i < 12; i++)
+        pos[i] = i;
     mlm_batch b = {.n = 12, .tokens = toks, .seq = seq, .pos = pos};
     CHECK(mlm_exec_step(e, &b, NULL, &err) == MLM_ERR_CAPACITY);
     CHECKF(strstr(err.msg, "out of blocks") != NULL, "%s", err.msg);
@@ -328,8 +342,9 @@ TEST(capacity_and_bad_batches) {
 static void expect_load_fail(const char *edit_cmd, const char *n1, const char *n2) {
     char cmd[1024], dir[300];
     snprintf(dir, sizeof dir, "%s/bad", tmpdir);
-    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r " LLAMA "mha_hd128_untied_r8/hf %s && cd %s && %s",
-             dir, dir, dir, edit_cmd);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && cp -r " LLAMA "mha_hd128_untied_r8/hf %s && cd %s && %s", dir, dir, dir,
+             edit_cmd);
     CHECK(system(cmd) == 0);
     mlm_model *m = NULL;
     mlm_error err = {0};
@@ -342,8 +357,9 @@ static void expect_load_fail(const char *edit_cmd, const char *n1, const char *n
 
 TEST(bad_checkpoints_name_the_tensor) {
     /* config disagrees with the tensors: wrong shape (both shapes named), missing layer */
-    expect_load_fail("sed -i 's/\"intermediate_size\": 512/\"intermediate_size\": 384/' config.json",
-                     "model.layers.0.mlp.gate_proj.weight", "[384, 256]");
+    expect_load_fail(
+        "sed -i 's/\"intermediate_size\": 512/\"intermediate_size\": 384/' config.json",
+        "model.layers.0.mlp.gate_proj.weight", "[384, 256]");
     expect_load_fail("sed -i 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 3/' config.json",
                      "missing tensor 'model.layers.2.", NULL);
     /* wrong dtype: the first F32 in the header becomes I32 (same length, bytes still fit) */
