@@ -40,6 +40,7 @@ double cli_now(void);
 
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

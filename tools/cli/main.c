@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},
     {"info", cmd_info, "describe a model directory or checkpoint file"},
+    {"synth", cmd_synth, "write a real model's config with random weights (hf or meta format)"},
     {"tokenize", cmd_tokenize, "text to token ids with a model's tokenizer (chat format too)"},
 };
 

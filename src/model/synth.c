@@ -1,0 +1,854 @@
+/* model/synth.c: `meshlm synth`: checkpoints with a real model's exact configuration and
+ * random weights, for tests and benchmarks without downloading a model.
+ * Presets embed the real HF config.json / generation_config.json texts and the Meta
+ * params.json values. The plan lists every tensor of every file; values are generated
+ * chunk by chunk (1 MiB) while the format writers stream them out, so memory stays a few MB
+ * for any model size. See synth.h for how a value is tied to its canonical tensor element. */
+#include "model/synth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/mapfile.h"
+#include "format/json.h"
+#include "format/writer_pytorch.h"
+#include "format/writer_safetensors.h"
+#include "model/config.h"
+
+#define CHUNK_BYTES (1u << 20)
+
+// ---- presets ----
+
+/* The HF configs are the real files' texts (tests/data/configs/, line endings made LF):
+ *   llama-3.2-1b   Llama-3.2-1B config.json + generation_config.json (base model)
+ *   llama-3.2-3b   Llama-3.2-3B-Instruct config.json with the base model's eos_token_id
+ *                  128001 in place of [128001, 128008, 128009] (no base 3B config was
+ *                  available; the two differ only there); generation_config.json: the 1B
+ *                  base one (same release, same transformers version)
+ *   llama-3.1-8b   Llama-3.1-8B config.json + generation_config.json (base model)
+ *   llama-3.1-70b  Llama-3.1-70B-Instruct config.json; generation_config.json as the 3.1
+ *                  Instruct release ships it (bos, do_sample, eos list, temperature 0.6,
+ *                  top_p 0.9, transformers 4.42.3; seen for 8B-Instruct)
+ * params.json: the Meta values of models.md 1.1 in Meta's key order. */
+
+// clang-format off
+static const char cfg_1b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"LlamaForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"eos_token_id\": 128001,\n"
+    "  \"head_dim\": 64,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 2048,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 8192,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 32,\n"
+    "  \"num_hidden_layers\": 16,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": {\n"
+    "    \"factor\": 32.0,\n"
+    "    \"high_freq_factor\": 4.0,\n"
+    "    \"low_freq_factor\": 1.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n"
+    "    \"rope_type\": \"llama3\"\n"
+    "  },\n"
+    "  \"rope_theta\": 500000.0,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.45.0.dev0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 128256\n"
+    "}\n";
+
+static const char gen_1b[] =
+    "{\n"
+    "  \"_from_model_config\": true,\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"eos_token_id\": 128001,\n"
+    "  \"transformers_version\": \"4.45.0.dev0\",\n"
+    "  \"do_sample\": true,\n"
+    "  \"temperature\": 0.6,\n"
+    "  \"top_p\": 0.9\n"
+    "}\n";
+
+static const char cfg_3b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"LlamaForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"eos_token_id\": 128001,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 3072,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 8192,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 24,\n"
+    "  \"num_hidden_layers\": 28,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": {\n"
+    "    \"factor\": 32.0,\n"
+    "    \"high_freq_factor\": 4.0,\n"
+    "    \"low_freq_factor\": 1.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n"
+    "    \"rope_type\": \"llama3\"\n"
+    "  },\n"
+    "  \"rope_theta\": 500000.0,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.45.0.dev0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 128256\n"
+    "}\n";
+
+static const char cfg_8b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"LlamaForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"eos_token_id\": 128001,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 4096,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 14336,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 32,\n"
+    "  \"num_hidden_layers\": 32,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": {\n"
+    "    \"factor\": 8.0,\n"
+    "    \"low_freq_factor\": 1.0,\n"
+    "    \"high_freq_factor\": 4.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n"
+    "    \"rope_type\": \"llama3\"\n"
+    "  },\n"
+    "  \"rope_theta\": 500000.0,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.43.0.dev0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 128256\n"
+    "}\n";
+
+static const char gen_8b[] =
+    "{\n"
+    "  \"do_sample\": true,\n"
+    "  \"temperature\": 0.6,\n"
+    "  \"top_p\": 0.9,\n"
+    "  \"_from_model_config\": true,\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"eos_token_id\": 128001,\n"
+    "  \"transformers_version\": \"4.43.0.dev0\"\n"
+    "}\n";
+
+static const char cfg_70b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"LlamaForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"eos_token_id\": [\n"
+    "    128001,\n"
+    "    128008,\n"
+    "    128009\n"
+    "  ],\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 8192,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 28672,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 64,\n"
+    "  \"num_hidden_layers\": 80,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": {\n"
+    "    \"factor\": 8.0,\n"
+    "    \"low_freq_factor\": 1.0,\n"
+    "    \"high_freq_factor\": 4.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n"
+    "    \"rope_type\": \"llama3\"\n"
+    "  },\n"
+    "  \"rope_theta\": 500000.0,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.42.3\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 128256\n"
+    "}\n";
+
+static const char gen_70b[] =
+    "{\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"do_sample\": true,\n"
+    "  \"eos_token_id\": [\n"
+    "    128001,\n"
+    "    128008,\n"
+    "    128009\n"
+    "  ],\n"
+    "  \"temperature\": 0.6,\n"
+    "  \"top_p\": 0.9,\n"
+    "  \"transformers_version\": \"4.42.3\"\n"
+    "}\n";
+
+/* Test-only presets: two layers, small dims, a 384-token vocabulary. */
+static const char cfg_tiny[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"LlamaForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 1,\n"
+    "  \"eos_token_id\": 2,\n"
+    "  \"head_dim\": 16,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 64,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 192,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 4,\n"
+    "  \"num_hidden_layers\": 2,\n"
+    "  \"num_key_value_heads\": 2,\n"
+    "  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": {\n"
+    "    \"factor\": 32.0,\n"
+    "    \"high_freq_factor\": 4.0,\n"
+    "    \"low_freq_factor\": 1.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n"
+    "    \"rope_type\": \"llama3\"\n"
+    "  },\n"
+    "  \"rope_theta\": 500000.0,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 384\n"
+    "}\n";
+
+/* The same model with tied embeddings (its Meta form has two model-parallel shards). */
+static const char cfg_tiny_tied[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"LlamaForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 1,\n"
+    "  \"eos_token_id\": 2,\n"
+    "  \"head_dim\": 16,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 64,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 192,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 4,\n"
+    "  \"num_hidden_layers\": 2,\n"
+    "  \"num_key_value_heads\": 2,\n"
+    "  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": {\n"
+    "    \"factor\": 32.0,\n"
+    "    \"high_freq_factor\": 4.0,\n"
+    "    \"low_freq_factor\": 1.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n"
+    "    \"rope_type\": \"llama3\"\n"
+    "  },\n"
+    "  \"rope_theta\": 500000.0,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 384\n"
+    "}\n";
+
+static const char gen_tiny[] =
+    "{\n"
+    "  \"bos_token_id\": 1,\n"
+    "  \"eos_token_id\": 2\n"
+    "}\n";
+
+/* Meta params.json, one line as Meta ships it. The formula of models.md 1.2 gives each
+ * model's FFN size from ffn_dim_multiplier and multiple_of. */
+static const char params_1b[] =
+    "{\"dim\": 2048, \"n_layers\": 16, \"n_heads\": 32, \"n_kv_heads\": 8, \"vocab_size\": 128256, "
+    "\"ffn_dim_multiplier\": 1.5, \"multiple_of\": 256, \"norm_eps\": 1e-05, \"rope_theta\": "
+    "500000.0, \"use_scaled_rope\": true}\n";
+static const char params_3b[] =
+    "{\"dim\": 3072, \"n_layers\": 28, \"n_heads\": 24, \"n_kv_heads\": 8, \"vocab_size\": 128256, "
+    "\"ffn_dim_multiplier\": 1.0, \"multiple_of\": 256, \"norm_eps\": 1e-05, \"rope_theta\": "
+    "500000.0, \"use_scaled_rope\": true}\n";
+static const char params_8b[] =
+    "{\"dim\": 4096, \"n_layers\": 32, \"n_heads\": 32, \"n_kv_heads\": 8, \"vocab_size\": 128256, "
+    "\"ffn_dim_multiplier\": 1.3, \"multiple_of\": 1024, \"norm_eps\": 1e-05, \"rope_theta\": "
+    "500000.0, \"use_scaled_rope\": true}\n";
+static const char params_70b[] =
+    "{\"dim\": 8192, \"n_layers\": 80, \"n_heads\": 64, \"n_kv_heads\": 8, \"vocab_size\": 128256, "
+    "\"ffn_dim_multiplier\": 1.3, \"multiple_of\": 4096, \"norm_eps\": 1e-05, \"rope_theta\": "
+    "500000.0, \"use_scaled_rope\": true}\n";
+static const char params_tiny[] =
+    "{\"dim\": 64, \"n_layers\": 2, \"n_heads\": 4, \"n_kv_heads\": 2, \"vocab_size\": 384, "
+    "\"ffn_dim_multiplier\": 1.0, \"multiple_of\": 32, \"norm_eps\": 1e-05, \"rope_theta\": "
+    "500000.0, \"use_scaled_rope\": true}\n";
+// clang-format on
+
+typedef struct preset {
+    const char *name;
+    int hidden; /* test-only: not listed by mlm_synth_presets */
+    mlm_family family;
+    int n_mp; /* Meta model-parallel shards (consolidated.NN.pth files) */
+    const char *config_json, *generation_json, *params_json;
+} preset;
+
+/* Phi-4 (Phi3ForCausalLM: fused qkv_proj and gate_up_proj, no Meta form) fits here as a
+ * family with its own tensor list in plan_tensors; it is not built yet. */
+static const preset presets[] = {
+    {"llama-3.2-1b", 0, MLM_FAMILY_LLAMA3, 1, cfg_1b, gen_1b, params_1b},
+    {"llama-3.2-3b", 0, MLM_FAMILY_LLAMA3, 1, cfg_3b, gen_1b, params_3b},
+    {"llama-3.1-8b", 0, MLM_FAMILY_LLAMA3, 1, cfg_8b, gen_8b, params_8b},
+    {"llama-3.1-70b", 0, MLM_FAMILY_LLAMA3, 8, cfg_70b, gen_70b, params_70b},
+    {"tiny-test", 1, MLM_FAMILY_LLAMA3, 1, cfg_tiny, gen_tiny, params_tiny},
+    {"tiny-test-mp2", 1, MLM_FAMILY_LLAMA3, 2, cfg_tiny_tied, gen_tiny, params_tiny},
+};
+
+const char *mlm_synth_presets(void) {
+    return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b";
+}
+
+mlm_synth_params mlm_synth_default_params(void) {
+    mlm_synth_params p = {0};
+    p.format = MLM_SYNTH_HF;
+    p.dtype = MLM_DTYPE_BF16;
+    p.max_shard_bytes = MLM_HF_SHARD_BYTES;
+    return p;
+}
+
+// ---- the plan ----
+
+/* One canonical tensor of a Llama layer or of the model. */
+typedef struct canon {
+    const char *hf, *meta; /* name suffixes ("self_attn.q_proj.weight", "attention.wq.weight") */
+    int64_t rows, cols;    /* cols 0: a vector of RMSNorm weights (length rows) */
+    float std;
+    int split;           /* Meta shards: 0 replicated, 1 rows (column-parallel), 2 columns */
+    int32_t qk_head_dim; /* q/k: Meta stores rows interleaved */
+} canon;
+
+static mlm_status add_tensor(mlm_synth_plan *pl, int64_t *cap, const canon *c, const char *name,
+                             const char *key, int file, int shard, int n_mp, mlm_error *err) {
+    if (pl->n_tensors == *cap) {
+        int64_t nc = *cap ? *cap * 2 : 256;
+        mlm_synth_tensor *t = realloc(pl->tensors, (size_t)nc * sizeof *t);
+        if (!t) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        pl->tensors = t;
+        *cap = nc;
+    }
+    mlm_synth_tensor *t = &pl->tensors[pl->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->key, sizeof t->key, "%s", key);
+    t->std = c->std;
+    t->file = file;
+    t->qk_head_dim = pl->format == MLM_SYNTH_META ? c->qk_head_dim : 0;
+    if (c->cols == 0) {
+        t->n_dim = 1;
+        t->shape[0] = t->full_cols = c->rows;
+        return MLM_OK;
+    }
+    t->n_dim = 2;
+    t->shape[0] = c->rows;
+    t->shape[1] = t->full_cols = c->cols;
+    if (n_mp > 1 && c->split == 1) {
+        t->shape[0] = c->rows / n_mp;
+        t->row_off = shard * t->shape[0];
+    } else if (n_mp > 1 && c->split == 2) {
+        t->shape[1] = c->cols / n_mp;
+        t->col_off = shard * t->shape[1];
+    }
+    return MLM_OK;
+}
+
+/* Llama: HF names and order (per layer: q, k, v, o, gate, up, down, input_layernorm,
+ * post_attention_layernorm), or Meta names and order (wq, wk, wv, wo, w1, w2, w3,
+ * attention_norm, ffn_norm), shard by shard. */
+static mlm_status plan_llama(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
+    const mlm_config *c = &pl->cfg;
+    int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
+            kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff, v = c->n_vocab;
+    float s_d = (float)(1 / sqrt((double)d)), s_q = (float)(1 / sqrt((double)q)),
+          s_f = (float)(1 / sqrt((double)f));
+    const canon layer[9] = {
+        {"self_attn.q_proj.weight", "attention.wq.weight", q, d, s_d, 1, c->head_dim},
+        {"self_attn.k_proj.weight", "attention.wk.weight", kv, d, s_d, 1, c->head_dim},
+        {"self_attn.v_proj.weight", "attention.wv.weight", kv, d, s_d, 1, 0},
+        {"self_attn.o_proj.weight", "attention.wo.weight", d, q, s_q, 2, 0},
+        {"mlp.gate_proj.weight", "feed_forward.w1.weight", f, d, s_d, 1, 0},
+        {"mlp.up_proj.weight", "feed_forward.w3.weight", f, d, s_d, 1, 0},
+        {"mlp.down_proj.weight", "feed_forward.w2.weight", d, f, s_f, 2, 0},
+        {"input_layernorm.weight", "attention_norm.weight", d, 0, 0, 0, 0},
+        {"post_attention_layernorm.weight", "ffn_norm.weight", d, 0, 0, 0, 0},
+    };
+    static const int meta_order[9] = {0, 1, 2, 3, 4, 6, 5, 7, 8};
+    const canon embed = {"model.embed_tokens.weight", "tok_embeddings.weight", v, d, 0.02f, 1, 0};
+    const canon norm = {"model.norm.weight", "norm.weight", d, 0, 0, 0, 0};
+    const canon head = {"lm_head.weight", "output.weight", v, d, s_d, 1, 0};
+    /* Tied: HF has no lm_head; Meta's output.weight is a copy of the embedding. */
+    const canon tied_head = {"model.embed_tokens.weight", "output.weight", v, d, 0.02f, 1, 0};
+    int meta = pl->format == MLM_SYNTH_META;
+    if (meta && n_mp > 1 &&
+        (c->n_head % n_mp || c->n_kv_head % n_mp || v % n_mp || f % n_mp || d % n_mp))
+        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: %s does not split into %d shards",
+                           pl->preset, n_mp);
+    int64_t cap = 0;
+    int shards = meta ? n_mp : 1;
+    mlm_status st = MLM_OK;
+    char name[96], key[96];
+#define ADD(cn, nm, ky)                                                                            \
+    do {                                                                                           \
+        st = add_tensor(pl, &cap, cn, nm, ky, r, r, shards, err);                                  \
+        if (st) return st;                                                                         \
+    } while (0)
+    for (int r = 0; r < shards; r++) {
+        ADD(&embed, meta ? embed.meta : embed.hf, embed.hf);
+        for (int i = 0; i < c->n_layer; i++)
+            for (int k = 0; k < 9; k++) {
+                const canon *t = &layer[meta ? meta_order[k] : k];
+                snprintf(key, sizeof key, "model.layers.%d.%s", i, t->hf);
+                if (meta) snprintf(name, sizeof name, "layers.%d.%s", i, t->meta);
+                ADD(t, meta ? name : key, key);
+            }
+        ADD(&norm, meta ? norm.meta : norm.hf, norm.hf);
+        if (!c->tied_embeddings)
+            ADD(&head, meta ? head.meta : head.hf, head.hf);
+        else if (meta)
+            ADD(&tied_head, tied_head.meta, tied_head.hf);
+    }
+#undef ADD
+    return st;
+}
+
+static const preset *find_preset(const char *name) {
+    for (size_t i = 0; name && i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, name)) return &presets[i];
+    return NULL;
+}
+
+mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *pl, mlm_error *err) {
+    memset(pl, 0, sizeof *pl);
+    const preset *pr = find_preset(p->preset);
+    if (!pr)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: unknown preset '%s' (presets: %s)",
+                           p->preset ? p->preset : "(none)", mlm_synth_presets());
+    if (p->format != MLM_SYNTH_HF && p->format != MLM_SYNTH_META)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: format %d is not 0 (hf) or 1 (meta)",
+                           p->format);
+    if (p->dtype != MLM_DTYPE_BF16 && p->dtype != MLM_DTYPE_F32)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: dtype %s is not bf16 or f32",
+                           mlm_dtype_name(p->dtype));
+    pl->preset = pr->name;
+    pl->format = p->format;
+    pl->dtype = p->dtype;
+    pl->seed = p->seed;
+    json_t *j;
+    mlm_status st = mlm_json_parse(pr->name, pr->config_json, strlen(pr->config_json), &j, err);
+    if (st) return st;
+    st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
+    json_decref(j);
+    if (st) return st;
+    if (pr->family != MLM_FAMILY_LLAMA3)
+        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "synth: preset '%s': family %s not built",
+                           pr->name, mlm_family_name(pr->family));
+    if (p->format == MLM_SYNTH_HF) {
+        pl->config_json = pr->config_json;
+        pl->generation_json = pr->generation_json;
+        pl->n_files = 1;
+        snprintf(pl->files[0], sizeof pl->files[0], "model");
+    } else {
+        pl->params_json = pr->params_json;
+        pl->n_files = pr->n_mp;
+        for (int r = 0; r < pr->n_mp; r++)
+            snprintf(pl->files[r], sizeof pl->files[r], "consolidated.%02d.pth", r);
+    }
+    st = plan_llama(pl, pr->n_mp, err);
+    if (st) mlm_synth_plan_free(pl);
+    return st;
+}
+
+void mlm_synth_plan_free(mlm_synth_plan *pl) {
+    if (!pl) return;
+    free(pl->tensors);
+    memset(pl, 0, sizeof *pl);
+}
+
+// ---- values ----
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+/* Standard deviation of the sum of four uniform 16-bit integers: 2 * sqrt((2^32 - 1) / 12). */
+#define SUM4_STD 37837.22669716126
+#define SUM4_MEAN 131070 /* 4 * 65535 / 2 */
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The SplitMix64 stream of canonical tensor KEY: element k is mix64(base + (k+1) * GOLDEN),
+ * so any element can be generated on its own. */
+static uint64_t stream_base(uint64_t seed, const char *key) {
+    uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 0x100000001B3ull;
+    return mix64(h ^ mix64(seed + GOLDEN));
+}
+
+static inline float value_of(uint64_t z, float scale) {
+    int32_t s = (int32_t)((z & 0xFFFF) + ((z >> 16) & 0xFFFF) + ((z >> 32) & 0xFFFF) + (z >> 48));
+    return (float)(s - SUM4_MEAN) * scale;
+}
+
+static inline uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFF + ((u >> 16) & 1); /* round to nearest even; no NaNs here */
+    return (uint16_t)(u >> 16);
+}
+
+/* N consecutive elements of the stream from element K0. */
+static void gen_run(uint64_t base, uint64_t k0, int64_t n, float scale, mlm_dtype dtype,
+                    void *dst) {
+    uint64_t x = base + (k0 + 1) * GOLDEN;
+    if (dtype == MLM_DTYPE_BF16) {
+        uint16_t *o = dst;
+        for (int64_t i = 0; i < n; i++, x += GOLDEN)
+            o[i] = to_bf16(value_of(mix64(x), scale));
+    } else {
+        float *o = dst;
+        for (int64_t i = 0; i < n; i++, x += GOLDEN)
+            o[i] = value_of(mix64(x), scale);
+    }
+}
+
+void mlm_synth_fill(const mlm_synth_tensor *t, uint64_t seed, mlm_dtype dtype, int64_t first,
+                    int64_t n, void *dst) {
+    size_t es = mlm_dtype_size(dtype);
+    if (t->std == 0) {
+        for (int64_t i = 0; i < n; i++) {
+            if (dtype == MLM_DTYPE_BF16)
+                ((uint16_t *)dst)[i] = 0x3F80;
+            else
+                ((float *)dst)[i] = 1.0f;
+        }
+        return;
+    }
+    uint64_t base = stream_base(seed, t->key);
+    float scale = (float)(t->std / SUM4_STD);
+    int64_t cols = t->n_dim == 2 ? t->shape[1] : t->shape[0];
+    char *out = dst;
+    while (n > 0) {
+        int64_t row = first / cols, col = first % cols, len = cols - col;
+        if (len > n) len = n;
+        int64_t r = t->row_off + row;
+        if (t->qk_head_dim > 0) {
+            /* Meta row h*hd + 2i + j holds HF row h*hd + j*hd/2 + i (models.md 3.3). */
+            int64_t hd = t->qk_head_dim, h = r / hd, rem = r % hd;
+            r = h * hd + (rem % 2) * (hd / 2) + rem / 2;
+        }
+        gen_run(base, (uint64_t)(r * t->full_cols + t->col_off + col), len, scale, dtype, out);
+        out += (size_t)len * es;
+        first += len;
+        n -= len;
+    }
+}
+
+// ---- writing ----
+
+typedef struct small_file {
+    const char *name; /* in out_dir */
+    const char *text;
+} small_file;
+
+/* Everything one mlm_synth call writes, planned before the first byte. */
+typedef struct job {
+    const mlm_synth_params *p;
+    mlm_synth_plan plan;
+    mlm_tensor_spec *specs;                      /* owned; names borrowed from plan.tensors */
+    mlm_safetensors_writer *st;                  /* HF */
+    mlm_pytorch_writer *pt[MLM_SYNTH_MAX_FILES]; /* Meta */
+    small_file small[3];
+    int n_small;
+    mlm_outfile small_out[4]; /* the small files, then the tokenizer */
+    int64_t tok_size;         /* -1: no tokenizer */
+    int64_t total, done;
+    void *chunk; /* owned, CHUNK_BYTES */
+} job;
+
+static void job_free(job *jb) {
+    mlm_safetensors_writer_free(jb->st);
+    for (int i = 0; i < MLM_SYNTH_MAX_FILES; i++)
+        mlm_pytorch_writer_free(jb->pt[i]);
+    for (int i = 0; i < 4; i++)
+        mlm_outfile_discard(&jb->small_out[i]);
+    mlm_synth_plan_free(&jb->plan);
+    free(jb->specs);
+    free(jb->chunk);
+    memset(jb, 0, sizeof *jb);
+}
+
+static char *out_path(const job *jb, const char *name) {
+    return mlm_path_join(jb->p->out_dir, name);
+}
+
+static mlm_status job_prepare(const mlm_synth_params *p, job *jb, mlm_error *err) {
+    memset(jb, 0, sizeof *jb);
+    jb->p = p;
+    jb->tok_size = -1;
+    if (!p->out_dir || !p->out_dir[0])
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no output directory given");
+    if (p->max_shard_bytes < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: max_shard_bytes %lld is negative",
+                           (long long)p->max_shard_bytes);
+    mlm_status st = mlm_synth_plan_make(p, &jb->plan, err);
+    if (st) return st;
+    const mlm_synth_plan *pl = &jb->plan;
+    jb->specs = calloc((size_t)pl->n_tensors, sizeof *jb->specs);
+    if (!jb->specs) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    for (int64_t i = 0; i < pl->n_tensors; i++) {
+        const mlm_synth_tensor *t = &pl->tensors[i];
+        mlm_tensor_spec *s = &jb->specs[i];
+        s->name = t->name;
+        s->dtype = pl->dtype;
+        s->n_dim = t->n_dim;
+        s->shape[0] = t->shape[0];
+        s->shape[1] = t->shape[1];
+    }
+    if (pl->format == MLM_SYNTH_HF) {
+        st = mlm_safetensors_writer_create(p->out_dir, pl->files[0], jb->specs, pl->n_tensors,
+                                           p->max_shard_bytes, &jb->st, err);
+        if (st) return st;
+        jb->total += (int64_t)mlm_safetensors_writer_total_bytes(jb->st);
+        jb->small[jb->n_small++] = (small_file){"config.json", pl->config_json};
+        jb->small[jb->n_small++] = (small_file){"generation_config.json", pl->generation_json};
+    } else {
+        int64_t first = 0;
+        for (int r = 0; r < pl->n_files; r++) {
+            int64_t n = 0;
+            while (first + n < pl->n_tensors && pl->tensors[first + n].file == r)
+                n++;
+            char *path = out_path(jb, pl->files[r]);
+            if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+            st = mlm_pytorch_writer_create(path, jb->specs + first, n, &jb->pt[r], err);
+            free(path);
+            if (st) return st;
+            jb->total += (int64_t)mlm_pytorch_writer_total_bytes(jb->pt[r]);
+            first += n;
+        }
+        jb->small[jb->n_small++] = (small_file){"params.json", pl->params_json};
+    }
+    for (int i = 0; i < jb->n_small; i++)
+        jb->total += (int64_t)strlen(jb->small[i].text);
+    if (p->tokenizer) {
+        struct stat sb;
+        if (stat(p->tokenizer, &sb) != 0)
+            return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", p->tokenizer,
+                               strerror(errno));
+        if (!S_ISREG(sb.st_mode))
+            return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: not a regular file",
+                               p->tokenizer);
+        jb->tok_size = sb.st_size;
+        jb->total += jb->tok_size;
+    }
+    return MLM_OK;
+}
+
+static void progress(job *jb, int64_t done) {
+    jb->done = done;
+    if (jb->p->progress) jb->p->progress(jb->p->progress_ctx, done, jb->total);
+}
+
+/* Creates DIR and its missing parents. */
+static mlm_status make_dirs(const char *dir, mlm_error *err) {
+    char *p = strdup(dir);
+    if (!p) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    for (char *s = p + 1;; s++) {
+        int end = *s == 0;
+        if (*s == '/' || end) {
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                mlm_status st = mlm_err_set(err, MLM_ERR_IO, "%s: cannot create directory: %s", p,
+                                            strerror(errno));
+                free(p);
+                return st;
+            }
+            if (end) break;
+            *s = '/';
+        }
+    }
+    free(p);
+    if (!mlm_is_dir(dir))
+        return mlm_err_set(err, MLM_ERR_IO, "%s: exists and is not a directory", dir);
+    return MLM_OK;
+}
+
+/* Streams the tensors of files [first tensor, +n) through WRITE. */
+typedef mlm_status (*write_fn)(void *w, const void *data, size_t n, mlm_error *err);
+typedef uint64_t (*written_fn)(const void *w);
+
+static mlm_status stream_tensors(job *jb, int64_t first, int64_t n, void *w, write_fn write,
+                                 written_fn written, int64_t done_before, mlm_error *err) {
+    const mlm_synth_plan *pl = &jb->plan;
+    size_t es = mlm_dtype_size(pl->dtype);
+    int64_t per_chunk = (int64_t)(CHUNK_BYTES / es);
+    for (int64_t i = first; i < first + n; i++) {
+        const mlm_synth_tensor *t = &pl->tensors[i];
+        int64_t numel = t->shape[0] * (t->n_dim == 2 ? t->shape[1] : 1);
+        for (int64_t e = 0; e < numel; e += per_chunk) {
+            int64_t k = numel - e < per_chunk ? numel - e : per_chunk;
+            mlm_synth_fill(t, pl->seed, pl->dtype, e, k, jb->chunk);
+            mlm_status st = write(w, jb->chunk, (size_t)k * es, err);
+            if (st) return st;
+            progress(jb, done_before + (int64_t)written(w));
+        }
+    }
+    return MLM_OK;
+}
+
+static mlm_status st_write(void *w, const void *d, size_t n, mlm_error *err) {
+    return mlm_safetensors_writer_write(w, d, n, err);
+}
+static uint64_t st_written(const void *w) { return mlm_safetensors_writer_written(w); }
+static mlm_status pt_write(void *w, const void *d, size_t n, mlm_error *err) {
+    return mlm_pytorch_writer_write(w, d, n, err);
+}
+static uint64_t pt_written(const void *w) { return mlm_pytorch_writer_written(w); }
+
+static mlm_status copy_tokenizer(job *jb, mlm_outfile *out, mlm_error *err) {
+    const char *src = jb->p->tokenizer;
+    char *dst = out_path(jb, "tokenizer.model");
+    if (!dst) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    mlm_status st = fd < 0
+                        ? mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", src, strerror(errno))
+                        : mlm_outfile_open(out, dst, (uint64_t)jb->tok_size, err);
+    int64_t copied = 0;
+    while (!st) {
+        ssize_t n = read(fd, jb->chunk, CHUNK_BYTES);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) st = mlm_err_set(err, MLM_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+        if (n <= 0) break;
+        st = mlm_outfile_write(out, jb->chunk, (size_t)n, err);
+        copied += n;
+        progress(jb, jb->done + n);
+    }
+    if (!st && copied != jb->tok_size)
+        st = mlm_err_set(err, MLM_ERR_IO, "%s: changed size while being copied", src);
+    if (!st) st = mlm_outfile_sync(out, err);
+    if (fd >= 0) close(fd);
+    free(dst);
+    return st;
+}
+
+static mlm_status run(job *jb, mlm_error *err) {
+    const mlm_synth_plan *pl = &jb->plan;
+    mlm_status st = make_dirs(jb->p->out_dir, err);
+    if (st) return st;
+    jb->chunk = malloc(CHUNK_BYTES);
+    if (!jb->chunk) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    progress(jb, 0);
+    if (jb->st) {
+        st = stream_tensors(jb, 0, pl->n_tensors, jb->st, st_write, st_written, 0, err);
+        if (!st) st = mlm_safetensors_writer_finish(jb->st, err);
+        if (st) return st;
+        progress(jb, (int64_t)mlm_safetensors_writer_written(jb->st));
+    } else {
+        int64_t first = 0, before = 0;
+        for (int r = 0; r < pl->n_files; r++) {
+            int64_t n = 0;
+            while (first + n < pl->n_tensors && pl->tensors[first + n].file == r)
+                n++;
+            st = stream_tensors(jb, first, n, jb->pt[r], pt_write, pt_written, before, err);
+            if (!st) st = mlm_pytorch_writer_finish(jb->pt[r], err);
+            if (st) return st;
+            before += (int64_t)mlm_pytorch_writer_written(jb->pt[r]);
+            progress(jb, before);
+            first += n;
+        }
+    }
+    for (int i = 0; i < jb->n_small; i++) {
+        char *path = out_path(jb, jb->small[i].name);
+        if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        size_t len = strlen(jb->small[i].text);
+        st = mlm_outfile_put(&jb->small_out[i], path, jb->small[i].text, len, err);
+        free(path);
+        if (st) return st;
+        progress(jb, jb->done + (int64_t)len);
+    }
+    if (jb->p->tokenizer && (st = copy_tokenizer(jb, &jb->small_out[3], err))) return st;
+    /* Everything is complete on disk under temporary names: now give them their names. */
+    if (jb->st) st = mlm_safetensors_writer_commit(jb->st, err);
+    for (int r = 0; !st && r < pl->n_files && jb->pt[r]; r++)
+        st = mlm_pytorch_writer_commit(jb->pt[r], err);
+    for (int i = 0; !st && i < 4; i++)
+        if (jb->small_out[i].tmp) st = mlm_outfile_commit(&jb->small_out[i], err);
+    if (!st) st = mlm_fsync_dir(jb->p->out_dir, err);
+    if (!st) progress(jb, jb->total);
+    return st;
+}
+
+// ---- public API ----
+
+mlm_status mlm_synth_total_bytes(const mlm_synth_params *p, int64_t *total, mlm_error *err) {
+    *total = 0;
+    if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
+    job jb;
+    mlm_status st = job_prepare(p, &jb, err);
+    if (!st) *total = jb.total;
+    job_free(&jb);
+    return st;
+}
+
+mlm_status mlm_synth(const mlm_synth_params *p, mlm_error *err) {
+    if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
+    job jb;
+    mlm_status st = job_prepare(p, &jb, err);
+    if (!st) st = run(&jb, err);
+    job_free(&jb); /* removes every temporary file left by a failure */
+    return st;
+}

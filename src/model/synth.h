@@ -1,0 +1,56 @@
+/* model/synth.h: the internals of mlm_synth (meshlm.h) that its tests use: the plan (every
+ * file and tensor a preset produces, without writing anything) and the value generator.
+ *
+ * Values are a pure function of (seed, canonical tensor, element): the canonical tensor is
+ * the unsharded HF-layout tensor, named by its HF name. A Meta file's tensor maps each of
+ * its elements back to the canonical one (q/k rows from Meta's interleaved order to HF's
+ * half-split order, model-parallel shards to their row/column block), so the HF and Meta
+ * outputs of one seed hold the same model, and the bf16 output is the f32 one rounded. */
+#ifndef MESHLM_MODEL_SYNTH_H
+#define MESHLM_MODEL_SYNTH_H
+
+#include "meshlm.h"
+
+#define MLM_SYNTH_MAX_FILES 16 /* weight files of the Meta format (the 70B preset has 8) */
+
+typedef struct mlm_synth_tensor {
+    char name[80];            /* name in its file */
+    char key[80];             /* the canonical tensor (HF name) whose values it holds */
+    int n_dim;                /* 1 or 2 */
+    int64_t shape[2];         /* this tensor's shape (shape[1] unused for vectors) */
+    int64_t full_cols;        /* columns of the canonical tensor (length for vectors) */
+    int64_t row_off, col_off; /* this tensor's block in the canonical tensor (Meta shards) */
+    int32_t qk_head_dim;      /* > 0: rows in Meta's interleaved q/k order, head_dim this */
+    float std;                /* 0: every value is 1.0 (RMSNorm weights) */
+    int file;                 /* index into the plan's files */
+} mlm_synth_tensor;
+
+typedef struct mlm_synth_plan {
+    const char *preset; /* static name */
+    mlm_config cfg;     /* read from the preset's config.json text */
+    int format;         /* MLM_SYNTH_HF or MLM_SYNTH_META */
+    mlm_dtype dtype;
+    uint64_t seed;
+    const char *config_json; /* static texts; NULL where the format has none */
+    const char *generation_json;
+    const char *params_json;
+    int n_files;                         /* HF: 1 (a set the writer may shard); Meta: shards */
+    char files[MLM_SYNTH_MAX_FILES][32]; /* Meta: "consolidated.00.pth", ...; HF: "model" */
+    mlm_synth_tensor *tensors;           /* owned, file by file, in file order */
+    int64_t n_tensors;
+} mlm_synth_plan;
+
+/* Plans P's output (preset, format, dtype, seed are read; nothing is written). Accepts the
+ * hidden test presets "tiny-test" (2 layers, untied) and "tiny-test-mp2" (tied, 2 Meta
+ * shards). INVALID_ARG for an unknown preset, format or dtype. */
+mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *plan, mlm_error *err);
+void mlm_synth_plan_free(mlm_synth_plan *plan);
+
+/* Writes N values of T, elements [FIRST, FIRST + N) in T's row-major order, to DST as
+ * DTYPE (bf16: round-to-nearest-even of the f32 value). Values are approximately normal
+ * with mean 0 and standard deviation T->std (the sum of four 16-bit uniforms of one
+ * SplitMix64 output, so within +-3.46 std), or exactly 1 when T->std is 0. */
+void mlm_synth_fill(const mlm_synth_tensor *t, uint64_t seed, mlm_dtype dtype, int64_t first,
+                    int64_t n, void *dst);
+
+#endif

@@ -1,0 +1,240 @@
+/* tools/cli/synth.c: `meshlm synth`: writes a checkpoint with a real model's configuration
+ * and random weights (mlm_synth), after checking that the output directory is empty (or
+ * --force) and that its filesystem has room; a progress line goes to stderr. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define TOKENIZER_REL "tests/data/tokenizer/llama3/tokenizer.model"
+
+static void help(void) {
+    printf("usage: meshlm synth --preset NAME --out DIR [--format hf|meta] [--dtype bf16|f32]\n"
+           "                    [--seed S] [--force]\n"
+           "\n"
+           "Writes a checkpoint that has the exact configuration of a real model and random\n"
+           "weights: approximately normal, std 0.02 for the embedding and 1/sqrt(in_features)\n"
+           "for the projections, RMSNorm weights 1. The same seed gives the same bytes, and the\n"
+           "hf and meta formats of one seed hold the same model. Memory stays a few MB.\n"
+           "\n"
+           "  --preset NAME   the model (required), bf16 size in parentheses:\n");
+    const char *list = mlm_synth_presets();
+    while (*list) {
+        size_t n = strcspn(list, " ");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)n, list);
+        mlm_synth_params p = mlm_synth_default_params();
+        p.preset = name;
+        p.out_dir = ".";
+        int64_t total = 0;
+        mlm_synth_total_bytes(&p, &total, NULL);
+        printf("                    %-14s (%.1f GB)\n", name, (double)total / 1e9);
+        list += n + (list[n] == ' ');
+    }
+    printf("  --out DIR       output directory (required); created if missing, and it must be\n"
+           "                  empty unless --force\n"
+           "  --format FMT    hf (default): config.json, generation_config.json and\n"
+           "                  model.safetensors, or 5 GB shards model-0000K-of-0000N.safetensors\n"
+           "                  + model.safetensors.index.json, as Hugging Face publishes them;\n"
+           "                  meta: params.json + consolidated.NN.pth (torch.save zips; 8 shards\n"
+           "                  for llama-3.1-70b), as Meta publishes them\n"
+           "  --dtype T       bf16 (default) or f32\n"
+           "  --seed S        random seed, an integer in [0, 2^64) (default 0)\n"
+           "  --force         write into a non-empty DIR (files of the same names are replaced)\n"
+           "  -h, --help      this help\n"
+           "\n"
+           "The Llama 3 tokenizer.model is copied into DIR from $MESHLM_TOKENIZER, else from\n"
+           "the source tree the binary was built in (" TOKENIZER_REL ");\n"
+           "without one a warning is printed and DIR gets no tokenizer.\n"
+           "Free space is checked (statvfs) before writing. Files are written under temporary\n"
+           "names and renamed when all are complete: a failure leaves no partial file.\n");
+}
+
+typedef struct progress_state {
+    double start, last;
+    int tty, last_tenth;
+} progress_state;
+
+static void on_progress(void *ctx, int64_t done, int64_t total) {
+    progress_state *ps = ctx;
+    double now = cli_now(), secs = now - ps->start;
+    int tenth = total > 0 ? (int)(10 * done / total) : 10;
+    if (ps->tty ? (now - ps->last < 0.25 && done < total) : tenth == ps->last_tenth) return;
+    ps->last = now;
+    ps->last_tenth = tenth;
+    double mb = (double)done / 1e6, rate = secs > 0 ? mb / secs : 0;
+    fprintf(stderr, "%ssynth: %.1f / %.1f MB (%d%%), %.0f MB/s%s", ps->tty ? "\r" : "", mb,
+            (double)total / 1e6, total > 0 ? (int)(100 * done / total) : 100, rate,
+            ps->tty ? "  " : "\n");
+    fflush(stderr);
+}
+
+/* 1 if DIR exists and holds anything, 0 if it is empty or missing, -1 if it is unreadable. */
+static int dir_nonempty(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d)))
+        found = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return found;
+}
+
+/* Free bytes on the filesystem that DIR (or its nearest existing parent) is on; -1 unknown. */
+static int64_t free_bytes(const char *dir) {
+    char *p = strdup(dir);
+    if (!p) return -1;
+    struct statvfs vs;
+    int64_t r = -1;
+    for (;;) {
+        if (statvfs(p, &vs) == 0) {
+            r = (int64_t)vs.f_bavail * (int64_t)vs.f_frsize;
+            break;
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash) {
+            if (strcmp(p, ".") && statvfs(".", &vs) == 0)
+                r = (int64_t)vs.f_bavail * (int64_t)vs.f_frsize;
+            break;
+        }
+        if (slash == p) {
+            p[1] = 0;
+            if (statvfs(p, &vs) == 0) r = (int64_t)vs.f_bavail * (int64_t)vs.f_frsize;
+            break;
+        }
+        *slash = 0;
+    }
+    free(p);
+    return r;
+}
+
+static int parse_seed(const char *s, uint64_t *out) {
+    if (!s || !*s || *s == '-' || *s == '+') return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno) return 0;
+    *out = v;
+    return 1;
+}
+
+int cmd_synth(int argc, char **argv) {
+    mlm_synth_params p = mlm_synth_default_params();
+    int force = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (cli_is_help(a)) {
+            help();
+            return CLI_OK;
+        } else if (!strcmp(a, "--preset")) {
+            if (!(p.preset = cli_value(argc, argv, &i)))
+                return cli_usage("synth", "--preset needs a name (%s)", mlm_synth_presets());
+        } else if (!strcmp(a, "--out")) {
+            if (!(p.out_dir = cli_value(argc, argv, &i)))
+                return cli_usage("synth", "--out needs a directory");
+        } else if (!strcmp(a, "--format")) {
+            v = cli_value(argc, argv, &i);
+            if (v && !strcmp(v, "hf"))
+                p.format = MLM_SYNTH_HF;
+            else if (v && !strcmp(v, "meta"))
+                p.format = MLM_SYNTH_META;
+            else
+                return cli_usage("synth", "--format needs hf or meta, got '%s'", v ? v : "");
+        } else if (!strcmp(a, "--dtype")) {
+            v = cli_value(argc, argv, &i);
+            if (v && !strcmp(v, "bf16"))
+                p.dtype = MLM_DTYPE_BF16;
+            else if (v && !strcmp(v, "f32"))
+                p.dtype = MLM_DTYPE_F32;
+            else
+                return cli_usage("synth", "--dtype needs bf16 or f32, got '%s'", v ? v : "");
+        } else if (!strcmp(a, "--seed")) {
+            v = cli_value(argc, argv, &i);
+            if (!parse_seed(v, &p.seed))
+                return cli_usage("synth", "--seed needs an integer in [0, 2^64), got '%s'",
+                                 v ? v : "");
+        } else if (!strcmp(a, "--force")) {
+            force = 1;
+        } else {
+            return cli_usage("synth", "unknown option '%s'", a);
+        }
+    }
+    if (!p.preset) return cli_usage("synth", "--preset NAME is required (%s)", mlm_synth_presets());
+    if (!p.out_dir || !*p.out_dir) return cli_usage("synth", "--out DIR is required");
+    /* Hidden test presets are for the library's tests; the command offers the real ones. */
+    size_t n = strlen(p.preset);
+    const char *list = mlm_synth_presets(), *hit = strstr(list, p.preset);
+    if (!hit || (hit != list && hit[-1] != ' ') || (hit[n] != ' ' && hit[n] != 0))
+        return cli_usage("synth", "unknown preset '%s' (presets: %s)", p.preset, list);
+
+    struct stat sb;
+    if (stat(p.out_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "meshlm: %s: exists and is not a directory\n", p.out_dir);
+        return CLI_RUNTIME;
+    }
+    int ne = dir_nonempty(p.out_dir);
+    if (ne < 0) {
+        fprintf(stderr, "meshlm: %s: cannot read the directory: %s\n", p.out_dir, strerror(errno));
+        return CLI_RUNTIME;
+    }
+    if (ne && !force) {
+        fprintf(stderr,
+                "meshlm: %s is not empty; refusing to write a checkpoint into it (use --force to "
+                "write anyway: files of the same names are replaced)\n",
+                p.out_dir);
+        return CLI_RUNTIME;
+    }
+
+    char *tok = NULL;
+    const char *env = getenv("MESHLM_TOKENIZER");
+    if (env && *env) {
+        if (stat(env, &sb) == 0 && S_ISREG(sb.st_mode))
+            tok = strdup(env);
+        else
+            fprintf(stderr, "meshlm: warning: MESHLM_TOKENIZER=%s is not a file\n", env);
+    }
+    if (!tok) tok = cli_repo_path(TOKENIZER_REL);
+    if (!tok)
+        fprintf(stderr,
+                "meshlm: warning: no Llama 3 tokenizer.model found (set "
+                "MESHLM_TOKENIZER); %s will have no tokenizer\n",
+                p.out_dir);
+    p.tokenizer = tok;
+
+    mlm_error err = {0};
+    int64_t total;
+    if (mlm_synth_total_bytes(&p, &total, &err)) {
+        free(tok);
+        return cli_fail(&err);
+    }
+    int64_t avail = free_bytes(p.out_dir);
+    if (avail >= 0 && avail < total) {
+        fprintf(stderr,
+                "meshlm: %s: not enough free space: %s needs %.1f MB (%lld bytes), the "
+                "filesystem has %.1f MB (%lld bytes) free\n",
+                p.out_dir, p.preset, (double)total / 1e6, (long long)total, (double)avail / 1e6,
+                (long long)avail);
+        free(tok);
+        return CLI_RUNTIME;
+    }
+
+    progress_state ps = {.start = cli_now(), .tty = isatty(2), .last_tenth = -1};
+    p.progress = on_progress;
+    p.progress_ctx = &ps;
+    mlm_status st = mlm_synth(&p, &err);
+    if (ps.tty) fputc('\n', stderr);
+    free(tok);
+    if (st) return cli_fail(&err);
+    double secs = cli_now() - ps.start;
+    fprintf(stderr, "synth: wrote %s (%s, %s, seed %llu) to %s: %.1f MB in %.1f s (%.0f MB/s)\n",
+            p.preset, p.format == MLM_SYNTH_META ? "meta" : "hf", mlm_dtype_name(p.dtype),
+            (unsigned long long)p.seed, p.out_dir, (double)total / 1e6, secs,
+            secs > 0 ? (double)total / 1e6 / secs : 0);
+    return CLI_OK;
+}
