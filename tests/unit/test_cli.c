@@ -133,6 +133,49 @@ TEST(json_outputs_parse) {
            "999999");
 }
 
+/* generate on the transformers fixture: the CLI's greedy ids equal generate()'s. */
+TEST(generate_greedy_and_errors) {
+    json_error_t jerr;
+    json_t *ref = json_load_file("tests/data/llama/gqa4_hd64_tied_r32/reference.json", 0, &jerr);
+    CHECK(ref != NULL);
+    if (!ref) return;
+    json_t *greedy = json_object_get(ref, "greedy");
+    char ids[512] = "", args[1024];
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(greedy, "prompt"), i, v)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%lld", i ? "," : "",
+                 (long long)json_integer_value(v));
+    snprintf(args, sizeof args,
+             "generate -m tests/data/llama/gqa4_hd64_tied_r32/hf --dtype f32 -n 16 --json "
+             "--prompt-ids %s",
+             ids);
+    EXPECT(args, 0, "\"generated_ids\"");
+    json_t *got = json_loads(out, 0, &jerr);
+    CHECKF(got != NULL, "generate --json is not JSON: %s", out);
+    json_t *gen = json_object_get(got, "generated_ids");
+    CHECK(json_array_size(gen) == 16);
+    for (size_t k = 0; k < json_array_size(gen); k++)
+        CHECK(json_integer_value(json_array_get(gen, k)) ==
+              json_integer_value(json_array_get(json_object_get(greedy, "generated"), k)));
+    json_decref(got);
+    json_decref(ref);
+    const char *flags[] = {"--model", "--prompt", "--prompt-file", "--prompt-ids", "--instruct",
+                           "--system", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
+                           "--seed", "--max-seq-len", "--dtype", "--threads", "--json"};
+    EXPECT("generate --help", 0, "usage: meshlm generate");
+    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
+        CHECKF(strstr(out, flags[k]), "generate --help lacks %s", flags[k]);
+    EXPECT("generate -m tests/data/llama/gqa4_hd64_tied_r32/hf --prompt-ids 1,2,3,4,5,6 "
+           "--max-seq-len 4",
+           1, "--max-seq-len is 4");
+    EXPECT("generate -m tests/data/llama/gqa4_hd64_tied_r32/hf --prompt-ids 1,99999", 2, "99999");
+    EXPECT("generate -m tests/data/llama/gqa4_hd64_tied_r32/hf -p hi --temperature -1", 2,
+           "--temperature");
+    EXPECT("generate -m tests/data/ckpt -p hi", 1, "tests/data/ckpt");
+    EXPECT("generate -m tests/data/llama/gqa4_hd64_tied_r32/hf", 2, "exactly one of");
+}
+
 int main(void) {
     meshlm = getenv("MESHLM") ? getenv("MESHLM") : "build/meshlm";
     if (harness_tmpdir(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
@@ -140,6 +183,7 @@ int main(void) {
     RUN(bad_files_exit_1_naming_file_and_field);
     RUN(tokenize_matches_llamacpp_vectors);
     RUN(json_outputs_parse);
+    RUN(generate_greedy_and_errors);
     harness_rmtree(tmpdir);
     return HARNESS_END();
 }
