@@ -26,7 +26,8 @@ typedef struct mlm_outfile {
     int is_open;
     unsigned char *buf; /* owned, MLM_OUTFILE_BUF bytes */
     size_t n_buf;
-    uint64_t size; /* bytes written so far, buffered ones included */
+    uint64_t size;       /* bytes written so far, buffered ones included */
+    uint64_t wb_started; /* writeback has been started for bytes [0, wb_started) */
 } mlm_outfile;
 
 /* Creates a temporary file for PATH in PATH's directory (".<name>.tmp-XXXXXX"). If
