@@ -30,25 +30,33 @@ static int env_int(const char *name, int dflt) {
     return v && atoi(v) > 0 ? atoi(v) : dflt;
 }
 
-/* Read bandwidth: all threads sum a 1 GiB buffer (far larger than the caches); best of 5. */
+/* Read bandwidth: all threads sum a 1 GiB buffer (far larger than the caches) with eight
+ * independent integer accumulators, so the adds keep up with memory; best of 5. */
 static double read_bandwidth_gbs(void) {
-    size_t n = (size_t)1 << 27; /* 2^27 doubles = 1 GiB */
-    double *buf = malloc(n * sizeof *buf);
+    size_t n = (size_t)1 << 27; /* 2^27 uint64 = 1 GiB */
+    uint64_t *buf = malloc(n * sizeof *buf);
     if (!buf) return 0;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) buf[i] = (double)(i & 7);
-    double best = 0, sink = 0;
+    for (size_t i = 0; i < n; i++) buf[i] = i;
+    double best = 0;
+    uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        double t = now(), sum = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sum)
-        for (size_t i = 0; i < n; i++) sum += buf[i];
+        double t = now();
+        uint64_t total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+        for (size_t i = 0; i < n; i += 8) {
+            uint64_t s0 = buf[i], s1 = buf[i + 1], s2 = buf[i + 2], s3 = buf[i + 3];
+            uint64_t s4 = buf[i + 4], s5 = buf[i + 5], s6 = buf[i + 6], s7 = buf[i + 7];
+            total += ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+        }
         t = now() - t;
-        sink += sum;
+        sink += total;
         double gbs = (double)(n * sizeof *buf) / t / 1e9;
         if (gbs > best) best = gbs;
     }
     free(buf);
-    return sink > 0 ? best : best; /* keep the sums alive */
+    if (sink == 42) printf(" "); /* keep the sums alive */
+    return best;
 }
 
 static void progress(void *ctx, int64_t done, int64_t total) {

@@ -1,13 +1,26 @@
 /* backend/cpu/matmul_avx2.c: matrix products with AVX2 + FMA: f32 and bf16 weights (bf16
- * widened in registers), f32 activations and accumulation. Same structure as the AVX-512
- * file with 8 lanes: two accumulators over 16 columns a step, an 8-column step, a scalar
- * tail, one reduction; identical for every row and token. */
+ * widened to f32, which is exact), f32 activations and accumulation.
+ *
+ * Every dot product is computed in one canonical order: one 8-lane accumulator over the
+ * columns in chunks of 8, a fixed horizontal sum, then the scalar tail of cols % 8 columns.
+ * Two schedules share that order, so results never depend on batching or thread splits:
+ *   - few tokens (decode): 8 weight rows at once, bf16 widened in registers, streaming the
+ *     weights once (memory bound);
+ *   - many tokens (prefill): 4 weight rows widened into a small f32 panel on the stack, then
+ *     a 4 x 3 register block (rows x tokens) over it (compute bound). Accumulators live in a
+ *     stack buffer between column blocks, which changes nothing in the order of the sums. */
 #include <immintrin.h>
 #include <string.h>
 
 #include "backend/backend.h"
 
 #define INLINE static inline __attribute__((always_inline))
+
+enum {
+    KB = 512,  /* columns per panel block */
+    TB = 48,   /* tokens per block in the prefill schedule (a multiple of 3) */
+    DECODE_MAX = 3 /* at most this many tokens use the decode schedule */
+};
 
 INLINE __m256 load_w(const void *w, int64_t k, int bf16) {
     if (!bf16) return _mm256_loadu_ps((const float *)w + k);
@@ -30,46 +43,100 @@ INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-INLINE void dots(float *res, const char *const *w, int R, const float *x, int64_t cols, int bf16) {
-    __m256 a0[4], a1[4];
-    float tail[4] = {0, 0, 0, 0};
-    for (int i = 0; i < R; i++) a0[i] = a1[i] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 16 <= cols; k += 16) {
-        __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-        for (int i = 0; i < R; i++) {
-            a0[i] = _mm256_fmadd_ps(load_w(w[i], k, bf16), x0, a0[i]);
-            a1[i] = _mm256_fmadd_ps(load_w(w[i], k + 8, bf16), x1, a1[i]);
+/* The canonical finish: hsum of the accumulator, then the tail columns in order. */
+INLINE float finish(__m256 acc, const void *w, const float *x, int64_t k0, int64_t cols, int bf16) {
+    float s = hsum(acc);
+    for (int64_t k = k0; k < cols; k++) s += scalar_w(w, k, bf16) * x[k];
+    return s;
+}
+
+// ---- decode schedule: R rows, one token ----
+
+INLINE void dots_rows(float *out, int64_t stride, const char *const *w, int R, const float *x,
+                      int64_t cols, int bf16) {
+    __m256 acc[8];
+    for (int i = 0; i < R; i++) acc[i] = _mm256_setzero_ps();
+    int64_t k8 = cols & ~(int64_t)7;
+    for (int64_t k = 0; k < k8; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+        for (int i = 0; i < R; i++) acc[i] = _mm256_fmadd_ps(load_w(w[i], k, bf16), xv, acc[i]);
+    }
+    for (int i = 0; i < R; i++) out[i * stride] = finish(acc[i], w[i], x, k8, cols, bf16);
+}
+
+INLINE void decode(float *out, int64_t out_stride, const char *W, size_t row_bytes,
+                   const float *x, int64_t n, int64_t cols, int64_t r0, int64_t r1, int bf16) {
+    for (int64_t t = 0; t < n; t++) {
+        int64_t r = r0;
+        for (; r + 8 <= r1; r += 8) {
+            const char *rows[8];
+            for (int i = 0; i < 8; i++) rows[i] = W + (size_t)(r + i) * row_bytes;
+            dots_rows(out + t * out_stride + r, 1, rows, 8, x + t * cols, cols, bf16);
+        }
+        for (; r < r1; r++) {
+            const char *rows[1] = {W + (size_t)r * row_bytes};
+            dots_rows(out + t * out_stride + r, 1, rows, 1, x + t * cols, cols, bf16);
         }
     }
-    if (k + 8 <= cols) {
-        __m256 x0 = _mm256_loadu_ps(x + k);
-        for (int i = 0; i < R; i++) a0[i] = _mm256_fmadd_ps(load_w(w[i], k, bf16), x0, a0[i]);
-        k += 8;
+}
+
+// ---- prefill schedule: 4-row f32 panels, 4 x T register blocks ----
+
+/* acc[(i * TB + t)] (8 floats each) += panel rows i . x[t] over the panel's KN columns. */
+INLINE void block_4xT(__m256 *acc, const float *panel, const float *x, int64_t x_stride,
+                      int64_t kn, int T) {
+    __m256 a[4][3];
+    for (int i = 0; i < 4; i++)
+        for (int t = 0; t < T; t++) a[i][t] = acc[i * TB + t];
+    for (int64_t k = 0; k < kn; k += 8) {
+        __m256 xv[3];
+        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * x_stride + k);
+        for (int i = 0; i < 4; i++) {
+            __m256 wv = _mm256_load_ps(panel + i * KB + k);
+            for (int t = 0; t < T; t++) a[i][t] = _mm256_fmadd_ps(wv, xv[t], a[i][t]);
+        }
     }
-    for (; k < cols; k++)
-        for (int i = 0; i < R; i++) tail[i] += scalar_w(w[i], k, bf16) * x[k];
-    for (int i = 0; i < R; i++) res[i] = hsum(_mm256_add_ps(a0[i], a1[i])) + tail[i];
+    for (int i = 0; i < 4; i++)
+        for (int t = 0; t < T; t++) acc[i * TB + t] = a[i][t];
+}
+
+INLINE void prefill(float *out, int64_t out_stride, const char *W, size_t row_bytes,
+                    const float *x, int64_t n, int64_t cols, int64_t r0, int64_t r1, int bf16) {
+    _Alignas(32) float panel[4 * KB];
+    _Alignas(32) __m256 acc[4 * TB];
+    int64_t k8 = cols & ~(int64_t)7;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const char *rows[4];
+        for (int i = 0; i < 4; i++) rows[i] = W + (size_t)(r + i) * row_bytes;
+        for (int64_t t0 = 0; t0 < n; t0 += TB) {
+            int64_t tn = n - t0 < TB ? n - t0 : TB;
+            for (int i = 0; i < 4 * TB; i++) acc[i] = _mm256_setzero_ps();
+            for (int64_t k0 = 0; k0 < k8; k0 += KB) {
+                int64_t kn = k8 - k0 < KB ? k8 - k0 : KB;
+                for (int i = 0; i < 4; i++)
+                    for (int64_t k = 0; k < kn; k += 8)
+                        _mm256_store_ps(panel + i * KB + k, load_w(rows[i], k0 + k, bf16));
+                const float *xb = x + t0 * cols + k0;
+                int64_t t = 0;
+                for (; t + 3 <= tn; t += 3) block_4xT(acc + t, panel, xb + t * cols, cols, kn, 3);
+                if (tn - t == 2) block_4xT(acc + t, panel, xb + t * cols, cols, kn, 2);
+                if (tn - t == 1) block_4xT(acc + t, panel, xb + t * cols, cols, kn, 1);
+            }
+            for (int i = 0; i < 4; i++)
+                for (int64_t t = 0; t < tn; t++)
+                    out[(t0 + t) * out_stride + r + i] =
+                        finish(acc[i * TB + t], rows[i], x + (t0 + t) * cols, k8, cols, bf16);
+        }
+    }
+    if (r < r1) decode(out, out_stride, W, row_bytes, x, n, cols, r, r1, bf16);
 }
 
 INLINE void matmul(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
                    int64_t cols, int64_t r0, int64_t r1, int bf16) {
-    const char *W = w;
     size_t row_bytes = (size_t)cols * (bf16 ? 2 : 4);
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const char *rows[4] = {W + r * row_bytes, W + (r + 1) * row_bytes,
-                               W + (r + 2) * row_bytes, W + (r + 3) * row_bytes};
-        for (int64_t t = 0; t < n; t++) {
-            float res[4];
-            dots(res, rows, 4, x + t * cols, cols, bf16);
-            for (int i = 0; i < 4; i++) out[t * out_stride + r + i] = res[i];
-        }
-    }
-    for (; r < r1; r++) {
-        const char *rows[1] = {W + r * row_bytes};
-        for (int64_t t = 0; t < n; t++) dots(&out[t * out_stride + r], rows, 1, x + t * cols, cols, bf16);
-    }
+    if (n <= DECODE_MAX) decode(out, out_stride, w, row_bytes, x, n, cols, r0, r1, bf16);
+    else prefill(out, out_stride, w, row_bytes, x, n, cols, r0, r1, bf16);
 }
 
 void mlm_matmul_f32_avx2(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
