@@ -176,6 +176,33 @@ TEST(generate_greedy_and_errors) {
     EXPECT("generate -m tests/data/llama/gqa4_hd64_tied_r32/hf", 2, "exactly one of");
 }
 
+/* The embedded default model (no -m) generates what transformers generated from it. */
+TEST(default_model_matches_transformers) {
+    json_error_t jerr;
+    json_t *ref = json_load_file("models/default/reference.json", 0, &jerr);
+    CHECK(ref != NULL);
+    if (!ref) return;
+    char args[512];
+    json_t *gen = json_object_get(ref, "generated");
+    snprintf(args, sizeof args, "generate -p '%s' -n %zu --json",
+             json_string_value(json_object_get(ref, "prompt_text")), json_array_size(gen));
+    EXPECT(args, 0, "\"generated_ids\"");
+    json_t *got = json_loads(out, 0, &jerr);
+    CHECKF(got != NULL, "not JSON: %s", out);
+    json_t *ids = json_object_get(got, "generated_ids"), *pids = json_object_get(got, "prompt_ids");
+    CHECK(json_equal(pids, json_object_get(ref, "prompt")));
+    CHECKF(json_equal(ids, gen), "generated ids differ from transformers'");
+    CHECK(!strcmp(json_string_value(json_object_get(got, "text")),
+                  json_string_value(json_object_get(ref, "generated_text"))));
+    json_decref(got);
+    json_decref(ref);
+    /* streaming text mode prints the same text and a stats line */
+    snprintf(args, sizeof args, "generate -p 'It was a dark and stormy night' -n 8 --seed 3 "
+                                "--temperature 0.8 --top-p 0.9");
+    EXPECT(args, 0, "decode");
+    CHECK(strstr(out, "TTFT") != NULL);
+}
+
 int main(void) {
     meshlm = getenv("MESHLM") ? getenv("MESHLM") : "build/meshlm";
     if (harness_tmpdir(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
@@ -184,6 +211,7 @@ int main(void) {
     RUN(tokenize_matches_llamacpp_vectors);
     RUN(json_outputs_parse);
     RUN(generate_greedy_and_errors);
+    RUN(default_model_matches_transformers);
     harness_rmtree(tmpdir);
     return HARNESS_END();
 }
