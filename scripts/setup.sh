@@ -38,6 +38,9 @@ fi
 
 make -j"$(nproc)"
 echo
+echo "== meshlm generate: the embedded default model (models/default, a tiny Llama 3)"
+./build/meshlm generate -p "It was a dark and stormy night" -n 48 --temperature 0.8 --seed 1
+echo
 echo "== meshlm info: the real Llama 3.2 1B configuration bundled in tests/data"
 ./build/meshlm info -m tests/data/configs/Llama-3.2-1B
 echo
