@@ -146,9 +146,14 @@ static int parse_ids(const char *s, mlm_tokens *ids, int32_t n_vocab) {
     return ids->n > 0;
 }
 
-static int is_stop(const mlm_config *c, int32_t id) {
+/* The config's stop ids; with --instruct also the chat format's end-of-turn tokens (a base
+ * model's config names only <|end_of_text|>). */
+static int is_stop(const mlm_config *c, const mlm_tokenizer *tok, int instruct, int32_t id) {
     for (int i = 0; i < c->n_stop_ids; i++)
         if (c->stop_ids[i] == id) return 1;
+    if (instruct && tok)
+        return id == mlm_tokenizer_special_id(tok, "<|eot_id|>") ||
+               id == mlm_tokenizer_special_id(tok, "<|eom_id|>");
     return 0;
 }
 
@@ -289,7 +294,7 @@ int cmd_generate(int argc, char **argv) {
         for (int64_t i = 0; !st && i < o.max_new; i++) {
             int32_t id = mlm_sampler_sample(&g.sampler, g.logits);
             if (i == 0) t_first = cli_now();
-            if (is_stop(cfg, id)) {
+            if (is_stop(cfg, g.tok, o.instruct, id)) {
                 stop_reason = "stop";
                 break;
             }
