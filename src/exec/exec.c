@@ -36,7 +36,7 @@ mlm_exec_params mlm_exec_default_params(void) {
 
 static int default_threads(void) {
 #ifdef _OPENMP
-    return omp_get_num_procs();
+    return omp_get_max_threads(); /* OMP_NUM_THREADS, else the cores */
 #else
     return 1;
 #endif

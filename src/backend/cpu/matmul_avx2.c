@@ -55,12 +55,15 @@ INLINE float finish(__m256 acc, const void *w, const float *x, int64_t k0, int64
 INLINE void dots_rows(float *out, int64_t stride, const char *const *w, int R, const float *x,
                       int64_t cols, int bf16) {
     __m256 acc[8];
+    _Pragma("GCC unroll 8")
     for (int i = 0; i < R; i++) acc[i] = _mm256_setzero_ps();
     int64_t k8 = cols & ~(int64_t)7;
     for (int64_t k = 0; k < k8; k += 8) {
         __m256 xv = _mm256_loadu_ps(x + k);
+        _Pragma("GCC unroll 8")
         for (int i = 0; i < R; i++) acc[i] = _mm256_fmadd_ps(load_w(w[i], k, bf16), xv, acc[i]);
     }
+    _Pragma("GCC unroll 8")
     for (int i = 0; i < R; i++) out[i * stride] = finish(acc[i], w[i], x, k8, cols, bf16);
 }
 
@@ -70,6 +73,7 @@ INLINE void decode(float *out, int64_t out_stride, const char *W, size_t row_byt
         int64_t r = r0;
         for (; r + 8 <= r1; r += 8) {
             const char *rows[8];
+            _Pragma("GCC unroll 8")
             for (int i = 0; i < 8; i++) rows[i] = W + (size_t)(r + i) * row_bytes;
             dots_rows(out + t * out_stride + r, 1, rows, 8, x + t * cols, cols, bf16);
         }
@@ -86,17 +90,24 @@ INLINE void decode(float *out, int64_t out_stride, const char *W, size_t row_byt
 INLINE void block_4xT(__m256 *acc, const float *panel, const float *x, int64_t x_stride,
                       int64_t kn, int T) {
     __m256 a[4][3];
+    _Pragma("GCC unroll 8")
     for (int i = 0; i < 4; i++)
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) a[i][t] = acc[i * TB + t];
     for (int64_t k = 0; k < kn; k += 8) {
         __m256 xv[3];
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * x_stride + k);
+        _Pragma("GCC unroll 8")
         for (int i = 0; i < 4; i++) {
             __m256 wv = _mm256_load_ps(panel + i * KB + k);
+            _Pragma("GCC unroll 8")
             for (int t = 0; t < T; t++) a[i][t] = _mm256_fmadd_ps(wv, xv[t], a[i][t]);
         }
     }
+    _Pragma("GCC unroll 8")
     for (int i = 0; i < 4; i++)
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) acc[i * TB + t] = a[i][t];
 }
 
@@ -108,12 +119,14 @@ INLINE void prefill(float *out, int64_t out_stride, const char *W, size_t row_by
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const char *rows[4];
+        _Pragma("GCC unroll 8")
         for (int i = 0; i < 4; i++) rows[i] = W + (size_t)(r + i) * row_bytes;
         for (int64_t t0 = 0; t0 < n; t0 += TB) {
             int64_t tn = n - t0 < TB ? n - t0 : TB;
             for (int i = 0; i < 4 * TB; i++) acc[i] = _mm256_setzero_ps();
             for (int64_t k0 = 0; k0 < k8; k0 += KB) {
                 int64_t kn = k8 - k0 < KB ? k8 - k0 : KB;
+                _Pragma("GCC unroll 8")
                 for (int i = 0; i < 4; i++)
                     for (int64_t k = 0; k < kn; k += 8)
                         _mm256_store_ps(panel + i * KB + k, load_w(rows[i], k0 + k, bf16));
@@ -123,6 +136,7 @@ INLINE void prefill(float *out, int64_t out_stride, const char *W, size_t row_by
                 if (tn - t == 2) block_4xT(acc + t, panel, xb + t * cols, cols, kn, 2);
                 if (tn - t == 1) block_4xT(acc + t, panel, xb + t * cols, cols, kn, 1);
             }
+            _Pragma("GCC unroll 8")
             for (int i = 0; i < 4; i++)
                 for (int64_t t = 0; t < tn; t++)
                     out[(t0 + t) * out_stride + r + i] =

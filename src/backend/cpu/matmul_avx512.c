@@ -26,10 +26,12 @@ INLINE __m512 load_w_mask(const void *w, int64_t k, __mmask16 m, int bf16) {
 /* RES[i] = dot(row W[i], X) for R rows (1 or 4); ESIZE bytes per weight. */
 INLINE void dots(float *res, const char *const *w, int R, const float *x, int64_t cols, int bf16) {
     __m512 a0[4], a1[4];
+    _Pragma("GCC unroll 8")
     for (int i = 0; i < R; i++) a0[i] = a1[i] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 32 <= cols; k += 32) {
         __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+        _Pragma("GCC unroll 8")
         for (int i = 0; i < R; i++) {
             a0[i] = _mm512_fmadd_ps(load_w(w[i], k, bf16), x0, a0[i]);
             a1[i] = _mm512_fmadd_ps(load_w(w[i], k + 16, bf16), x1, a1[i]);
@@ -37,14 +39,17 @@ INLINE void dots(float *res, const char *const *w, int R, const float *x, int64_
     }
     if (k + 16 <= cols) {
         __m512 x0 = _mm512_loadu_ps(x + k);
+        _Pragma("GCC unroll 8")
         for (int i = 0; i < R; i++) a0[i] = _mm512_fmadd_ps(load_w(w[i], k, bf16), x0, a0[i]);
         k += 16;
     }
     if (k < cols) {
         __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
         __m512 x0 = _mm512_maskz_loadu_ps(m, x + k);
+        _Pragma("GCC unroll 8")
         for (int i = 0; i < R; i++) a1[i] = _mm512_fmadd_ps(load_w_mask(w[i], k, m, bf16), x0, a1[i]);
     }
+    _Pragma("GCC unroll 8")
     for (int i = 0; i < R; i++) res[i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i], a1[i]));
 }
 
@@ -59,6 +64,7 @@ INLINE void matmul(float *out, int64_t out_stride, const void *w, const float *x
         for (int64_t t = 0; t < n; t++) {
             float res[4];
             dots(res, rows, 4, x + t * cols, cols, bf16);
+            _Pragma("GCC unroll 8")
             for (int i = 0; i < 4; i++) out[t * out_stride + r + i] = res[i];
         }
     }
