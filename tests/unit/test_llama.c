@@ -358,12 +358,12 @@ static void expect_load_fail(const char *edit_cmd, const char *n1, const char *n
 TEST(bad_checkpoints_name_the_tensor) {
     /* config disagrees with the tensors: wrong shape (both shapes named), missing layer */
     expect_load_fail(
-        "sed -i 's/\"intermediate_size\": 512/\"intermediate_size\": 384/' config.json",
-        "model.layers.0.mlp.gate_proj.weight", "[384, 256]");
+        "sed -i 's/\"intermediate_size\": 256/\"intermediate_size\": 384/' config.json",
+        "model.layers.0.mlp.gate_proj.weight", "[384, 128]");
     expect_load_fail("sed -i 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 3/' config.json",
                      "missing tensor 'model.layers.2.", NULL);
-    /* wrong dtype: the first F32 in the header becomes I32 (same length, bytes still fit) */
-    expect_load_fail("sed -i '0,/\"F32\"/s//\"I32\"/' model.safetensors", "dtype i32", NULL);
+    /* wrong dtype: the first BF16 in the header becomes I16 (same length, bytes still fit) */
+    expect_load_fail("sed -i '0,/\"BF16\"/s//\"I16\" /' model.safetensors", "dtype i16", NULL);
 }
 
 int main(void) {
