@@ -39,6 +39,8 @@ typedef void (*mlm_attention_fn)(float *out, const float *q, const mlm_paged_kv 
                                  int head_dim, float *scratch);
 void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
                        int32_t n_ctx, int n_head, int n_kv_head, int head_dim, float *scratch);
+void mlm_attention_avx2(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
+                        int32_t n_ctx, int n_head, int n_kv_head, int head_dim, float *scratch);
 
 typedef struct mlm_kernels {
     const char *name; /* "ref", "avx2", "avx512" */

@@ -11,10 +11,10 @@ static const mlm_kernels table_ref = {
     mlm_attention_ref};
 static const mlm_kernels table_avx2 = {
     "avx2", {[MLM_W_F32] = mlm_matmul_f32_avx2, [MLM_W_BF16] = mlm_matmul_bf16_avx2},
-    mlm_attention_ref};
+    mlm_attention_avx2};
 static const mlm_kernels table_avx512 = {
     "avx512", {[MLM_W_F32] = mlm_matmul_f32_avx512, [MLM_W_BF16] = mlm_matmul_bf16_avx512},
-    mlm_attention_ref};
+    mlm_attention_avx2};
 
 const mlm_kernels *mlm_kernels_get(const char *name) {
     mlm_cpu_flags f = mlm_cpu_detect();
