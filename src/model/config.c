@@ -139,15 +139,22 @@ static mlm_status read_ids(const char *path, const json_t *j, const char *key, m
     return MLM_OK;
 }
 
+/* rope_scaling (classic configs) or rope_parameters (written by transformers 5, which also
+ * moves rope_theta inside it). */
 static mlm_status read_rope_scaling(const char *path, const json_t *j, mlm_config *c,
                                     mlm_error *err) {
-    const json_t *rs = json_object_get(j, "rope_scaling");
+    const char *field = json_object_get(j, "rope_parameters") ? "rope_parameters" : "rope_scaling";
+    const json_t *rs = json_object_get(j, field);
     if (!rs || json_is_null(rs)) return MLM_OK;
     if (!json_is_object(rs))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field 'rope_scaling' must be an object",
-                           path);
+        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be an object", path, field);
     char what[600];
-    snprintf(what, sizeof what, "%s: rope_scaling", path);
+    snprintf(what, sizeof what, "%s: %s", path, field);
+    double theta;
+    int have_theta;
+    mlm_status st0 = mlm_json_get_num(what, rs, "rope_theta", 0, &theta, &have_theta, err);
+    if (st0) return st0;
+    if (have_theta) c->rope_theta = (float)theta;
     const char *type = NULL;
     int found;
     mlm_status st = mlm_json_get_str(what, rs, "rope_type", 0, &type, &found, err);
