@@ -16,8 +16,8 @@
 
 typedef enum role { R_EMB, R_OUT, R_NORM, R_ATTN_NORM, R_FFN_NORM, R_WQ, R_WK, R_WV, R_WO, R_W1, R_W2, R_W3 } role;
 
-/* Tensor name of ROLE (layer L) in the HF or Meta scheme. */
-static void tensor_name(char *buf, size_t size, int meta, role r, int l) {
+/* Tensor name of ROLE (layer L) in the HF, Meta or Phi-3 (fused qkv, gate_up) scheme. */
+static void tensor_name(char *buf, size_t size, int meta, int phi3, role r, int l) {
     static const char *hf[] = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
                                "input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
                                "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -27,6 +27,8 @@ static void tensor_name(char *buf, size_t size, int meta, role r, int l) {
                                "attention.wv", "attention.wo", "feed_forward.w1",
                                "feed_forward.w2", "feed_forward.w3"};
     const char *n = meta ? mt[r] : hf[r];
+    if (phi3 && (r == R_WQ || r == R_WK || r == R_WV)) n = "self_attn.qkv_proj";
+    if (phi3 && (r == R_W1 || r == R_W3)) n = "mlp.gate_up_proj";
     if (r <= R_NORM) snprintf(buf, size, "%s", n);
     else snprintf(buf, size, "%s%d.%s.weight", meta ? "layers." : "model.layers.", l, n);
 }
@@ -36,6 +38,7 @@ static void tensor_name(char *buf, size_t size, int meta, role r, int l) {
 typedef struct binder {
     mlm_model *m;
     int meta;
+    int phi3; /* fused Phi-3 projections */
     int n_shards;       /* Meta model-parallel shards ("shard<N>/" prefixes), else 1 */
     const char *source; /* the config file name, for messages */
     mlm_error *err;
@@ -122,18 +125,20 @@ static uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* Binds a matrix of ROLE in layer L with merged shape (ROWS, COLS). Meta shards are
- * concatenated on dim 0 (column parallel) or dim 1 (row parallel, SPLIT_COLS); PERM_HEADS > 0
- * reorders each head's rows from Meta interleaved to HF half-split order. */
-static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t cols, int split_cols,
-                              int perm_heads, mlm_weight *out) {
+/* Binds rows [ROW0, ROW0 + ROWS) of the tensor of ROLE in layer L, whose merged shape is
+ * (TOTAL_ROWS, COLS): TOTAL_ROWS > ROWS for Phi-3's fused qkv_proj and gate_up_proj. Meta
+ * shards are concatenated on dim 0 (column parallel) or dim 1 (row parallel, SPLIT_COLS);
+ * PERM_HEADS > 0 reorders each head's rows from Meta interleaved to HF half-split order. */
+static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows,
+                            int64_t total_rows, int64_t cols, int split_cols, int perm_heads,
+                            mlm_weight *out) {
     mlm_model *m = b->m;
     char name[256];
-    tensor_name(name, sizeof name, b->meta, r, l);
+    tensor_name(name, sizeof name, b->meta, b->phi3, r, l);
     const mlm_tensor_view *v[64];
-    int64_t srows = split_cols ? rows : rows / b->n_shards;
+    int64_t srows = split_cols ? total_rows : total_rows / b->n_shards;
     int64_t scols = split_cols ? cols / b->n_shards : cols;
-    if ((split_cols ? cols : rows) % b->n_shards)
+    if ((split_cols ? cols : total_rows) % b->n_shards)
         return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: '%s' does not split into %d shards", name,
                            b->n_shards);
     mlm_status st = check(b, name, srows, scols, v);
@@ -142,14 +147,15 @@ static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t co
     out->rows = rows;
     out->cols = cols;
     mlm_dtype want = m->wtype == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
+    size_t es = mlm_dtype_size(want);
     const mlm_tensor_view *t = v[0];
     if (b->n_shards == 1 && !perm_heads && t->dtype == want && t->stride[1] == 1 &&
         t->stride[0] == cols) {
-        out->data = t->data; /* zero-copy */
-        m->bytes_mapped += rows * cols * (int64_t)mlm_dtype_size(want);
+        out->data = (const char *)t->data + (size_t)(row0 * cols) * es; /* zero-copy */
+        m->bytes_mapped += rows * cols * (int64_t)es;
         return MLM_OK;
     }
-    size_t es = mlm_dtype_size(want), bytes = (size_t)(rows * cols) * es;
+    size_t bytes = (size_t)(rows * cols) * es;
     void *buf = malloc(bytes ? bytes : 1);
     if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
     if ((st = own(m, buf, bytes, b->err))) return st;
@@ -161,6 +167,7 @@ static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t co
             int64_t h = i / hd, j = i % hd;
             src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
         }
+        src += row0;
         for (int64_t c = 0; c < cols; c++) {
             int s = split_cols ? (int)(c / scols) : (int)(src / srows);
             float f = elem(v[s], split_cols ? src : src % srows, split_cols ? c % scols : c);
@@ -172,10 +179,15 @@ static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t co
     return MLM_OK;
 }
 
+static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t cols, int split_cols,
+                              int perm_heads, mlm_weight *out) {
+    return bind_rows(b, r, l, 0, rows, rows, cols, split_cols, perm_heads, out);
+}
+
 /* Norm weights are always converted to f32 (replicated across Meta shards: shard 0). */
 static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
     char name[256];
-    tensor_name(name, sizeof name, b->meta, r, l);
+    tensor_name(name, sizeof name, b->meta, b->phi3, r, l);
     const mlm_tensor_view *v[64];
     int64_t d = b->m->cfg.n_embd;
     mlm_status st = check(b, name, d, 0, v);
@@ -186,6 +198,33 @@ static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
     for (int64_t i = 0; i < d; i++) buf[i] = elem(v[0], i, 0);
     *out = buf;
     return MLM_OK;
+}
+
+/* q, k, v: separate tensors (Meta q/k permuted to HF order), or Phi-3's fused qkv_proj
+ * whose rows are q, then k, then v. */
+static mlm_status bind_attention(binder *b, int l, int64_t q, int64_t kv, int64_t d, mlm_layer *L) {
+    mlm_status st;
+    if (b->phi3) {
+        if ((st = bind_rows(b, R_WQ, l, 0, q, q + 2 * kv, d, 0, 0, &L->wq)) ||
+            (st = bind_rows(b, R_WK, l, q, kv, q + 2 * kv, d, 0, 0, &L->wk)))
+            return st;
+        return bind_rows(b, R_WV, l, q + kv, kv, q + 2 * kv, d, 0, 0, &L->wv);
+    }
+    if ((st = bind_matrix(b, R_WQ, l, q, d, 0, b->meta, &L->wq)) ||
+        (st = bind_matrix(b, R_WK, l, kv, d, 0, b->meta, &L->wk)))
+        return st;
+    return bind_matrix(b, R_WV, l, kv, d, 0, 0, &L->wv);
+}
+
+/* gate and up: separate tensors, or Phi-3's fused gate_up_proj (gate rows first). */
+static mlm_status bind_mlp(binder *b, int l, int64_t f, int64_t d, mlm_layer *L) {
+    mlm_status st;
+    if (b->phi3) {
+        if ((st = bind_rows(b, R_W1, l, 0, f, 2 * f, d, 0, 0, &L->w1))) return st;
+        return bind_rows(b, R_W3, l, f, f, 2 * f, d, 0, 0, &L->w3);
+    }
+    if ((st = bind_matrix(b, R_W1, l, f, d, 0, 0, &L->w1))) return st;
+    return bind_matrix(b, R_W3, l, f, d, 0, 0, &L->w3);
 }
 
 static int count_shards(const mlm_checkpoint *c) {
@@ -203,7 +242,6 @@ static mlm_status bind_all(binder *b) {
     const mlm_config *c = &m->cfg;
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff, V = c->n_vocab;
-    int meta = b->meta;
     mlm_status st;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
@@ -212,21 +250,18 @@ static mlm_status bind_all(binder *b) {
         mlm_layer *L = &m->layers[l];
         if ((st = bind_norm(b, R_ATTN_NORM, l, &L->attn_norm)) ||
             (st = bind_norm(b, R_FFN_NORM, l, &L->ffn_norm)) ||
-            (st = bind_matrix(b, R_WQ, l, q, d, 0, meta, &L->wq)) ||
-            (st = bind_matrix(b, R_WK, l, kv, d, 0, meta, &L->wk)) ||
-            (st = bind_matrix(b, R_WV, l, kv, d, 0, 0, &L->wv)) ||
+            (st = bind_attention(b, l, q, kv, d, L)) ||
             (st = bind_matrix(b, R_WO, l, d, q, 1, 0, &L->wo)) ||
-            (st = bind_matrix(b, R_W1, l, f, d, 0, 0, &L->w1)) ||
-            (st = bind_matrix(b, R_W3, l, f, d, 0, 0, &L->w3)) ||
+            (st = bind_mlp(b, l, f, d, L)) ||
             (st = bind_matrix(b, R_W2, l, d, f, 1, 0, &L->w2)))
             return st;
     }
     if ((st = bind_norm(b, R_NORM, 0, &m->norm))) return st;
     /* The LM head: output.weight / lm_head.weight when present, else the tied embedding. */
     char name[256];
-    tensor_name(name, sizeof name, meta, R_OUT, 0);
+    tensor_name(name, sizeof name, b->meta, b->phi3, R_OUT, 0);
     if (find(b, name, 0)) return bind_matrix(b, R_OUT, 0, V, d, 0, 0, &m->output);
-    if (!meta && !c->tied_embeddings)
+    if (!b->meta && !c->tied_embeddings)
         return mlm_err_set(b->err, MLM_ERR_FORMAT,
                            "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
                            "tied)",
@@ -255,12 +290,10 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     m->wtype = p.dtype == MLM_DTYPE_F32 ? MLM_W_F32 : MLM_W_BF16;
     m->kernels = mlm_kernels_best();
     mlm_status st = mlm_config_load(dir, &m->cfg, err);
-    if (!st && m->cfg.family != MLM_FAMILY_LLAMA3)
-        st = mlm_err_set(err, MLM_ERR_UNSUPPORTED, "model: %s: family %s is not supported yet", dir,
-                         mlm_family_name(m->cfg.family));
     if (!st) st = mlm_checkpoint_open(dir, &m->ckpt, err);
     if (!st) {
         binder b = {.m = m, .err = err, .source = m->cfg.source, .n_shards = 1};
+        b.phi3 = m->cfg.family == MLM_FAMILY_PHI3;
         b.meta = !mlm_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
         if (b.meta && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
             b.n_shards = count_shards(m->ckpt);
