@@ -372,6 +372,22 @@ mlm_status mlm_exec_seq_set_pages(mlm_exec *exec, int32_t seq, const int32_t *bl
 /* The next position sequence SEQ expects. */
 int32_t mlm_exec_seq_len(const mlm_exec *exec, int32_t seq);
 
+/* ---- memory planning ---- */
+
+/* What running a model takes, in bytes, before anything is loaded. */
+typedef struct mlm_memory_plan {
+    int64_t weights;   /* all weights in the compute dtype (mapped or converted) */
+    int64_t kv;        /* the KV pool: every block of every layer */
+    int64_t scratch;   /* the executor's step scratch */
+    int64_t total;     /* weights + kv + scratch + a fixed allowance for the process */
+    int64_t available; /* memory the system reports available now (MemAvailable), or -1 */
+} mlm_memory_plan;
+
+/* Fills PLAN for CFG run with weights in DTYPE (f32 or bf16) and executor parameters EP
+ * (NULL: the defaults). */
+void mlm_memory_plan_for(const mlm_config *cfg, mlm_dtype dtype, const mlm_exec_params *ep,
+                         mlm_memory_plan *plan);
+
 /* ---- sampling ---- */
 
 typedef struct mlm_sampler_params {

@@ -174,6 +174,10 @@ TEST(generate_greedy_and_errors) {
            "--temperature");
     EXPECT("generate -m tests/data/ckpt -p hi", 1, "tests/data/ckpt");
     EXPECT("generate -m tests/data/llama/gqa4_hd64_tied_r32/hf", 2, "exactly one of");
+    /* Phi-4 in bf16 (29 GB of weights) is refused before loading on a machine with less
+     * memory, naming the parts; elsewhere the config-only folder fails at the checkpoint. */
+    EXPECT("generate -m tests/data/configs/phi-4 -p hi", 1, "tests/data/configs/phi-4");
+    CHECKF(strstr(out, "weights 29.3 GB in bf16") || strstr(out, "no checkpoint"), "%s", out);
 }
 
 /* The embedded default model (no -m) generates what transformers generated from it. */

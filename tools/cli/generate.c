@@ -204,6 +204,34 @@ static mlm_status prefill(gen_state *g, int32_t step, mlm_error *err) {
     return st;
 }
 
+/* Refuses, before loading anything, a model that cannot fit the memory available now:
+ * weights + KV + scratch, with what would fit. A config that cannot be read is left for the
+ * loader to report. */
+static int memory_fits(const char *dir, mlm_dtype dtype, const mlm_exec_params *xp) {
+    mlm_config cfg;
+    if (mlm_config_load(dir, &cfg, NULL) != MLM_OK) return 1;
+    mlm_memory_plan p;
+    mlm_memory_plan_for(&cfg, dtype, xp, &p);
+    if (p.available < 0 || p.total <= p.available) return 1;
+    const double GB = 1e9;
+    fprintf(stderr,
+            "meshlm generate: %s needs %.1f GB (weights %.1f GB in %s, KV cache %.1f GB for "
+            "--max-seq-len %d, scratch %.2f GB) but %.1f GB of memory is available\n",
+            dir, p.total / GB, p.weights / GB, mlm_dtype_name(dtype), p.kv / GB, xp->max_seq_len,
+            p.scratch / GB, p.available / GB);
+    int64_t n = mlm_config_n_params(&cfg), rest = p.total - p.weights;
+    if (dtype == MLM_DTYPE_F32 && n * 2 + rest <= p.available)
+        fprintf(stderr, "  --dtype bf16 would fit (%.1f GB)\n", (n * 2 + rest) / GB);
+    else if (n * 2 + rest > p.available && n * 17 / 16 + rest <= p.available)
+        fprintf(stderr,
+                "  an 8-bit block floating point profile (BFP8, about %.1f GB) would fit; it is "
+                "not available yet in this version\n",
+                (n * 17 / 16 + rest) / GB);
+    else if (p.weights + rest - p.kv <= p.available)
+        fprintf(stderr, "  a smaller --max-seq-len would fit\n");
+    return 0;
+}
+
 int cmd_generate(int argc, char **argv) {
     gen_opts o;
     int rc = parse(argc, argv, &o);
@@ -217,6 +245,14 @@ int cmd_generate(int argc, char **argv) {
             return CLI_USAGE;
         }
         o.model = default_model;
+    }
+    mlm_exec_params xp = mlm_exec_default_params();
+    xp.max_seq_len = (int32_t)o.max_seq_len;
+    xp.n_threads = o.n_threads;
+    xp.max_step_tokens = 256;
+    if (!memory_fits(o.model, o.dtype, &xp)) {
+        free(default_model);
+        return CLI_RUNTIME;
     }
     gen_state g;
     memset(&g, 0, sizeof g);
@@ -272,10 +308,6 @@ int cmd_generate(int argc, char **argv) {
         rc = CLI_RUNTIME;
     }
     if (!st && !rc) {
-        mlm_exec_params xp = mlm_exec_default_params();
-        xp.max_seq_len = (int32_t)o.max_seq_len;
-        xp.n_threads = o.n_threads;
-        xp.max_step_tokens = 256;
         st = mlm_exec_create(g.model, &xp, &g.exec, &err);
         if (!st) st = mlm_sampler_init(&g.sampler, &o.sp, cfg->n_vocab, &err);
         g.logits = st ? NULL : malloc((size_t)cfg->n_vocab * sizeof *g.logits);
