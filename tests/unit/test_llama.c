@@ -4,6 +4,7 @@
  * RoPE factor 32 and 8) saved as HF safetensors and as Meta consolidated.NN.pth (one and two
  * shards), with transformers' float32 logits at every position, at positions 9000+, and its
  * 64 greedy tokens. Also: paged KV invariance, capacity errors and bad checkpoints. */
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 
@@ -48,7 +49,7 @@ static int ints(const json_t *a, int32_t *out, int max) {
 
 static int fixture_load(fixture *f, const char *name) {
     memset(f, 0, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, LLAMA "%s", name);
+    snprintf(f->dir, sizeof f->dir, "tests/data/%s", name);
     char path[512];
     snprintf(path, sizeof path, "%s/reference.json", f->dir);
     json_error_t jerr;
@@ -154,10 +155,30 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-static const char *fixtures[] = {"gqa4_hd64_tied_r32", "mha_hd128_untied_r8"};
+/* Every fixture under tests/data/llama (LlamaForCausalLM) and tests/data/phi3
+ * (Phi3ForCausalLM, when present): the same checks apply to both families. */
+static char fixtures[16][128];
+static int n_fixtures;
+
+static void find_fixtures(void) {
+    const char *families[] = {"llama", "phi3"};
+    for (int fam = 0; fam < 2; fam++) {
+        char dir[64];
+        snprintf(dir, sizeof dir, "tests/data/%s", families[fam]);
+        DIR *d = opendir(dir);
+        if (!d) continue;
+        struct dirent *e;
+        while ((e = readdir(d)) && n_fixtures < 16) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(fixtures[n_fixtures++], sizeof fixtures[0], "%s/%.100s", families[fam],
+                     e->d_name);
+        }
+        closedir(d);
+    }
+}
 
 TEST(f32_logits_match_transformers) {
-    for (int fi = 0; fi < 2; fi++) {
+    for (int fi = 0; fi < n_fixtures; fi++) {
         fixture f;
         CHECK(fixture_load(&f, fixtures[fi]) == 0);
         const char *formats[] = {"hf", "meta", "meta2"};
@@ -169,7 +190,7 @@ TEST(f32_logits_match_transformers) {
             mlm_model *m = load(dir, MLM_DTYPE_F32);
             if (!m) continue;
             float *out = calloc((size_t)f.n_tokens * (size_t)f.vocab, 4);
-            snprintf(what, sizeof what, "%s/%s prefill", fixtures[fi], formats[k]);
+            snprintf(what, sizeof what, "%.120s/%s prefill", fixtures[fi], formats[k]);
             if (run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, out) == 0)
                 check_logits(what, out, f.logits, f.n_tokens, f.vocab);
             /* Meta and HF files of the same weights give identical logits. */
@@ -189,7 +210,7 @@ TEST(f32_logits_match_transformers) {
 }
 
 TEST(f32_greedy_matches_generate) {
-    for (int fi = 0; fi < 2; fi++) {
+    for (int fi = 0; fi < n_fixtures; fi++) {
         fixture f;
         CHECK(fixture_load(&f, fixtures[fi]) == 0);
         char dir[300];
@@ -225,7 +246,7 @@ TEST(f32_greedy_matches_generate) {
 }
 
 TEST(high_positions_rope_scaling) {
-    for (int fi = 0; fi < 2; fi++) {
+    for (int fi = 0; fi < n_fixtures; fi++) {
         fixture f;
         CHECK(fixture_load(&f, fixtures[fi]) == 0);
         char dir[300], what[300];
@@ -233,7 +254,7 @@ TEST(high_positions_rope_scaling) {
         mlm_model *m = load(dir, MLM_DTYPE_F32);
         if (!m) continue;
         float *out = calloc((size_t)f.n_tokens * (size_t)f.vocab, 4);
-        snprintf(what, sizeof what, "%s at %d", fixtures[fi], f.high_start);
+        snprintf(what, sizeof what, "%.120s at %d", fixtures[fi], f.high_start);
         CHECK(f.high_start > 8192);
         if (run_seq(m, f.tokens, f.n_tokens, f.high_start, 5, 16, 0, out) == 0)
             check_logits(what, out, f.logits_high, f.n_tokens, f.vocab);
@@ -247,7 +268,7 @@ TEST(high_positions_rope_scaling) {
  * the greedy continuation (teacher forced). */
 TEST(bf16_top1_agreement) {
     int agree = 0, total = 0;
-    for (int fi = 0; fi < 2; fi++) {
+    for (int fi = 0; fi < n_fixtures; fi++) {
         fixture f;
         CHECK(fixture_load(&f, fixtures[fi]) == 0);
         char dir[300];
@@ -279,7 +300,7 @@ TEST(paged_kv_invariance) {
     for (int kvt = 0; kvt < 2; kvt++) {
         kv_dtype = kvt ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
         fixture f;
-        CHECK(fixture_load(&f, fixtures[0]) == 0);
+        CHECK(fixture_load(&f, "llama/gqa4_hd64_tied_r32") == 0);
         char dir[300];
         snprintf(dir, sizeof dir, "%s/hf", f.dir);
         mlm_model *m = load(dir, MLM_DTYPE_F32);
@@ -368,6 +389,8 @@ TEST(bad_checkpoints_name_the_tensor) {
 
 int main(void) {
     if (harness_tmpdir(tmpdir, sizeof tmpdir, "llama") != 0) return 1;
+    find_fixtures();
+    printf("  %d model fixtures\n", n_fixtures);
     RUN(f32_logits_match_transformers);
     RUN(f32_greedy_matches_generate);
     RUN(high_positions_rope_scaling);
