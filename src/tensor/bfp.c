@@ -1,0 +1,57 @@
+/* tensor/bfp.c: BFP8/BFP4 encode and decode, scalar reference (see bfp.h). */
+#include "tensor/bfp.h"
+
+#include <math.h>
+#include <string.h>
+
+void mlm_bfp_encode_block(const float *x, int bits, uint8_t *exp, uint8_t *codes) {
+    const int shift = 25 - bits;
+    const uint32_t maxmag = (1u << (bits - 1)) - 1;
+    uint32_t u[MLM_BFP_BLOCK], e_max = 0;
+    memcpy(u, x, sizeof u);
+    for (int i = 0; i < MLM_BFP_BLOCK; i++) {
+        uint32_t e = (u[i] >> 23) & 0xff; /* raw: inf/NaN (255) are not special */
+        if (e > e_max) e_max = e;
+    }
+    for (int i = 0; i < MLM_BFP_BLOCK; i++) {
+        uint32_t e = (u[i] >> 23) & 0xff;
+        if (e == 0) { /* zero and denormals */
+            codes[i] = 0;
+            continue;
+        }
+        uint32_t m = (u[i] & 0x7fffffu) | 0x800000u, d = e_max - e;
+        m = d >= 32 ? 0 : m >> d; /* truncating alignment, no sticky bit */
+        m = (m + (1u << (shift - 1)) - 1 + ((m >> shift) & 1)) >> shift; /* half to even */
+        if (m > maxmag) m = maxmag;                                      /* saturate */
+        codes[i] = m == 0 ? 0 : (uint8_t)((u[i] >> 31) << (bits - 1) | m);
+    }
+    *exp = (uint8_t)e_max;
+}
+
+float mlm_bfp_decode(uint8_t exp, uint8_t code, int bits) {
+    uint32_t mag = code & ((1u << (bits - 1)) - 1);
+    if (!mag) return 0.0f;
+    float v = ldexpf((float)mag, (int)exp - 127 - (bits - 2));
+    return (code >> (bits - 1)) & 1 ? -v : v;
+}
+
+void mlm_bfp_pack_row(const float *x, int64_t n, int bits, uint8_t *exps, uint8_t *codes) {
+    for (int64_t b = 0; b < n / MLM_BFP_BLOCK; b++) {
+        uint8_t c[MLM_BFP_BLOCK];
+        mlm_bfp_encode_block(x + b * MLM_BFP_BLOCK, bits, &exps[b], c);
+        if (bits == 8) {
+            memcpy(codes + b * MLM_BFP_BLOCK, c, MLM_BFP_BLOCK);
+        } else {
+            for (int i = 0; i < MLM_BFP_BLOCK; i += 2)
+                codes[b * 8 + i / 2] = (uint8_t)(c[i] | c[i + 1] << 4);
+        }
+    }
+}
+
+void mlm_bfp_unpack_row(const uint8_t *exps, const uint8_t *codes, int64_t n, int bits,
+                        float *out) {
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t code = bits == 8 ? codes[i] : (uint8_t)((codes[i / 2] >> (4 * (i & 1))) & 0xf);
+        out[i] = mlm_bfp_decode(exps[i / MLM_BFP_BLOCK], code, bits);
+    }
+}

@@ -1,0 +1,25 @@
+/* tensor/bfp.h: BFP8 and BFP4 block floating point ("bfloat8_b", "bfloat4_b"), bit-exact to
+ * the Tenstorrent host encoder (tt-demos.md section 3): 16 values share the largest raw
+ * 8-bit exponent; each keeps a sign and a 7-bit (BFP8) or 3-bit (BFP4) magnitude without
+ * hidden bit, aligned by a truncating shift, rounded half to even, saturated; zero and
+ * denormal inputs give +0. Scalar reference; the kernels' layouts build on these blocks. */
+#ifndef MESHLM_TENSOR_BFP_H
+#define MESHLM_TENSOR_BFP_H
+
+#include <stdint.h>
+
+#define MLM_BFP_BLOCK 16
+
+/* Encodes 16 floats: *EXP gets the shared exponent, CODES[i] = sign << (bits-1) | mag. */
+void mlm_bfp_encode_block(const float *x, int bits, uint8_t *exp, uint8_t *codes);
+
+/* The value of CODE in a block of shared exponent EXP: mag * 2^(exp - 127 - (bits - 2)). */
+float mlm_bfp_decode(uint8_t exp, uint8_t code, int bits);
+
+/* Packs N floats (N a multiple of 16) into N/16 exponent bytes and the codes: one byte each
+ * for BFP8, two per byte for BFP4 (element 0 in the low nibble), as the tiles store them. */
+void mlm_bfp_pack_row(const float *x, int64_t n, int bits, uint8_t *exps, uint8_t *codes);
+/* The inverse: N floats from N/16 exponents and the packed codes. */
+void mlm_bfp_unpack_row(const uint8_t *exps, const uint8_t *codes, int64_t n, int bits, float *out);
+
+#endif
