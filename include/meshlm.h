@@ -431,7 +431,11 @@ typedef struct mlm_synth_params {
     int format;          /* MLM_SYNTH_HF (default) or MLM_SYNTH_META */
     mlm_dtype dtype;     /* MLM_DTYPE_BF16 (default) or MLM_DTYPE_F32 */
     uint64_t seed;       /* same seed, same preset, same format and dtype: same bytes */
-    const char *tokenizer; /* a tokenizer.model to copy into out_dir, or NULL for none */
+    const char *tokenizer; /* the tokenizer to copy into out_dir, or NULL for none: Llama
+                              presets: a tokenizer.model file (or a directory holding one);
+                              phi-4: a directory holding tokenizer.json (required),
+                              tokenizer_config.json and special_tokens_map.json (copied when
+                              present) */
     int64_t max_shard_bytes; /* HF: most tensor bytes per shard (default 5e9, HF's "5GB");
                                 0: always one model.safetensors */
     /* Called after every chunk written (about 1 MiB) and at the end; may be NULL. */
@@ -449,14 +453,17 @@ mlm_synth_params mlm_synth_default_params(void);
  * tensors (models.md 7.1). Values are generated while writing: a few MB of memory whatever
  * the size. Every file goes to a temporary name, is fsynced, and all are renamed only when
  * all are complete: a failure leaves no partial file, and its message names the file.
- * INVALID_ARG for an unknown preset, format or dtype; IO for files (the tokenizer too). */
+ * phi-4 is written in the HF format only (Phi3ForCausalLM names, fused qkv_proj and
+ * gate_up_proj): Microsoft publishes no Meta-format checkpoint of it.
+ * INVALID_ARG for an unknown preset, format or dtype, Meta for phi-4, or a tokenizer file
+ * where a directory is needed; IO for files (the tokenizer too). */
 mlm_status mlm_synth(const mlm_synth_params *p, mlm_error *err);
 
 /* The bytes mlm_synth(P) would write, over all files, without writing anything. */
 mlm_status mlm_synth_total_bytes(const mlm_synth_params *p, int64_t *total, mlm_error *err);
 
 /* The preset names, space-separated (static string):
- * "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b". */
+ * "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b phi-4". */
 const char *mlm_synth_presets(void);
 
 #ifdef __cplusplus

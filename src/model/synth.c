@@ -37,7 +37,13 @@
  *   llama-3.1-70b  Llama-3.1-70B-Instruct config.json; generation_config.json as the 3.1
  *                  Instruct release ships it (bos, do_sample, eos list, temperature 0.6,
  *                  top_p 0.9, transformers 4.42.3; seen for 8B-Instruct)
- * params.json: the Meta values of models.md 1.1 in Meta's key order. */
+ *   phi-4          microsoft/phi-4 config.json (tests/data/configs/phi-4/config.json, HF's
+ *                  2-space layout); generation_config.json from models.md 5.1: bos 100257,
+ *                  eos 100265 and pad 100349 as set by the repo's "Suggested tokenizer changes
+ *                  by Unsloth.ai (#21)" commit, with 100257 (<|endoftext|>) added to eos since
+ *                  5.1 treats both as stop ids (the file's exact text was not available)
+ * params.json: the Meta values of models.md 1.1 in Meta's key order (Llama only: Phi-4 has
+ * no Meta-format checkpoint). */
 
 // clang-format off
 static const char cfg_1b[] =
@@ -226,6 +232,50 @@ static const char gen_70b[] =
     "  \"transformers_version\": \"4.42.3\"\n"
     "}\n";
 
+static const char cfg_phi4[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Phi3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 100257,\n"
+    "  \"embd_pdrop\": 0.0,\n"
+    "  \"eos_token_id\": 100265,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 5120,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 17920,\n"
+    "  \"max_position_embeddings\": 16384,\n"
+    "  \"model_type\": \"phi3\",\n"
+    "  \"num_attention_heads\": 40,\n"
+    "  \"num_hidden_layers\": 40,\n"
+    "  \"num_key_value_heads\": 10,\n"
+    "  \"original_max_position_embeddings\": 16384,\n"
+    "  \"pad_token_id\": 100349,\n"
+    "  \"resid_pdrop\": 0.0,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 250000.0,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.47.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 100352\n"
+    "}\n";
+
+static const char gen_phi4[] =
+    "{\n"
+    "  \"bos_token_id\": 100257,\n"
+    "  \"eos_token_id\": [\n"
+    "    100265,\n"
+    "    100257\n"
+    "  ],\n"
+    "  \"pad_token_id\": 100349,\n"
+    "  \"transformers_version\": \"4.47.0\"\n"
+    "}\n";
+
 /* Test-only presets: two layers, small dims, a 384-token vocabulary. */
 static const char cfg_tiny[] =
     "{\n"
@@ -306,6 +356,50 @@ static const char gen_tiny[] =
     "  \"eos_token_id\": 2\n"
     "}\n";
 
+/* Phi-4's structure at test size: fused qkv_proj [4*16 + 2*16, 64] = [96, 64] and
+ * gate_up_proj [2*96, 64], GQA 4:1, untied, plain RoPE; stop ids as phi-4's (eos and bos). */
+static const char cfg_tiny_phi3[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Phi3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 1,\n"
+    "  \"embd_pdrop\": 0.0,\n"
+    "  \"eos_token_id\": 2,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 64,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 96,\n"
+    "  \"max_position_embeddings\": 16384,\n"
+    "  \"model_type\": \"phi3\",\n"
+    "  \"num_attention_heads\": 4,\n"
+    "  \"num_hidden_layers\": 2,\n"
+    "  \"num_key_value_heads\": 1,\n"
+    "  \"original_max_position_embeddings\": 16384,\n"
+    "  \"pad_token_id\": 383,\n"
+    "  \"resid_pdrop\": 0.0,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 250000.0,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 384\n"
+    "}\n";
+
+static const char gen_tiny_phi3[] =
+    "{\n"
+    "  \"bos_token_id\": 1,\n"
+    "  \"eos_token_id\": [\n"
+    "    2,\n"
+    "    1\n"
+    "  ],\n"
+    "  \"pad_token_id\": 383\n"
+    "}\n";
+
 /* Meta params.json, one line as Meta ships it. The formula of models.md 1.2 gives each
  * model's FFN size from ffn_dim_multiplier and multiple_of. */
 static const char params_1b[] =
@@ -334,23 +428,23 @@ typedef struct preset {
     const char *name;
     int hidden; /* test-only: not listed by mlm_synth_presets */
     mlm_family family;
-    int n_mp; /* Meta model-parallel shards (consolidated.NN.pth files) */
+    int n_mp; /* Meta model-parallel shards (consolidated.NN.pth files); 0: no Meta form */
     const char *config_json, *generation_json, *params_json;
 } preset;
 
-/* Phi-4 (Phi3ForCausalLM: fused qkv_proj and gate_up_proj, no Meta form) fits here as a
- * family with its own tensor list in plan_tensors; it is not built yet. */
 static const preset presets[] = {
     {"llama-3.2-1b", 0, MLM_FAMILY_LLAMA3, 1, cfg_1b, gen_1b, params_1b},
     {"llama-3.2-3b", 0, MLM_FAMILY_LLAMA3, 1, cfg_3b, gen_1b, params_3b},
     {"llama-3.1-8b", 0, MLM_FAMILY_LLAMA3, 1, cfg_8b, gen_8b, params_8b},
     {"llama-3.1-70b", 0, MLM_FAMILY_LLAMA3, 8, cfg_70b, gen_70b, params_70b},
+    {"phi-4", 0, MLM_FAMILY_PHI3, 0, cfg_phi4, gen_phi4, NULL},
     {"tiny-test", 1, MLM_FAMILY_LLAMA3, 1, cfg_tiny, gen_tiny, params_tiny},
     {"tiny-test-mp2", 1, MLM_FAMILY_LLAMA3, 2, cfg_tiny_tied, gen_tiny, params_tiny},
+    {"tiny-phi3", 1, MLM_FAMILY_PHI3, 0, cfg_tiny_phi3, gen_tiny_phi3, NULL},
 };
 
 const char *mlm_synth_presets(void) {
-    return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b";
+    return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b phi-4";
 }
 
 mlm_synth_params mlm_synth_default_params(void) {
@@ -408,14 +502,25 @@ static mlm_status add_tensor(mlm_synth_plan *pl, int64_t *cap, const canon *c, c
 
 /* Llama: HF names and order (per layer: q, k, v, o, gate, up, down, input_layernorm,
  * post_attention_layernorm), or Meta names and order (wq, wk, wv, wo, w1, w2, w3,
- * attention_norm, ffn_norm), shard by shard. */
-static mlm_status plan_llama(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
+ * attention_norm, ffn_norm), shard by shard.
+ * Phi-3 (HF only): per layer qkv_proj [q + 2 kv, d] (rows q | k | v), o_proj, gate_up_proj
+ * [2 f, d] (rows gate | up), down_proj, the two norms (models.md 5.2); each fused tensor is
+ * one canonical tensor with one std, as its parts have the same in_features. */
+static mlm_status plan_model(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
     const mlm_config *c = &pl->cfg;
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff, v = c->n_vocab;
     float s_d = (float)(1 / sqrt((double)d)), s_q = (float)(1 / sqrt((double)q)),
           s_f = (float)(1 / sqrt((double)f));
-    const canon layer[9] = {
+    const canon phi3[6] = {
+        {"self_attn.qkv_proj.weight", NULL, q + 2 * kv, d, s_d, 0, 0},
+        {"self_attn.o_proj.weight", NULL, d, q, s_q, 0, 0},
+        {"mlp.gate_up_proj.weight", NULL, 2 * f, d, s_d, 0, 0},
+        {"mlp.down_proj.weight", NULL, d, f, s_f, 0, 0},
+        {"input_layernorm.weight", NULL, d, 0, 0, 0, 0},
+        {"post_attention_layernorm.weight", NULL, d, 0, 0, 0, 0},
+    };
+    const canon llama[9] = {
         {"self_attn.q_proj.weight", "attention.wq.weight", q, d, s_d, 1, c->head_dim},
         {"self_attn.k_proj.weight", "attention.wk.weight", kv, d, s_d, 1, c->head_dim},
         {"self_attn.v_proj.weight", "attention.wv.weight", kv, d, s_d, 1, 0},
@@ -432,7 +537,11 @@ static mlm_status plan_llama(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
     const canon head = {"lm_head.weight", "output.weight", v, d, s_d, 1, 0};
     /* Tied: HF has no lm_head; Meta's output.weight is a copy of the embedding. */
     const canon tied_head = {"model.embed_tokens.weight", "output.weight", v, d, 0.02f, 1, 0};
+    int is_phi3 = c->family == MLM_FAMILY_PHI3, n_per_layer = is_phi3 ? 6 : 9;
+    const canon *layer = is_phi3 ? phi3 : llama;
     int meta = pl->format == MLM_SYNTH_META;
+    if (meta && is_phi3) /* refused by mlm_synth_plan_make */
+        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: %s has no Meta form", pl->preset);
     if (meta && n_mp > 1 &&
         (c->n_head % n_mp || c->n_kv_head % n_mp || v % n_mp || f % n_mp || d % n_mp))
         return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: %s does not split into %d shards",
@@ -449,7 +558,7 @@ static mlm_status plan_llama(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
     for (int r = 0; r < shards; r++) {
         ADD(&embed, meta ? embed.meta : embed.hf, embed.hf);
         for (int i = 0; i < c->n_layer; i++)
-            for (int k = 0; k < 9; k++) {
+            for (int k = 0; k < n_per_layer; k++) {
                 const canon *t = &layer[meta ? meta_order[k] : k];
                 snprintf(key, sizeof key, "model.layers.%d.%s", i, t->hf);
                 if (meta) snprintf(name, sizeof name, "layers.%d.%s", i, t->meta);
@@ -493,9 +602,15 @@ mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *pl, ml
     st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
     json_decref(j);
     if (st) return st;
-    if (pr->family != MLM_FAMILY_LLAMA3)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "synth: preset '%s': family %s not built",
-                           pr->name, mlm_family_name(pr->family));
+    if (pl->cfg.family != pr->family)
+        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': config is %s, not %s",
+                           pr->name, mlm_family_name(pl->cfg.family), mlm_family_name(pr->family));
+    if (p->format == MLM_SYNTH_META && pr->n_mp == 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "synth: preset '%s' has no Meta format: Phi-4 is published only as "
+                           "Hugging Face safetensors (there is no Meta-format checkpoint to "
+                           "imitate); use the hf format",
+                           pr->name);
     if (p->format == MLM_SYNTH_HF) {
         pl->config_json = pr->config_json;
         pl->generation_json = pr->generation_json;
@@ -507,7 +622,7 @@ mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *pl, ml
         for (int r = 0; r < pr->n_mp; r++)
             snprintf(pl->files[r], sizeof pl->files[r], "consolidated.%02d.pth", r);
     }
-    st = plan_llama(pl, pr->n_mp, err);
+    st = plan_model(pl, pr->n_mp, err);
     if (st) mlm_synth_plan_free(pl);
     return st;
 }
@@ -615,6 +730,16 @@ typedef struct small_file {
     const char *text;
 } small_file;
 
+/* A tokenizer file copied into out_dir. */
+typedef struct tok_file {
+    char *src;        /* owned */
+    const char *name; /* static: its name in out_dir */
+    int64_t size;
+} tok_file;
+
+#define MAX_SMALL 2 /* config.json + generation_config.json, or params.json */
+#define MAX_TOK 3   /* Phi-4: tokenizer.json, tokenizer_config.json, special_tokens_map.json */
+
 /* Everything one mlm_synth call writes, planned before the first byte. */
 typedef struct job {
     const mlm_synth_params *p;
@@ -622,10 +747,11 @@ typedef struct job {
     mlm_tensor_spec *specs;                      /* owned; names borrowed from plan.tensors */
     mlm_safetensors_writer *st;                  /* HF */
     mlm_pytorch_writer *pt[MLM_SYNTH_MAX_FILES]; /* Meta */
-    small_file small[3];
+    small_file small[MAX_SMALL];
     int n_small;
-    mlm_outfile small_out[4]; /* the small files, then the tokenizer */
-    int64_t tok_size;         /* -1: no tokenizer */
+    tok_file tok[MAX_TOK];
+    int n_tok;
+    mlm_outfile small_out[MAX_SMALL + MAX_TOK]; /* the small files, then the tokenizer's */
     int64_t total, done;
     void *chunk; /* owned, CHUNK_BYTES */
 } job;
@@ -634,12 +760,70 @@ static void job_free(job *jb) {
     mlm_safetensors_writer_free(jb->st);
     for (int i = 0; i < MLM_SYNTH_MAX_FILES; i++)
         mlm_pytorch_writer_free(jb->pt[i]);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MAX_SMALL + MAX_TOK; i++)
         mlm_outfile_discard(&jb->small_out[i]);
+    for (int i = 0; i < jb->n_tok; i++)
+        free(jb->tok[i].src);
     mlm_synth_plan_free(&jb->plan);
     free(jb->specs);
     free(jb->chunk);
     memset(jb, 0, sizeof *jb);
+}
+
+/* The tokenizer files of each family: those a model directory holds (models.md 4.1, 5.3). */
+typedef struct tok_name {
+    const char *name;
+    int required;
+} tok_name;
+static const tok_name llama_tok[] = {{"tokenizer.model", 1}};
+static const tok_name phi3_tok[] = {
+    {"tokenizer.json", 1}, {"tokenizer_config.json", 0}, {"special_tokens_map.json", 0}};
+
+/* Plans the copy of p->tokenizer: Llama 3 takes its tokenizer.model file (or a directory
+ * holding one); Phi-4 a directory, whose tokenizer.json is copied with tokenizer_config.json
+ * and special_tokens_map.json when present. IO for a missing path or required file. */
+static mlm_status plan_tokenizer(job *jb, mlm_error *err) {
+    const char *src = jb->p->tokenizer;
+    int phi3 = jb->plan.cfg.family == MLM_FAMILY_PHI3;
+    const tok_name *names = phi3 ? phi3_tok : llama_tok;
+    int n_names = phi3 ? 3 : 1;
+    struct stat sb;
+    if (stat(src, &sb) != 0)
+        return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", src, strerror(errno));
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
+        return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: not a regular file", src);
+    if (S_ISREG(sb.st_mode)) {
+        if (phi3)
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "%s: tokenizer to copy: preset '%s' needs a directory holding "
+                               "tokenizer.json (and tokenizer_config.json, "
+                               "special_tokens_map.json), not a file",
+                               src, jb->plan.preset);
+        jb->tok[0] = (tok_file){strdup(src), names[0].name, sb.st_size};
+        if (!jb->tok[0].src) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        jb->n_tok = 1;
+        jb->total += sb.st_size;
+        return MLM_OK;
+    }
+    for (int i = 0; i < n_names; i++) {
+        char *path = mlm_path_join(src, names[i].name);
+        if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        struct stat fs;
+        int found = stat(path, &fs) == 0, e = errno, ok = found && S_ISREG(fs.st_mode);
+        if (!ok && names[i].required) {
+            mlm_status st = mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", path,
+                                        found ? "not a regular file" : strerror(e));
+            free(path);
+            return st;
+        }
+        if (!ok) {
+            free(path);
+            continue;
+        }
+        jb->tok[jb->n_tok++] = (tok_file){path, names[i].name, fs.st_size};
+        jb->total += fs.st_size;
+    }
+    return MLM_OK;
 }
 
 static char *out_path(const job *jb, const char *name) {
@@ -649,7 +833,6 @@ static char *out_path(const job *jb, const char *name) {
 static mlm_status job_prepare(const mlm_synth_params *p, job *jb, mlm_error *err) {
     memset(jb, 0, sizeof *jb);
     jb->p = p;
-    jb->tok_size = -1;
     if (!p->out_dir || !p->out_dir[0])
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no output directory given");
     if (p->max_shard_bytes < 0)
@@ -694,18 +877,7 @@ static mlm_status job_prepare(const mlm_synth_params *p, job *jb, mlm_error *err
     }
     for (int i = 0; i < jb->n_small; i++)
         jb->total += (int64_t)strlen(jb->small[i].text);
-    if (p->tokenizer) {
-        struct stat sb;
-        if (stat(p->tokenizer, &sb) != 0)
-            return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", p->tokenizer,
-                               strerror(errno));
-        if (!S_ISREG(sb.st_mode))
-            return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: not a regular file",
-                               p->tokenizer);
-        jb->tok_size = sb.st_size;
-        jb->total += jb->tok_size;
-    }
-    return MLM_OK;
+    return p->tokenizer ? plan_tokenizer(jb, err) : MLM_OK;
 }
 
 static void progress(job *jb, int64_t done) {
@@ -857,14 +1029,14 @@ static mlm_status write_weights(job *jb, mlm_error *err) {
     return st;
 }
 
-static mlm_status copy_tokenizer(job *jb, mlm_outfile *out, mlm_error *err) {
-    const char *src = jb->p->tokenizer;
-    char *dst = out_path(jb, "tokenizer.model");
+static mlm_status copy_tokenizer(job *jb, const tok_file *tf, mlm_outfile *out, mlm_error *err) {
+    const char *src = tf->src;
+    char *dst = out_path(jb, tf->name);
     if (!dst) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     int fd = open(src, O_RDONLY | O_CLOEXEC);
     mlm_status st = fd < 0
                         ? mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", src, strerror(errno))
-                        : mlm_outfile_open(out, dst, (uint64_t)jb->tok_size, err);
+                        : mlm_outfile_open(out, dst, (uint64_t)tf->size, err);
     int64_t copied = 0;
     while (!st) {
         ssize_t n = read(fd, jb->chunk, CHUNK_BYTES);
@@ -875,7 +1047,7 @@ static mlm_status copy_tokenizer(job *jb, mlm_outfile *out, mlm_error *err) {
         copied += n;
         progress(jb, jb->done + n);
     }
-    if (!st && copied != jb->tok_size)
+    if (!st && copied != tf->size)
         st = mlm_err_set(err, MLM_ERR_IO, "%s: changed size while being copied", src);
     if (!st) st = mlm_outfile_sync(out, err);
     if (fd >= 0) close(fd);
@@ -900,12 +1072,13 @@ static mlm_status run(job *jb, mlm_error *err) {
         if (st) return st;
         progress(jb, jb->done + (int64_t)len);
     }
-    if (jb->p->tokenizer && (st = copy_tokenizer(jb, &jb->small_out[3], err))) return st;
+    for (int i = 0; i < jb->n_tok; i++)
+        if ((st = copy_tokenizer(jb, &jb->tok[i], &jb->small_out[MAX_SMALL + i], err))) return st;
     /* Everything is complete on disk under temporary names: now give them their names. */
     if (jb->st) st = mlm_safetensors_writer_commit(jb->st, err);
     for (int r = 0; !st && r < pl->n_files && jb->pt[r]; r++)
         st = mlm_pytorch_writer_commit(jb->pt[r], err);
-    for (int i = 0; !st && i < 4; i++)
+    for (int i = 0; !st && i < MAX_SMALL + MAX_TOK; i++)
         if (jb->small_out[i].tmp) st = mlm_outfile_commit(&jb->small_out[i], err);
     if (!st) st = mlm_fsync_dir(jb->p->out_dir, err);
     if (!st) progress(jb, jb->total);

@@ -41,8 +41,10 @@ typedef struct mlm_synth_plan {
 } mlm_synth_plan;
 
 /* Plans P's output (preset, format, dtype, seed are read; nothing is written). Accepts the
- * hidden test presets "tiny-test" (2 layers, untied) and "tiny-test-mp2" (tied, 2 Meta
- * shards). INVALID_ARG for an unknown preset, format or dtype. */
+ * hidden test presets "tiny-test" (2 layers, untied), "tiny-test-mp2" (tied, 2 Meta
+ * shards) and "tiny-phi3" (Phi3ForCausalLM, fused qkv_proj / gate_up_proj, HF only).
+ * INVALID_ARG for an unknown preset, format or dtype, and for the Meta format of a Phi-3
+ * preset (Phi-4 has no Meta-format checkpoint). */
 mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *plan, mlm_error *err);
 void mlm_synth_plan_free(mlm_synth_plan *plan);
 

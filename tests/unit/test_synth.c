@@ -145,6 +145,53 @@ static void check_llama_tensors(const mlm_checkpoint *c, const mlm_config *cfg, 
            (long long)mlm_checkpoint_n_tensors(c), (long long)expected);
 }
 
+/* The Phi-3 tensors the config implies (models.md 5.2, HF names; fused qkv_proj rows
+ * q | k | v and gate_up_proj rows gate | up), checked against the checkpoint: every one
+ * present with its shape and dtype, nothing else. */
+static void check_phi3_tensors(const mlm_checkpoint *c, const mlm_config *cfg, mlm_dtype dtype) {
+    int64_t d = cfg->n_embd, q = (int64_t)cfg->n_head * cfg->head_dim,
+            kv = (int64_t)cfg->n_kv_head * cfg->head_dim, f = cfg->n_ff, v = cfg->n_vocab;
+    struct {
+        const char *name;
+        int64_t rows, cols;
+    } layer[6] = {
+        {"self_attn.qkv_proj.weight", q + 2 * kv, d},
+        {"self_attn.o_proj.weight", d, q},
+        {"mlp.gate_up_proj.weight", 2 * f, d},
+        {"mlp.down_proj.weight", d, f},
+        {"input_layernorm.weight", d, 0},
+        {"post_attention_layernorm.weight", d, 0},
+    };
+    int64_t expected = 0;
+    for (int i = -1; i <= cfg->n_layer; i++) {
+        int n = i < 0 ? 3 : i == cfg->n_layer ? 0 : 6;
+        for (int k = 0; k < n; k++) {
+            char name[160];
+            int64_t rows = d, cols = 0;
+            if (i < 0) {
+                static const char *top[3] = {"model.embed_tokens.weight", "lm_head.weight",
+                                             "model.norm.weight"};
+                snprintf(name, sizeof name, "%s", top[k]);
+                if (k < 2) rows = v, cols = d;
+            } else {
+                snprintf(name, sizeof name, "model.layers.%d.%s", i, layer[k].name);
+                rows = layer[k].rows, cols = layer[k].cols;
+            }
+            expected++;
+            const mlm_tensor_view *t = mlm_checkpoint_find(c, name);
+            CHECKF(t != NULL, "tensor %s missing", name);
+            if (!t) continue;
+            CHECKF(t->dtype == dtype, "%s: dtype %s", name, mlm_dtype_name(t->dtype));
+            CHECKF(t->n_dim == (cols ? 2 : 1) && t->shape[0] == rows &&
+                       (!cols || t->shape[1] == cols),
+                   "%s: shape [%lld, %lld], want [%lld, %lld]", name, (long long)t->shape[0],
+                   (long long)(t->n_dim > 1 ? t->shape[1] : 0), (long long)rows, (long long)cols);
+        }
+    }
+    CHECKF(mlm_checkpoint_n_tensors(c) == expected, "%lld tensors, want %lld",
+           (long long)mlm_checkpoint_n_tensors(c), (long long)expected);
+}
+
 /* Per-tensor statistics: norms exactly 1; others mean ~0 and std as designed. */
 static void check_stats(const mlm_checkpoint *c) {
     for (int64_t i = 0; i < mlm_checkpoint_n_tensors(c); i++) {
@@ -188,7 +235,8 @@ static void check_stats(const mlm_checkpoint *c) {
 // ---- presets and plans ----
 
 TEST(presets_and_argument_errors) {
-    CHECK(!strcmp(mlm_synth_presets(), "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b"));
+    CHECK(
+        !strcmp(mlm_synth_presets(), "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b phi-4"));
     mlm_synth_params p = mlm_synth_default_params();
     CHECK(p.format == MLM_SYNTH_HF && p.dtype == MLM_DTYPE_BF16 &&
           p.max_shard_bytes == 5000000000LL);
@@ -378,6 +426,101 @@ TEST(real_preset_plans) {
     }
 }
 
+/* phi-4: the embedded config is microsoft/phi-4's config.json; generation_config.json
+ * has models.md 5.1's ids; HF only; Phi-3 names and fused shapes (models.md 5.2). */
+TEST(phi4_preset) {
+    mlm_synth_params p = mlm_synth_default_params();
+    p.preset = "phi-4";
+    p.out_dir = "/nonexistent-meshlm-dir";
+    mlm_synth_plan pl;
+    mlm_error err = {0};
+    CHECK_OK(mlm_synth_plan_make(&p, &pl, &err), &err);
+    json_error_t je;
+    json_t *want = json_load_file("tests/data/configs/phi-4/config.json", 0, &je),
+           *got = json_loads(pl.config_json, 0, &je);
+    CHECKF(want && got, "%s", je.text);
+    CHECKF(json_equal(want, got), "phi-4: embedded config.json differs from the real file");
+    json_decref(want);
+    json_decref(got);
+    got = json_loads(pl.generation_json, 0, &je);
+    const json_t *eos = json_object_get(got, "eos_token_id");
+    CHECK(json_integer_value(json_object_get(got, "bos_token_id")) == 100257 &&
+          json_integer_value(json_object_get(got, "pad_token_id")) == 100349 &&
+          json_array_size(eos) == 2 && json_integer_value(json_array_get(eos, 0)) == 100265 &&
+          json_integer_value(json_array_get(eos, 1)) == 100257);
+    json_decref(got);
+    const mlm_config *c = &pl.cfg;
+    CHECK(c->family == MLM_FAMILY_PHI3 && c->n_embd == 5120 && c->n_layer == 40 &&
+          c->n_head == 40 && c->n_kv_head == 10 && c->head_dim == 128 && c->n_ff == 17920 &&
+          c->n_vocab == 100352 && !c->tied_embeddings && c->rope_type == MLM_ROPE_NONE &&
+          c->rope_theta == 250000.0f && c->pad_id == 100349);
+    CHECK(pl.params_json == NULL && pl.n_files == 1);
+    /* every tensor of models.md 5.2's table, in plan order: embedding, 6 per layer, norm,
+     * lm_head */
+    CHECK(pl.n_tensors == 6 * 40 + 3);
+    static const struct {
+        const char *name;
+        int64_t r, c;
+    } table[] = {
+        {"model.embed_tokens.weight", 100352, 5120},
+        {"model.layers.0.self_attn.qkv_proj.weight", 7680, 5120},
+        {"model.layers.0.self_attn.o_proj.weight", 5120, 5120},
+        {"model.layers.0.mlp.gate_up_proj.weight", 35840, 5120},
+        {"model.layers.0.mlp.down_proj.weight", 5120, 17920},
+        {"model.layers.0.input_layernorm.weight", 5120, 0},
+        {"model.layers.0.post_attention_layernorm.weight", 5120, 0},
+    };
+    for (size_t k = 0; k < sizeof table / sizeof table[0] && pl.n_tensors > 7; k++) {
+        const mlm_synth_tensor *t = &pl.tensors[k];
+        CHECKF(!strcmp(t->name, table[k].name) && !strcmp(t->key, t->name) &&
+                   t->n_dim == (table[k].c ? 2 : 1) && t->shape[0] == table[k].r &&
+                   (!table[k].c || t->shape[1] == table[k].c) && t->qk_head_dim == 0,
+               "tensor %zu: %s [%lld, %lld]", k, t->name, (long long)t->shape[0],
+               (long long)t->shape[1]);
+        /* std 1/sqrt(in_features); 0.02 for the embedding; norms 1 */
+        double want_std = !table[k].c ? 0 : k == 0 ? 0.02 : 1 / sqrt((double)table[k].c);
+        CHECKF(fabs(t->std - want_std) < 1e-7, "%s: std %g", t->name, t->std);
+    }
+    if (pl.n_tensors == 243) {
+        CHECK(!strcmp(pl.tensors[240].name, "model.layers.39.post_attention_layernorm.weight"));
+        CHECK(!strcmp(pl.tensors[241].name, "model.norm.weight") &&
+              pl.tensors[241].shape[0] == 5120);
+        CHECK(!strcmp(pl.tensors[242].name, "lm_head.weight") &&
+              pl.tensors[242].shape[0] == 100352 && pl.tensors[242].shape[1] == 5120);
+    }
+    int64_t numel = 0;
+    for (int64_t k = 0; k < pl.n_tensors; k++)
+        numel += pl.tensors[k].shape[0] * (pl.tensors[k].n_dim == 2 ? pl.tensors[k].shape[1] : 1);
+    CHECKF(numel == 14659507200LL, "phi-4: %lld params", (long long)numel); /* models.md 5.2 */
+    CHECK(numel == mlm_config_n_params(c));
+    int64_t total;
+    CHECK_OK(mlm_synth_total_bytes(&p, &total, &err), &err);
+    CHECK(total > 2 * numel && total < 2 * numel + (1 << 20));
+    /* 5 GB shards: 6 files, as microsoft/phi-4 publishes model-0000K-of-00006.safetensors */
+    mlm_tensor_spec *specs = calloc((size_t)pl.n_tensors, sizeof *specs);
+    for (int64_t k = 0; specs && k < pl.n_tensors; k++)
+        specs[k] = (mlm_tensor_spec){pl.tensors[k].name,
+                                     MLM_DTYPE_BF16,
+                                     pl.tensors[k].n_dim,
+                                     {pl.tensors[k].shape[0], pl.tensors[k].shape[1]}};
+    mlm_safetensors_writer *w = NULL;
+    CHECK_OK(mlm_safetensors_writer_create("/nonexistent-meshlm-dir", "model", specs, pl.n_tensors,
+                                           MLM_HF_SHARD_BYTES, &w, &err),
+             &err);
+    CHECKF(w && mlm_safetensors_writer_n_files(w) == 6, "phi-4: %d shards",
+           w ? mlm_safetensors_writer_n_files(w) : -1);
+    mlm_safetensors_writer_free(w);
+    free(specs);
+    mlm_synth_plan_free(&pl);
+    /* Meta: refused, saying why */
+    p.format = MLM_SYNTH_META;
+    CHECK(mlm_synth_plan_make(&p, &pl, &err) == MLM_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "phi-4") && strstr(err.msg, "Meta"), "%s", err.msg);
+    CHECK(mlm_synth(&p, &err) == MLM_ERR_INVALID_ARG);
+    struct stat sb;
+    CHECK(stat("/nonexistent-meshlm-dir", &sb) != 0);
+}
+
 // ---- tiny presets written and read back ----
 
 TEST(tiny_write_read_back) {
@@ -412,6 +555,113 @@ TEST(tiny_write_read_back) {
                       temps == 0);
                 mlm_checkpoint_free(c);
             }
+    harness_rmtree(dir);
+}
+
+/* tiny-phi3 (Phi-4's structure at test size) written and read back: family phi3, fused
+ * shapes, value statistics, phi-4's stop-id layout; its tokenizer is a directory. */
+TEST(tiny_phi3_write_read_back) {
+    char dir[128], tokdir[256], path[400];
+    CHECK(harness_tmpdir(dir, sizeof dir, "synth") == 0);
+    mlm_dtype dtypes[2] = {MLM_DTYPE_BF16, MLM_DTYPE_F32};
+    for (int di = 0; di < 2; di++) {
+        char out[256];
+        snprintf(out, sizeof out, "%s/phi3-%d", dir, di);
+        mlm_error err = {0};
+        CHECK_OK(synth("tiny-phi3", out, MLM_SYNTH_HF, dtypes[di], 42, MLM_HF_SHARD_BYTES, &err),
+                 &err);
+        mlm_config cfg;
+        CHECK_OK(mlm_config_load(out, &cfg, &err), &err);
+        CHECK(cfg.family == MLM_FAMILY_PHI3 && !strcmp(cfg.source, "config.json"));
+        CHECK(cfg.n_embd == 64 && cfg.n_layer == 2 && cfg.n_head == 4 && cfg.n_kv_head == 1 &&
+              cfg.head_dim == 16 && cfg.n_ff == 96 && cfg.n_vocab == 384 && !cfg.tied_embeddings &&
+              cfg.rope_type == MLM_ROPE_NONE && cfg.rope_theta == 250000.0f &&
+              cfg.n_ctx_train == 16384);
+        /* generation_config.json's eos list (phi-4's layout: eos, then bos) */
+        CHECK(cfg.bos_id == 1 && cfg.pad_id == 383 && cfg.n_stop_ids == 2 && cfg.stop_ids[0] == 2 &&
+              cfg.stop_ids[1] == 1);
+        mlm_checkpoint *c = NULL;
+        CHECK_OK(mlm_checkpoint_open(out, &c, &err), &err);
+        if (!c) continue;
+        CHECK(mlm_checkpoint_format(c) == MLM_CKPT_SAFETENSORS && mlm_checkpoint_n_files(c) == 1);
+        check_phi3_tensors(c, &cfg, dtypes[di]);
+        const mlm_tensor_view *qkv = mlm_checkpoint_find(
+                                  c, "model.layers.1.self_attn.qkv_proj.weight"),
+                              *gu =
+                                  mlm_checkpoint_find(c, "model.layers.0.mlp.gate_up_proj.weight");
+        CHECK(qkv && qkv->shape[0] == 4 * 16 + 2 * 16 && qkv->shape[1] == 64);
+        CHECK(gu && gu->shape[0] == 2 * 96 && gu->shape[1] == 64);
+        CHECK(mlm_config_n_params(&cfg) ==
+              384 * 64 * 2 + 64 + 2 * (96 * 64 + 64 * 64 + 192 * 64 + 64 * 96 + 2 * 64));
+        check_stats(c);
+        int temps;
+        CHECK(count_entries(out, &temps) == 3 && temps == 0);
+        mlm_checkpoint_free(c);
+    }
+    /* The tokenizer: a directory; tokenizer.json required, the other two when present. */
+    snprintf(tokdir, sizeof tokdir, "%s/tok", dir);
+    CHECK(mkdir(tokdir, 0755) == 0);
+    static const char *names[3] = {"tokenizer.json", "tokenizer_config.json",
+                                   "special_tokens_map.json"};
+    mlm_synth_params p = mlm_synth_default_params();
+    p.preset = "tiny-phi3";
+    p.tokenizer = tokdir;
+    mlm_error err = {0};
+    char out[256];
+    snprintf(out, sizeof out, "%s/with-tok", dir);
+    p.out_dir = out;
+    CHECK(mlm_synth(&p, &err) == MLM_ERR_IO); /* empty directory: no tokenizer.json */
+    CHECKF(strstr(err.msg, "tokenizer.json") && strstr(err.msg, tokdir), "%s", err.msg);
+    for (int n_files = 1; n_files <= 3; n_files += 2) {
+        for (int i = 0; i < n_files; i++) {
+            char text[64];
+            int len = snprintf(text, sizeof text, "{\"file\": %d}\n", i);
+            snprintf(path, sizeof path, "%s/%s", tokdir, names[i]);
+            harness_write_file(path, text, (size_t)len);
+        }
+        snprintf(out, sizeof out, "%s/with-tok-%d", dir, n_files);
+        p.out_dir = out;
+        int64_t total;
+        CHECK_OK(mlm_synth_total_bytes(&p, &total, &err), &err);
+        CHECK_OK(mlm_synth(&p, &err), &err);
+        int temps;
+        CHECKF(count_entries(out, &temps) == 3 + n_files && temps == 0, "%d entries",
+               count_entries(out, NULL));
+        for (int i = 0; i < 3; i++) {
+            char src[400], dst[400];
+            snprintf(src, sizeof src, "%s/%s", tokdir, names[i]);
+            snprintf(dst, sizeof dst, "%s/%s", out, names[i]);
+            struct stat sb;
+            if (i < n_files)
+                CHECKF(files_equal(src, dst), "%s not copied", names[i]);
+            else
+                CHECKF(stat(dst, &sb) != 0, "%s copied though absent", names[i]);
+        }
+    }
+    /* a file where the directory belongs: refused, naming it */
+    snprintf(path, sizeof path, "%s/tokenizer.json", tokdir);
+    p.tokenizer = path;
+    snprintf(out, sizeof out, "%s/file-tok", dir);
+    p.out_dir = out;
+    CHECK(mlm_synth(&p, &err) == MLM_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "directory") && strstr(err.msg, path), "%s", err.msg);
+    struct stat sb;
+    CHECK(stat(out, &sb) != 0);
+    /* Llama presets take a directory holding tokenizer.model as well as the file itself */
+    char llama_tok[300];
+    snprintf(llama_tok, sizeof llama_tok, "%s/llama-tok", dir);
+    CHECK(mkdir(llama_tok, 0755) == 0);
+    snprintf(path, sizeof path, "%s/tokenizer.model", llama_tok);
+    harness_write_file(path, "dGVzdA== 0\n", 11);
+    p = mlm_synth_default_params();
+    p.preset = "tiny-test";
+    p.tokenizer = llama_tok;
+    snprintf(out, sizeof out, "%s/llama-dir-tok", dir);
+    p.out_dir = out;
+    CHECK_OK(mlm_synth(&p, &err), &err);
+    char dst[400];
+    snprintf(dst, sizeof dst, "%s/tokenizer.model", out);
+    CHECK(files_equal(path, dst) && count_entries(out, NULL) == 4);
     harness_rmtree(dir);
 }
 
@@ -860,15 +1110,29 @@ TEST(command_help_and_refusals) {
     if (access(meshlm, X_OK) != 0) SKIP("%s is not built", meshlm);
     EXPECT("--help", 0, "synth");
     EXPECT("synth --help", 0, "usage: meshlm synth");
-    const char *flags[] = {"--preset",      "--out",           "--format", "--dtype",
-                           "--seed",        "--force",         "--help",   "llama-3.2-1b",
-                           "llama-3.1-70b", "MESHLM_TOKENIZER"};
-    for (int i = 0; i < 10; i++)
+    const char *flags[] = {"--preset",
+                           "--out",
+                           "--format",
+                           "--dtype",
+                           "--seed",
+                           "--force",
+                           "--help",
+                           "llama-3.2-1b",
+                           "llama-3.1-70b",
+                           "MESHLM_TOKENIZER",
+                           "phi-4",
+                           "(29.3 GB)",
+                           "MESHLM_PHI4_TOKENIZER",
+                           "tests/data/tokenizer/phi4/"};
+    for (int i = 0; i < 14; i++)
         CHECKF(strstr(out, flags[i]), "synth --help lacks %s", flags[i]);
     EXPECT("synth --out /tmp/x", 2, "--preset NAME is required");
     EXPECT("synth --preset llama-3.2-1b", 2, "--out DIR is required");
     EXPECT("synth --preset llama-9b --out /tmp/x", 2, "unknown preset 'llama-9b'");
     EXPECT("synth --preset tiny-test --out /tmp/x", 2, "unknown preset 'tiny-test'");
+    EXPECT("synth --preset tiny-phi3 --out /tmp/x", 2, "unknown preset 'tiny-phi3'");
+    EXPECT("synth --preset phi-4 --out /nonexistent-meshlm-dir --format meta", 2,
+           "'phi-4' has no Meta format");
     EXPECT("synth --preset llama-3.2-1b --out /tmp/x --format gguf", 2, "hf or meta");
     EXPECT("synth --preset llama-3.2-1b --out /tmp/x --dtype f16", 2, "bf16 or f32");
     EXPECT("synth --preset llama-3.2-1b --out /tmp/x --seed -1", 2, "--seed");
@@ -905,7 +1169,9 @@ int main(void) {
     RUN(presets_and_argument_errors);
     RUN(real_configs_match_the_files);
     RUN(real_preset_plans);
+    RUN(phi4_preset);
     RUN(tiny_write_read_back);
+    RUN(tiny_phi3_write_read_back);
     RUN(hf_and_meta_hold_the_same_model);
     RUN(determinism);
     RUN(progress_total_and_tokenizer);

@@ -11,7 +11,23 @@
 
 #include "cli.h"
 
-#define TOKENIZER_REL "tests/data/tokenizer/llama3/tokenizer.model"
+/* Where a preset's tokenizer comes from: $ENV, else REL in the source tree the binary was
+ * built in. Llama 3: the tokenizer.model file; Phi-4: a directory holding tokenizer.json
+ * (with tokenizer_config.json and special_tokens_map.json), passed to mlm_synth as is. */
+typedef struct tok_source {
+    const char *prefix; /* presets whose names start with this */
+    const char *what;   /* for messages */
+    const char *env;
+    const char *rel;  /* the file (Llama) or directory (Phi-4) in the source tree */
+    const char *need; /* a directory must hold this file; NULL: REL/ENV name a file */
+} tok_source;
+
+static const tok_source tok_sources[] = {
+    {"llama-", "Llama 3 tokenizer.model", "MESHLM_TOKENIZER",
+     "tests/data/tokenizer/llama3/tokenizer.model", NULL},
+    {"phi-4", "Phi-4 tokenizer (tokenizer.json)", "MESHLM_PHI4_TOKENIZER",
+     "tests/data/tokenizer/phi4", "tokenizer.json"},
+};
 
 static void help(void) {
     printf("usage: meshlm synth --preset NAME --out DIR [--format hf|meta] [--dtype bf16|f32]\n"
@@ -40,17 +56,22 @@ static void help(void) {
            "                  empty unless --force\n"
            "  --format FMT    hf (default): config.json, generation_config.json and\n"
            "                  model.safetensors, or 5 GB shards model-0000K-of-0000N.safetensors\n"
-           "                  + model.safetensors.index.json, as Hugging Face publishes them;\n"
+           "                  + model.safetensors.index.json, as Hugging Face publishes them\n"
+           "                  (phi-4: Phi3ForCausalLM names, fused qkv_proj and gate_up_proj);\n"
            "                  meta: params.json + consolidated.NN.pth (torch.save zips; 8 shards\n"
-           "                  for llama-3.1-70b), as Meta publishes them\n"
+           "                  for llama-3.1-70b), as Meta publishes them; Llama presets only\n"
+           "                  (Phi-4 has no Meta-format checkpoint)\n"
            "  --dtype T       bf16 (default) or f32\n"
            "  --seed S        random seed, an integer in [0, 2^64) (default 0)\n"
            "  --force         write into a non-empty DIR (files of the same names are replaced)\n"
            "  -h, --help      this help\n"
            "\n"
-           "The Llama 3 tokenizer.model is copied into DIR from $MESHLM_TOKENIZER, else from\n"
-           "the source tree the binary was built in (" TOKENIZER_REL ");\n"
-           "without one a warning is printed and DIR gets no tokenizer.\n"
+           "The tokenizer is copied into DIR. Llama presets: tokenizer.model from the file\n"
+           "$MESHLM_TOKENIZER, else from the source tree the binary was built in\n"
+           "(tests/data/tokenizer/llama3/tokenizer.model). phi-4: tokenizer.json,\n"
+           "tokenizer_config.json and special_tokens_map.json from the directory\n"
+           "$MESHLM_PHI4_TOKENIZER, else from the source tree (tests/data/tokenizer/phi4/).\n"
+           "Without one a warning is printed and DIR gets no tokenizer.\n"
            "Free space is checked (statvfs) before writing. Files are written under temporary\n"
            "names and renamed when all are complete: a failure leaves no partial file.\n");
 }
@@ -114,6 +135,39 @@ static int64_t free_bytes(const char *dir) {
     return r;
 }
 
+/* The malloc'd tokenizer path for PRESET (see tok_sources), or NULL after a warning. A
+ * directory counts only once the file it must hold (tokenizer.json) is there. */
+static char *find_tokenizer(const char *preset, const char *out_dir) {
+    const tok_source *ts = NULL;
+    for (size_t i = 0; i < sizeof tok_sources / sizeof tok_sources[0]; i++)
+        if (!strncmp(preset, tok_sources[i].prefix, strlen(tok_sources[i].prefix)))
+            ts = &tok_sources[i];
+    if (!ts) return NULL;
+    char *tok = NULL;
+    const char *env = getenv(ts->env);
+    if (env && *env) {
+        char *file = ts->need ? malloc(strlen(env) + strlen(ts->need) + 2) : strdup(env);
+        if (file && ts->need) sprintf(file, "%s/%s", env, ts->need);
+        struct stat sb;
+        if (file && stat(file, &sb) == 0 && S_ISREG(sb.st_mode))
+            tok = strdup(env);
+        else
+            fprintf(stderr, "meshlm: warning: %s=%s is not %s\n", ts->env, env,
+                    ts->need ? "a directory holding tokenizer.json" : "a file");
+        free(file);
+    }
+    if (!tok) {
+        char rel[512];
+        snprintf(rel, sizeof rel, "%s%s%s", ts->rel, ts->need ? "/" : "", ts->need ? ts->need : "");
+        tok = cli_repo_path(rel);
+        if (tok && ts->need) *strrchr(tok, '/') = 0; /* pass the directory */
+    }
+    if (!tok)
+        fprintf(stderr, "meshlm: warning: no %s found (set %s); %s will have no tokenizer\n",
+                ts->what, ts->env, out_dir);
+    return tok;
+}
+
 static int parse_seed(const char *s, uint64_t *out) {
     if (!s || !*s || *s == '-' || *s == '+') return 0;
     char *end;
@@ -172,6 +226,11 @@ int cmd_synth(int argc, char **argv) {
     const char *list = mlm_synth_presets(), *hit = strstr(list, p.preset);
     if (!hit || (hit != list && hit[-1] != ' ') || (hit[n] != ' ' && hit[n] != 0))
         return cli_usage("synth", "unknown preset '%s' (presets: %s)", p.preset, list);
+    /* Arguments that do not fit together (phi-4 in the Meta format) are usage errors. */
+    mlm_error err = {0};
+    int64_t total;
+    if (mlm_synth_total_bytes(&p, &total, &err) == MLM_ERR_INVALID_ARG)
+        return cli_usage("synth", "%s", err.msg + (strncmp(err.msg, "synth: ", 7) ? 0 : 7));
 
     struct stat sb;
     if (stat(p.out_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
@@ -191,24 +250,8 @@ int cmd_synth(int argc, char **argv) {
         return CLI_RUNTIME;
     }
 
-    char *tok = NULL;
-    const char *env = getenv("MESHLM_TOKENIZER");
-    if (env && *env) {
-        if (stat(env, &sb) == 0 && S_ISREG(sb.st_mode))
-            tok = strdup(env);
-        else
-            fprintf(stderr, "meshlm: warning: MESHLM_TOKENIZER=%s is not a file\n", env);
-    }
-    if (!tok) tok = cli_repo_path(TOKENIZER_REL);
-    if (!tok)
-        fprintf(stderr,
-                "meshlm: warning: no Llama 3 tokenizer.model found (set "
-                "MESHLM_TOKENIZER); %s will have no tokenizer\n",
-                p.out_dir);
+    char *tok = find_tokenizer(p.preset, p.out_dir);
     p.tokenizer = tok;
-
-    mlm_error err = {0};
-    int64_t total;
     if (mlm_synth_total_bytes(&p, &total, &err)) {
         free(tok);
         return cli_fail(&err);
