@@ -33,8 +33,10 @@ static void pick_best(void) {
         best = mlm_kernels_get(forced);
         return;
     }
-    best = mlm_kernels_get("avx512");
-    if (!best) best = mlm_kernels_get("avx2");
+    /* The AVX-512 kernels have not yet run on a machine with AVX-512 (the development and CI
+     * machines expose AVX2 only), so they are opt-in (MESHLM_KERNELS=avx512) until their
+     * tests have passed on such a CPU. */
+    best = mlm_kernels_get("avx2");
     if (!best) best = &table_ref;
 }
 
