@@ -218,15 +218,20 @@ void mlm_tokens_deinit(mlm_tokens *t);
 /* Appends one id (NOMEM on allocation failure). */
 mlm_status mlm_tokens_push(mlm_tokens *t, int32_t id);
 
-/* Loads a tokenizer: a tiktoken BPE file (Llama 3 "tokenizer.model": base64 token, space,
- * rank per line), or a model directory holding one (tokenizer.model or
- * original/tokenizer.model). For Llama 3 the 256 special tokens 128000..128255 are added
- * after the 128000 ranks. FORMAT names the file and line of a bad entry. */
+/* Loads a tokenizer from a file or a model directory. Files: a tiktoken BPE file (Llama 3
+ * "tokenizer.model": base64 token, space, rank per line; for Llama 3 the 256 special tokens
+ * 128000..128255 are added after the 128000 ranks), a Hugging Face tokenizer.json
+ * (byte-level BPE: Phi-4, Llama 3 HF repos, GPT-2 style), or vocab.json (with merges.txt
+ * and tokenizer_config.json beside it, read as transformers' GPT2Tokenizer). A directory is
+ * searched for tokenizer.model, original/tokenizer.model, tokenizer.json, then vocab.json +
+ * merges.txt. FORMAT names the file and the line or field of a bad entry; UNSUPPORTED
+ * names a tokenizer.json component meshlm does not implement (WordPiece, Unigram, a
+ * normalizer, another pre-tokenizer, ...) and its type: nothing is tokenized approximately. */
 mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *err);
 void mlm_tokenizer_free(mlm_tokenizer *tok);
 
 /* Whether PATH is a file, or a model directory holding a tokenizer file that
- * mlm_tokenizer_load would use (tokenizer.model, original/tokenizer.model). */
+ * mlm_tokenizer_load would use (see there). */
 int mlm_tokenizer_present(const char *path);
 
 /* Vocabulary size including special tokens. */
@@ -234,13 +239,18 @@ int32_t mlm_tokenizer_n_vocab(const mlm_tokenizer *tok);
 int32_t mlm_tokenizer_bos_id(const mlm_tokenizer *tok);
 /* The id of a special token by its text ("<|eot_id|>"), or -1. */
 int32_t mlm_tokenizer_special_id(const mlm_tokenizer *tok, const char *text);
-/* Whether ID is a special (added) token. */
+/* Whether ID is a special token (for Hugging Face files: an added token marked special). */
 int mlm_tokenizer_is_special(const mlm_tokenizer *tok, int32_t id);
 
 typedef struct mlm_encode_params {
-    int add_bos;       /* prepend the BOS id (default 0) */
+    int add_bos;       /* prepend the BOS id (default 0); the BOS is Llama 3's
+                          <|begin_of_text|>, or for Hugging Face files the token the
+                          post-processor puts before the text (none for Phi-4) */
     int parse_special; /* special-token text in the input becomes its id (default 0:
-                          it is encoded as plain text, like Meta's encoder) */
+                          it is encoded as plain text, like Meta's encoder). For Hugging
+                          Face files 0 is tokenizers' split_special_tokens=True: added
+                          tokens marked special stay text, other added tokens are always
+                          matched, and a matched token's lstrip/rstrip absorb whitespace */
 } mlm_encode_params;
 
 mlm_encode_params mlm_encode_default_params(void);
@@ -284,13 +294,26 @@ typedef struct mlm_chat_message {
     const char *content; /* UTF-8 text */
 } mlm_chat_message;
 
-/* Encodes a dialog in the tokenizer's chat format and appends to OUT. For Llama 3 this is
- * Meta's ChatFormat: BOS, then per message <|start_header_id|>role<|end_header_id|>\n\n
- * content <|eot_id|>, each text piece encoded separately (special-token text in content
- * stays plain text); with ADD_GENERATION_PROMPT, an open assistant header follows. */
+/* Encodes a dialog in the tokenizer's chat format and appends to OUT. The format follows
+ * from the special tokens (mlm_tokenizer_chat_format). Llama 3 is Meta's ChatFormat: BOS,
+ * then per message <|start_header_id|>role<|end_header_id|>\n\n content <|eot_id|>. ChatML
+ * (Phi-4) is per message <|im_start|>role<|im_sep|>content<|im_end|>, no BOS, no newlines,
+ * whitespace next to those tokens absorbed as Hugging Face's lstrip/rstrip flags do (roles:
+ * system, user, assistant). Each text piece is encoded separately and special-token text
+ * in content stays plain text; with ADD_GENERATION_PROMPT an open assistant header follows.
+ * UNSUPPORTED when the tokenizer has no chat format; INVALID_ARG for an unknown role. */
 mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_message *msgs,
                                      int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                      mlm_error *err);
+
+/* The chat format encode_chat uses: "llama3", "chatml", or NULL when there is none. */
+const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok);
+
+/* The chat format's end-of-turn ids, those the tokenizer has: Llama 3 <|eot_id|>,
+ * <|eom_id|>, <|end_of_text|>; ChatML <|im_end|>, <|im_start|>, <|endoftext|>. Writes at
+ * most MAX of them into IDS (which may be NULL when MAX is 0) and returns how many there
+ * are (0 without a chat format). */
+int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int32_t max);
 
 /* ---- models ---- */
 

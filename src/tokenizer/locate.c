@@ -4,12 +4,20 @@
 #include "core/mapfile.h"
 #include "tokenizer/locate.h"
 
-static const char *const CANDIDATES[] = {"tokenizer.model", "original/tokenizer.model"};
+static const char *const CANDIDATES[] = {"tokenizer.model", "original/tokenizer.model",
+                                         "tokenizer.json", "vocab.json"};
 
 char *mlm_tokenizer_locate(const char *dir) {
     for (size_t i = 0; i < sizeof CANDIDATES / sizeof CANDIDATES[0]; i++) {
         char *file = mlm_path_join(dir, CANDIDATES[i]);
-        if (!file || mlm_is_file(file)) return file;
+        if (!file) return NULL;
+        int ok = mlm_is_file(file);
+        if (ok && i == 3) { /* vocab.json only counts with its merges.txt */
+            char *merges = mlm_path_join(dir, "merges.txt");
+            ok = merges && mlm_is_file(merges);
+            free(merges);
+        }
+        if (ok) return file;
         free(file);
     }
     return NULL;

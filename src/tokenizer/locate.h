@@ -2,8 +2,10 @@
 #ifndef MESHLM_TOKENIZER_LOCATE_H
 #define MESHLM_TOKENIZER_LOCATE_H
 
-/* The malloc'd path of DIR's tokenizer file (tokenizer.model, then
- * original/tokenizer.model), or NULL when there is none (or on allocation failure). */
+/* The malloc'd path of DIR's tokenizer file, first found of: tokenizer.model,
+ * original/tokenizer.model (tiktoken), tokenizer.json (Hugging Face), vocab.json when
+ * merges.txt is beside it (the older Hugging Face layout); NULL when there is none (or on
+ * allocation failure). */
 char *mlm_tokenizer_locate(const char *dir);
 
 #endif

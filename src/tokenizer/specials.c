@@ -83,10 +83,48 @@ mlm_status mlm_specials_init(mlm_special_set *s, mlm_tok_flavour flavour, mlm_er
         }
         s->tok[i].text = w;
         s->tok[i].len = (size_t)len;
+        s->tok[i].flags = MLM_ADDED_SPECIAL;
         s->first[(unsigned char)w[0]] = 1;
         if ((size_t)len > s->max_len) s->max_len = (size_t)len;
         w += len + 1;
     }
+    s->n = n;
+    s->max_id = s->tok[n - 1].id;
+    s->any_flags = MLM_ADDED_SPECIAL;
+    return MLM_OK;
+}
+
+static int by_id(const void *a, const void *b) {
+    int32_t x = ((const mlm_special *)a)->id, y = ((const mlm_special *)b)->id;
+    return (x > y) - (x < y);
+}
+
+mlm_status mlm_specials_build(mlm_special_set *s, const mlm_special_def *defs, int32_t n,
+                              mlm_error *err) {
+    memset(s, 0, sizeof *s);
+    s->max_id = -1;
+    if (n <= 0) return MLM_OK;
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++)
+        total += defs[i].len + 1;
+    s->tok = calloc((size_t)n, sizeof *s->tok);
+    s->names = malloc(total);
+    if (!s->tok || !s->names) {
+        mlm_specials_deinit(s);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for %d added tokens",
+                           (int)n);
+    }
+    char *w = s->names;
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(w, defs[i].text, defs[i].len);
+        w[defs[i].len] = 0;
+        s->tok[i] = (mlm_special){defs[i].id, w, defs[i].len, defs[i].flags};
+        s->first[(unsigned char)w[0]] = 1;
+        if (defs[i].len > s->max_len) s->max_len = defs[i].len;
+        s->any_flags |= defs[i].flags;
+        w += defs[i].len + 1;
+    }
+    qsort(s->tok, (size_t)n, sizeof *s->tok, by_id);
     s->n = n;
     s->max_id = s->tok[n - 1].id;
     return MLM_OK;

@@ -1,7 +1,10 @@
 /* tokenizer/tokenizer.c: the public tokenizer API: loading, encoding, decoding, token lists.
- * Encoding is: repair invalid UTF-8 (U+FFFD, Python's rules), optionally split at
- * special-token text, pre-tokenize each ordinary stretch with the regex, then BPE each
- * piece (whole-piece lookup first). Meta's pre-chunking of huge inputs (400k-char pieces,
+ * Encoding is: repair invalid UTF-8 (U+FFFD, Python's rules), split at special-token text
+ * (tiktoken: only with parse_special, tiktoken's allowed_special="all"; Hugging Face: added
+ * tokens in two passes with their lstrip / rstrip / single_word flags, added.c, special ones
+ * only with parse_special), pre-tokenize each ordinary stretch with the regex, then BPE each
+ * piece (whole-piece lookup first, unless a Hugging Face file turns ignore_merges off; ranks
+ * for tiktoken, the merges list for Hugging Face). Meta's pre-chunking of huge inputs (400k-char pieces,
  * 25k-char runs of whitespace / non-whitespace) is deliberately not replicated: the
  * regex engine here handles arbitrarily long runs, and the result equals tiktoken's
  * encode_ordinary on the whole text. The streaming detokenizer is in detok.c and chat
@@ -13,7 +16,9 @@
 
 #include "core/error.h"
 #include "core/mapfile.h"
+#include "tokenizer/added.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/hf.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/utf8.h"
 
@@ -55,6 +60,8 @@ mlm_status mlm_tokens_push(mlm_tokens *t, int32_t id) {
 void mlm_tokenizer_free(mlm_tokenizer *tok) {
     if (!tok) return;
     mlm_pretok_deinit(&tok->pretok);
+    mlm_pretok_deinit(&tok->word);
+    mlm_merges_deinit(&tok->merges);
     mlm_specials_deinit(&tok->specials);
     mlm_vocab_deinit(&tok->vocab);
     free(tok->name);
@@ -83,13 +90,57 @@ mlm_status mlm_tokenizer_load_memory(const void *data, size_t len, const char *n
         mlm_tokenizer_free(tok);
         return st;
     }
+    tok->ignore_merges = 1;
     tok->n_vocab = tok->vocab.n;
     if (tok->specials.max_id >= tok->n_vocab) tok->n_vocab = tok->specials.max_id + 1;
     tok->bos_id = -1;
     if (tok->flavour == MLM_TOK_LLAMA3)
         tok->bos_id = mlm_tokenizer_special_id(tok, "<|begin_of_text|>");
+    mlm_chat_detect(tok);
     *out = tok;
     return MLM_OK;
+}
+
+/* The basename of PATH. */
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Whether the file at PATH starts (after whitespace) with '{': JSON, not tiktoken text
+ * (whose lines start with base64). */
+static int looks_like_json(const mlm_mapfile *mf) {
+    for (size_t i = 0; i < mf->size; i++) {
+        unsigned char c = mf->data[i];
+        if (c != ' ' && c != '\t' && c != '\r' && c != '\n') return c == '{';
+    }
+    return 0;
+}
+
+/* Loads FILE by its kind: vocab.json -> the legacy layout of its directory, other JSON ->
+ * tokenizer.json, anything else -> tiktoken. */
+static mlm_status load_file(const char *file, mlm_tokenizer **out, mlm_error *err) {
+    if (strcmp(base_name(file), "vocab.json") == 0) {
+        char *dir = strdup(file);
+        if (!dir) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        else
+            strcpy(dir, ".");
+        mlm_status st = mlm_hf_load_legacy(dir, out, err);
+        free(dir);
+        return st;
+    }
+    mlm_mapfile mf;
+    mlm_status st = mlm_mapfile_open(&mf, file, err);
+    if (st != MLM_OK) return st;
+    if (looks_like_json(&mf))
+        st = mlm_hf_load_json_memory(mf.data, mf.size, file, out, err);
+    else
+        st = mlm_tokenizer_load_memory(mf.data, mf.size, file, out, err);
+    mlm_mapfile_close(&mf);
+    return st;
 }
 
 mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *err) {
@@ -99,19 +150,15 @@ mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *
     if (mlm_is_dir(path)) {
         file = mlm_tokenizer_locate(path); /* the one search order, shared with the CLI */
         if (!file)
-            return mlm_err_set(
-                err, MLM_ERR_IO,
-                "tokenizer: %s has neither tokenizer.model nor original/tokenizer.model", path);
+            return mlm_err_set(err, MLM_ERR_IO,
+                               "tokenizer: %s has no tokenizer.model, original/tokenizer.model, "
+                               "tokenizer.json, or vocab.json with merges.txt",
+                               path);
     } else {
         file = strdup(path);
         if (!file) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
     }
-    mlm_mapfile mf;
-    mlm_status st = mlm_mapfile_open(&mf, file, err);
-    if (st == MLM_OK) {
-        st = mlm_tokenizer_load_memory(mf.data, mf.size, file, out, err);
-        mlm_mapfile_close(&mf);
-    }
+    mlm_status st = load_file(file, out, err);
     free(file);
     return st;
 }
@@ -129,7 +176,8 @@ int32_t mlm_tokenizer_special_id(const mlm_tokenizer *tok, const char *text) {
 }
 
 int mlm_tokenizer_is_special(const mlm_tokenizer *tok, int32_t id) {
-    return id >= tok->vocab.n && mlm_specials_by_id(&tok->specials, id) != NULL;
+    const mlm_special *s = mlm_specials_by_id(&tok->specials, id);
+    return s && (s->flags & MLM_ADDED_SPECIAL);
 }
 
 const char *mlm_tokenizer_token_bytes(const mlm_tokenizer *tok, int32_t id, size_t *len) {
@@ -158,12 +206,17 @@ mlm_encode_params mlm_encode_default_params(void) {
 /* Per-call state: match data and BPE scratch, reused across pieces. */
 typedef struct encode_ctx {
     const mlm_tokenizer *tok;
+    const mlm_merges *merges; /* Hugging Face: the merges list; tiktoken: NULL (ranks) */
     mlm_pretok_iter it;
     mlm_bpe_scratch bpe;
     mlm_tokens *out;
+    mlm_added_splits pass1, pass2; /* Hugging Face added-token splits */
+    unsigned char *pre;            /* add_prefix_space: " " + the stretch */
+    size_t pre_cap;
 } encode_ctx;
 
-/* Pre-tokenizes and BPE-encodes valid UTF-8 TEXT[0..LEN), no special handling. */
+/* Pre-tokenizes and BPE-encodes valid UTF-8 TEXT[0..LEN), no special handling (LEN may be
+ * 0). */
 static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size_t len,
                                   mlm_error *err) {
     const mlm_vocab *v = &c->tok->vocab;
@@ -183,14 +236,14 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
         if (found) k = mlm_vocab_key_make(v, text + a, b - a);
         if (have_prev) {
             /* Most pieces are whole tokens: skip the merge for them. */
-            int32_t r = mlm_vocab_rank_key(v, text + pa, pb - pa, pk);
+            int32_t r = c->tok->ignore_merges ? mlm_vocab_rank_key(v, text + pa, pb - pa, pk) : -1;
             if (r >= 0) {
                 if (out->n == out->cap && tokens_reserve(out, out->n + 1) != MLM_OK)
                     return mlm_err_set(err, MLM_ERR_NOMEM,
                                        "tokenizer: out of memory for token ids");
                 out->ids[out->n++] = r;
             } else {
-                st = mlm_bpe_merge(v, text + pa, pb - pa, &c->bpe, out, err);
+                st = mlm_bpe_merge(v, c->merges, text + pa, pb - pa, &c->bpe, out, err);
                 if (st != MLM_OK) return st;
             }
         }
@@ -200,6 +253,61 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
         pk = k;
         have_prev = 1;
     }
+}
+
+/* A Hugging Face text stretch: ByteLevel's add_prefix_space, then encode_ordinary. */
+static mlm_status encode_stretch(encode_ctx *c, const unsigned char *text, size_t len,
+                                 mlm_error *err) {
+    if (!c->tok->add_prefix_space || len == 0 || text[0] == ' ')
+        return encode_ordinary(c, text, len, err);
+    if (len + 1 > c->pre_cap) {
+        unsigned char *p = realloc(c->pre, len + 1);
+        if (!p) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        c->pre = p;
+        c->pre_cap = len + 1;
+    }
+    c->pre[0] = ' ';
+    memcpy(c->pre + 1, text, len);
+    return encode_ordinary(c, c->pre, len + 1, err);
+}
+
+static mlm_status push_id(mlm_tokens *out, int32_t id, mlm_error *err) {
+    if (mlm_tokens_push(out, id) != MLM_OK)
+        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
+    return MLM_OK;
+}
+
+/* Hugging Face: added tokens that are not normalized are found in the raw text, then the
+ * normalized ones in what is left (no normalizer, so the same text), then the rest is
+ * pre-tokenized (tokenizers' AddedVocabulary::extract_and_normalize). */
+static mlm_status encode_hf(encode_ctx *c, const unsigned char *t, size_t len, int parse_special,
+                            mlm_error *err) {
+    const mlm_tokenizer *tok = c->tok;
+    if (tok->specials.n == 0) return encode_stretch(c, t, len, err);
+    c->pass1.n = 0;
+    mlm_status st = mlm_added_find(&tok->specials, &tok->word, t, len, 0, parse_special,
+                                   &c->pass1, err);
+    int normalized = (tok->specials.any_flags & MLM_ADDED_NORMALIZED) != 0;
+    for (size_t i = 0; i < c->pass1.n && st == MLM_OK; i++) {
+        mlm_added_split s1 = c->pass1.v[i];
+        if (s1.id >= 0) {
+            st = push_id(c->out, s1.id, err);
+            continue;
+        }
+        if (!normalized) {
+            st = encode_stretch(c, t + s1.a, s1.b - s1.a, err);
+            continue;
+        }
+        c->pass2.n = 0;
+        st = mlm_added_find(&tok->specials, &tok->word, t + s1.a, s1.b - s1.a,
+                            MLM_ADDED_NORMALIZED, parse_special, &c->pass2, err);
+        for (size_t k = 0; k < c->pass2.n && st == MLM_OK; k++) {
+            mlm_added_split s2 = c->pass2.v[k];
+            st = s2.id >= 0 ? push_id(c->out, s2.id, err)
+                            : encode_stretch(c, t + s1.a + s2.a, s2.b - s2.a, err);
+        }
+    }
+    return st;
 }
 
 mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size_t len,
@@ -231,9 +339,12 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
         return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
     }
     encode_ctx c = {.tok = tok, .out = out};
+    if (tok->flavour == MLM_TOK_HF) c.merges = &tok->merges;
     mlm_bpe_scratch_init(&c.bpe);
     st = mlm_pretok_iter_init(&c.it, &tok->pretok, err);
-    if (st == MLM_OK && !p.parse_special) {
+    if (st == MLM_OK && tok->flavour == MLM_TOK_HF) {
+        st = encode_hf(&c, t, len, p.parse_special, err);
+    } else if (st == MLM_OK && !p.parse_special) {
         st = encode_ordinary(&c, t, len, err);
     } else if (st == MLM_OK) {
         size_t pos = 0;
@@ -253,6 +364,9 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
     }
     mlm_pretok_iter_deinit(&c.it);
     mlm_bpe_scratch_deinit(&c.bpe);
+    mlm_added_splits_deinit(&c.pass1);
+    mlm_added_splits_deinit(&c.pass2);
+    free(c.pre);
     free(fixed);
     return st;
 }

@@ -24,6 +24,15 @@ typedef enum mlm_utf8_step {
 /* Classifies the sequence starting at P (N >= 1 bytes available). */
 mlm_utf8_step mlm_utf8_next(const unsigned char *p, size_t n, size_t *used);
 
+/* The code point of the whole valid character P[0..USED) (as mlm_utf8_next found it). */
+static inline uint32_t mlm_utf8_cp(const unsigned char *p, size_t used) {
+    if (used == 1) return p[0];
+    uint32_t cp = p[0] & (0x7Fu >> used);
+    for (size_t k = 1; k < used; k++)
+        cp = cp << 6 | (p[k] & 0x3Fu);
+    return cp;
+}
+
 /* Length of the longest valid UTF-8 prefix of P[0..N) (N when the whole buffer is valid). */
 size_t mlm_utf8_valid_prefix(const unsigned char *p, size_t n);
 

@@ -304,3 +304,53 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
     }
     return MLM_OK;
 }
+
+mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *tok, int32_t n,
+                           const char *what, mlm_error *err) {
+    memset(v, 0, sizeof *v);
+    v->bytes = bytes;
+    v->tok = tok;
+    v->n = n;
+    if (n <= 0 || n > INT32_MAX / 2) {
+        mlm_vocab_deinit(v);
+        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %d tokens (expected 1..%d)", what, (int)n,
+                           INT32_MAX / 2);
+    }
+    uint32_t cap = 16;
+    while (cap < 2 * (uint64_t)n)
+        cap <<= 1;
+    v->slots = malloc((size_t)cap * sizeof *v->slots);
+    if (!v->slots) {
+        mlm_vocab_deinit(v);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory for %d tokens", what, (int)n);
+    }
+    memset(v->slots, 0xFF, (size_t)cap * sizeof *v->slots);
+    v->mask = cap - 1;
+    for (int32_t r = 0; r < n; r++) {
+        size_t len = tok[r].len;
+        if (len == 0 || len > MLM_VOCAB_MAX_TOKEN_BYTES) {
+            mlm_vocab_deinit(v);
+            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: id %d: token of %zu bytes (expected 1..%d)",
+                               what, (int)r, len, MLM_VOCAB_MAX_TOKEN_BYTES);
+        }
+        int32_t dup = insert(v, r);
+        if (dup >= 0) {
+            mlm_vocab_deinit(v);
+            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: ids %d and %d have the same bytes", what,
+                               (int)dup, (int)r);
+        }
+        if (len > v->max_token_len) v->max_token_len = len;
+    }
+    for (int b = 0; b < 256; b++) {
+        unsigned char c = (unsigned char)b;
+        v->byte_rank[b] = mlm_vocab_rank(v, &c, 1);
+        if (v->byte_rank[b] < 0) {
+            mlm_vocab_deinit(v);
+            return mlm_err_set(err, MLM_ERR_FORMAT,
+                               "%s: no token for the single byte 0x%02x (a byte-level BPE "
+                               "vocabulary needs all 256)",
+                               what, b);
+        }
+    }
+    return MLM_OK;
+}

@@ -1,6 +1,7 @@
 /* tokenizer/vocab.h: a byte-level BPE vocabulary: token bytes <-> rank (= token id).
  * Parsed from tiktoken text ("<base64> <rank>" per line, Llama 3 tokenizer.model and
- * cl100k_base.tiktoken). The vocabulary owns a copy of every token's bytes and a hash
+ * cl100k_base.tiktoken), or built from decoded tokens (Hugging Face byte-level files,
+ * hf_*.c). The vocabulary owns a copy of every token's bytes and a hash
  * table with open addressing (linear probing) from bytes to rank; it does not keep the file.
  * Immutable after parsing, so lookups may run concurrently. Special tokens live elsewhere. */
 #ifndef MESHLM_TOKENIZER_VOCAB_H
@@ -45,6 +46,14 @@ typedef struct mlm_vocab {
  * line ("tokenizer.model: line 7: ..."); NOMEM. On failure V is left empty. */
 mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, const char *name,
                            mlm_error *err);
+
+/* Builds V from N tokens already decoded: token I's bytes are BYTES[TOK[I].off ..
+ * + TOK[I].len). Takes ownership of BYTES and TOK (freed on failure too). Checks that no
+ * token is empty or longer than MLM_VOCAB_MAX_TOKEN_BYTES, that no two ids share bytes,
+ * and that all 256 single bytes are tokens. FORMAT messages start with WHAT (e.g.
+ * "tokenizer.json: model.vocab"); NOMEM. On failure V is left empty. */
+mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *tok, int32_t n,
+                           const char *what, mlm_error *err);
 
 /* Frees what V owns; V may be zeroed or half-built. */
 void mlm_vocab_deinit(mlm_vocab *v);

@@ -113,8 +113,8 @@ static void as_text(const uint8_t *data, size_t size) {
         mlm_tokens a, b;
         mlm_tokens_init(&a);
         mlm_tokens_init(&b);
-        REQUIRE(mlm_bpe_merge_ref(&g_real->vocab, data, size, &s, &a, &err) == MLM_OK);
-        REQUIRE(mlm_bpe_merge_heap(&g_real->vocab, data, size, &s, &b, &err) == MLM_OK);
+        REQUIRE(mlm_bpe_merge_ref(&g_real->vocab, NULL, data, size, &s, &a, &err) == MLM_OK);
+        REQUIRE(mlm_bpe_merge_heap(&g_real->vocab, NULL, data, size, &s, &b, &err) == MLM_OK);
         REQUIRE(a.n == b.n && memcmp(a.ids, b.ids, (size_t)a.n * sizeof *a.ids) == 0);
         mlm_tokens_deinit(&a);
         mlm_tokens_deinit(&b);

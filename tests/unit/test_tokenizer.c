@@ -709,8 +709,8 @@ TEST(bpe_heap_equals_reference) {
         mlm_tokens_init(&a);
         mlm_tokens_init(&b);
         mlm_error err = {0};
-        CHECK_OK(mlm_bpe_merge_ref(v, buf, n, &s, &a, &err), &err);
-        CHECK_OK(mlm_bpe_merge_heap(v, buf, n, &s, &b, &err), &err);
+        CHECK_OK(mlm_bpe_merge_ref(v, NULL, buf, n, &s, &a, &err), &err);
+        CHECK_OK(mlm_bpe_merge_heap(v, NULL, buf, n, &s, &b, &err), &err);
         if (!same_ids("bpe", c, b.ids, b.n, a.ids, a.n)) n_diff++;
         /* The merge never loses bytes. */
         char *dec = NULL;
