@@ -69,8 +69,7 @@ size_t mlm_ws_suffix(const unsigned char *p, size_t n) {
 }
 
 /* Whether the character at P[0..N) (one whole character) is a word character. */
-static int is_word(const mlm_pretok *word, pcre2_match_data *md, const unsigned char *p,
-                   size_t n) {
+static int is_word(const mlm_pretok *word, pcre2_match_data *md, const unsigned char *p, size_t n) {
     return pcre2_match(word->code, p, n, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
 }
 
@@ -114,7 +113,7 @@ mlm_status mlm_added_find(const mlm_special_set *s, const mlm_pretok *word,
         if ((t->flags & MLM_ADDED_SPECIAL) && !parse_special) continue;
         if ((t->flags & MLM_ADDED_SINGLE_WORD) && md) {
             int left = start > 0 && is_word(word, md, text + last_char(text, start),
-                                             start - last_char(text, start));
+                                            start - last_char(text, start));
             size_t used = 0;
             if (stop < len) mlm_utf8_next(text + stop, len - stop, &used);
             int right = stop < len && is_word(word, md, text + stop, used);

@@ -40,8 +40,8 @@ static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
     size_t cap = s->cap ? s->cap : 256;
     while (cap < n + 2)
         cap *= 2;
-    void *p[8] = {realloc(s->start, cap * sizeof *s->start), NULL, NULL, NULL, NULL, NULL, NULL,
-                  NULL};
+    void *p[8] = {
+        realloc(s->start, cap * sizeof *s->start), NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (p[0]) s->start = p[0];
     p[1] = realloc(s->rank, cap * sizeof *s->rank);
     if (p[1]) s->rank = p[1];
@@ -125,9 +125,9 @@ mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const mlm_merges *m, const unsi
         memmove(nid + bi + 1, nid + bi + 2, (np - bi - 2) * sizeof *nid);
         memmove(tok + bi + 1, tok + bi + 2, (np - bi - 2) * sizeof *tok);
         np--;
-        rank[bi] = bi + 1 < np ? pair_at(v, m, p, start[bi], start[bi + 2], tok[bi], tok[bi + 1],
-                                         &nid[bi])
-                               : NO_RANK;
+        rank[bi] = bi + 1 < np
+                       ? pair_at(v, m, p, start[bi], start[bi + 2], tok[bi], tok[bi + 1], &nid[bi])
+                       : NO_RANK;
         if (bi > 0)
             rank[bi - 1] =
                 pair_at(v, m, p, start[bi - 1], start[bi + 1], tok[bi - 1], tok[bi], &nid[bi - 1]);
@@ -212,8 +212,8 @@ mlm_status mlm_bpe_merge_heap(const mlm_vocab *v, const mlm_merges *m, const uns
     return MLM_OK;
 }
 
-mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p,
-                          size_t n, mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
+mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,
+                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
     int32_t r = mlm_vocab_rank(v, p, n);
     if (r >= 0) {
         mlm_status st = mlm_tokens_push(out, r);
@@ -222,8 +222,8 @@ mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigne
     return mlm_bpe_merge(v, m, p, n, s, out, err);
 }
 
-mlm_status mlm_bpe_merge(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p,
-                         size_t n, mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
+mlm_status mlm_bpe_merge(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,
+                         mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
     if (n < MLM_BPE_HEAP_MIN) return mlm_bpe_merge_ref(v, m, p, n, s, out, err);
     return mlm_bpe_merge_heap(v, m, p, n, s, out, err);
 }

@@ -40,13 +40,13 @@ void mlm_bpe_scratch_deinit(mlm_bpe_scratch *s);
 /* Appends the ids of piece P[0..N) (N >= 1) to OUT: the whole piece's rank if it is a
  * token, otherwise the merge result (reference engine below MLM_BPE_HEAP_MIN bytes, heap
  * engine above). NOMEM. V must have all 256 single bytes (its parsers check it). */
-mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p,
-                          size_t n, mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
+mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,
+                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
 
 /* The merge alone, without the whole-piece lookup: the reference engine below
  * MLM_BPE_HEAP_MIN bytes, the heap engine above. */
-mlm_status mlm_bpe_merge(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p,
-                         size_t n, mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
+mlm_status mlm_bpe_merge(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,
+                         mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
 
 /* The two merge engines (exposed for tests). */
 mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p,

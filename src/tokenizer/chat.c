@@ -183,8 +183,8 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
             return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or content",
                                i);
         if (llama3 ? !llama3_role(msgs[i].role) : !chatml_role(msgs[i].role))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "chat: message %d: unknown role '%s' (%s)", i, msgs[i].role,
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: unknown role '%s' (%s)",
+                               i, msgs[i].role,
                                llama3 ? "system, user, assistant, ipython or tool"
                                       : "system, user or assistant");
     }

@@ -36,17 +36,17 @@ typedef struct mlm_hf_pretok {
 } mlm_hf_pretok;
 
 typedef struct mlm_hf_builder {
-    const char *file;            /* borrowed: named in messages */
-    mlm_tokenizer *tok;          /* owned until mlm_hfb_finish hands it over */
-    unsigned char *bytes;        /* owned staging: decoded token bytes */
-    size_t n_bytes, cap_bytes;   /*   used / allocated */
-    mlm_vocab_tok *at;           /* owned staging: (n_vocab) spans, len 0 = unset */
-    int32_t n_vocab;             /* declared vocabulary size */
-    unsigned char *buf;          /* owned scratch for decoding merges */
+    const char *file;          /* borrowed: named in messages */
+    mlm_tokenizer *tok;        /* owned until mlm_hfb_finish hands it over */
+    unsigned char *bytes;      /* owned staging: decoded token bytes */
+    size_t n_bytes, cap_bytes; /*   used / allocated */
+    mlm_vocab_tok *at;         /* owned staging: (n_vocab) spans, len 0 = unset */
+    int32_t n_vocab;           /* declared vocabulary size */
+    unsigned char *buf;        /* owned scratch for decoding merges */
     size_t cap_buf;
-    mlm_special_def *added;      /* owned: (n_added), texts borrowed from the caller */
+    mlm_special_def *added; /* owned: (n_added), texts borrowed from the caller */
     int32_t n_added, cap_added;
-    int64_t max_added_id;        /* tokenizers' running max of added ids, -1 when none */
+    int64_t max_added_id; /* tokenizers' running max of added ids, -1 when none */
 } mlm_hf_builder;
 
 /* Starts building a tokenizer for FILE (borrowed, must outlive the builder). NOMEM. */

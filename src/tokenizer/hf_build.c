@@ -42,8 +42,8 @@ void mlm_hfb_deinit(mlm_hf_builder *b) {
 
 mlm_status mlm_hfb_vocab_begin(mlm_hf_builder *b, int64_t n, const char *where, mlm_error *err) {
     if (n < 1 || n > INT32_MAX / 2)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s has %lld entries (expected 1..%d)",
-                           b->file, where, (long long)n, INT32_MAX / 2);
+        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s has %lld entries (expected 1..%d)", b->file,
+                           where, (long long)n, INT32_MAX / 2);
     b->n_vocab = (int32_t)n;
     b->at = calloc((size_t)n, sizeof *b->at);
     b->cap_bytes = (size_t)n * 8;
@@ -115,8 +115,8 @@ mlm_status mlm_hfb_vocab_end(mlm_hf_builder *b, const char *where, mlm_error *er
     for (int32_t i = 0; i < b->n_vocab; i++)
         if (b->at[i].len == 0)
             return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: %s: no entry has id %d (ids must be 0..%d, each once)",
-                               b->file, where, (int)i, (int)b->n_vocab - 1);
+                               "%s: %s: no entry has id %d (ids must be 0..%d, each once)", b->file,
+                               where, (int)i, (int)b->n_vocab - 1);
     char what[600];
     snprintf(what, sizeof what, "%s: %s", b->file, where);
     mlm_status st = mlm_vocab_build(&b->tok->vocab, b->bytes, b->at, b->n_vocab, what, err);
@@ -148,14 +148,15 @@ mlm_status mlm_hfb_merge(mlm_hf_builder *b, int32_t rank, const char *a, size_t 
     int32_t rb = nb ? mlm_vocab_rank(v, b->buf + na, (size_t)nb) : -1;
     int32_t rn = mlm_vocab_rank(v, b->buf, (size_t)(na + nb));
     if (ra < 0 || rb < 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s ('%.*s' '%.*s'): '%.*s' is not in the vocabulary",
-                           b->file, where, (int)(la < 60 ? la : 60), a, (int)(lb < 60 ? lb : 60), bb,
-                           ra < 0 ? (int)(la < 60 ? la : 60) : (int)(lb < 60 ? lb : 60),
-                           ra < 0 ? a : bb);
+        return mlm_err_set(
+            err, MLM_ERR_FORMAT, "%s: %s ('%.*s' '%.*s'): '%.*s' is not in the vocabulary", b->file,
+            where, (int)(la < 60 ? la : 60), a, (int)(lb < 60 ? lb : 60), bb,
+            ra < 0 ? (int)(la < 60 ? la : 60) : (int)(lb < 60 ? lb : 60), ra < 0 ? a : bb);
     if (rn < 0)
         return mlm_err_set(err, MLM_ERR_FORMAT,
                            "%s: %s ('%.*s' '%.*s'): the merged token is not in the vocabulary",
-                           b->file, where, (int)(la < 60 ? la : 60), a, (int)(lb < 60 ? lb : 60), bb);
+                           b->file, where, (int)(la < 60 ? la : 60), a, (int)(lb < 60 ? lb : 60),
+                           bb);
     mlm_merges_put(&b->tok->merges, ra, rb, rank, rn);
     return MLM_OK;
 }
@@ -178,6 +179,10 @@ int32_t mlm_hfb_id_of(const mlm_hf_builder *b, const char *content, size_t len) 
 mlm_status mlm_hfb_added(mlm_hf_builder *b, int64_t id, const char *content, size_t len,
                          unsigned flags, const char *where, mlm_error *err) {
     if (len == 0) return MLM_OK; /* tokenizers ignores empty added tokens */
+    if (len > MLM_VOCAB_MAX_TOKEN_BYTES)
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: %s: '%.40s...' has %zu bytes, over the limit %d", b->file, where,
+                           content, len, MLM_VOCAB_MAX_TOKEN_BYTES);
     for (int32_t i = 0; i < b->n_added; i++)
         if (b->added[i].len == len && memcmp(b->added[i].text, content, len) == 0)
             return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: '%.60s' is listed twice", b->file,

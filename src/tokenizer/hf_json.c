@@ -36,8 +36,7 @@ static mlm_status unsupported_type(const char *file, const char *where, const js
     if (!json_is_object(v))
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s must be an object or null, got %s", file,
                            where, mlm_json_type_name(v));
-    if (!t)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: missing field 'type'", file, where);
+    if (!t) return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: missing field 'type'", file, where);
     return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: %s: type '%.60s' is not supported (%s)", file,
                        where, t, why);
 }
@@ -98,8 +97,8 @@ static mlm_status split(const char *file, const char *where, const json_t *v, ml
     if (st == MLM_OK) st = mlm_json_get_str(what, pat, "String", 0, &lit, NULL, err);
     if (st != MLM_OK) return st;
     if (!re == !lit)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s.pattern: needs exactly one of 'Regex' or 'String'",
-                           file, where);
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: %s.pattern: needs exactly one of 'Regex' or 'String'", file, where);
     snprintf(what, sizeof what, "%s: %s", file, where);
     st = mlm_json_get_str(what, v, "behavior", 1, &behavior, NULL, err);
     int invert = 0;
@@ -132,7 +131,8 @@ static mlm_status parse_pretok(const char *file, const json_t *v, mlm_hf_pretok 
         pre->add_prefix_space = prefix;
         return st;
     }
-    if (!is_type(v, "Sequence")) return unsupported_type(file, "pre_tokenizer", v, PRETOK_FORMS, err);
+    if (!is_type(v, "Sequence"))
+        return unsupported_type(file, "pre_tokenizer", v, PRETOK_FORMS, err);
     const json_t *list = json_object_get(v, "pretokenizers");
     if (!json_is_array(list))
         return mlm_err_set(err, MLM_ERR_FORMAT,
@@ -156,18 +156,19 @@ static mlm_status parse_pretok(const char *file, const json_t *v, mlm_hf_pretok 
         !is_type(json_array_get(list, 1), "ByteLevel"))
         return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
                            "%s: pre_tokenizer: a Sequence of %zu (%s%s%s) is not supported (%s)",
-                           file, n, n ? type_of(json_array_get(list, 0)) : "",
-                           n > 1 ? ", " : "", n > 1 ? type_of(json_array_get(list, 1)) : "",
-                           PRETOK_FORMS);
-    mlm_status st = split(file, "pre_tokenizer.pretokenizers[0]", json_array_get(list, 0), pre, err);
+                           file, n, n ? type_of(json_array_get(list, 0)) : "", n > 1 ? ", " : "",
+                           n > 1 ? type_of(json_array_get(list, 1)) : "", PRETOK_FORMS);
+    mlm_status st =
+        split(file, "pre_tokenizer.pretokenizers[0]", json_array_get(list, 0), pre, err);
     if (st == MLM_OK)
         st = byte_level(file, "pre_tokenizer.pretokenizers[1]", json_array_get(list, 1), &prefix,
                         &regex, err);
     if (st == MLM_OK && (prefix || regex))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: pre_tokenizer.pretokenizers[1]: ByteLevel after Split with "
-                           "add_prefix_space %s and use_regex %s is not supported (both must be false)",
-                           file, prefix ? "true" : "false", regex ? "true" : "false");
+        return mlm_err_set(
+            err, MLM_ERR_UNSUPPORTED,
+            "%s: pre_tokenizer.pretokenizers[1]: ByteLevel after Split with "
+            "add_prefix_space %s and use_regex %s is not supported (both must be false)",
+            file, prefix ? "true" : "false", regex ? "true" : "false");
     return st;
 }
 
@@ -196,8 +197,10 @@ static mlm_status template_bos(const char *file, const char *where, const json_t
             if (!name)
                 return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: single[%zu]: missing 'id'", file,
                                    where, i);
-            if (n_seq) n_after++;
-            else n_before++;
+            if (n_seq)
+                n_after++;
+            else
+                n_before++;
         } else {
             return mlm_err_set(err, MLM_ERR_FORMAT,
                                "%s: %s: single[%zu] is neither SpecialToken nor Sequence", file,
@@ -210,11 +213,10 @@ static mlm_status template_bos(const char *file, const char *where, const json_t
                            "meshlm supports at most one before (a BOS) and none after",
                            file, where, n_before, n_after);
     if (!n_before) return MLM_OK;
-    const json_t *ids = json_object_get(json_object_get(json_object_get(v, "special_tokens"), name),
-                                        "ids");
+    const json_t *ids =
+        json_object_get(json_object_get(json_object_get(v, "special_tokens"), name), "ids");
     if (!json_is_array(ids) || json_array_size(ids) != 1 ||
-        !json_is_integer(json_array_get(ids, 0)) ||
-        json_integer_value(json_array_get(ids, 0)) < 0)
+        !json_is_integer(json_array_get(ids, 0)) || json_integer_value(json_array_get(ids, 0)) < 0)
         return mlm_err_set(err, MLM_ERR_FORMAT,
                            "%s: %s: special_tokens['%.60s'].ids must be one non-negative id", file,
                            where, name);
@@ -270,7 +272,8 @@ static mlm_status check_model(const char *file, const json_t *m, int *ignore_mer
         const json_t *a = json_object_get(m, AFFIX[i]);
         if (a && !json_is_null(a) && !(json_is_string(a) && json_string_length(a) == 0))
             return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: model: %s is not supported (only null or \"\")", file, AFFIX[i]);
+                               "%s: model: %s is not supported (only null or \"\")", file,
+                               AFFIX[i]);
     }
     int dummy;
     mlm_status st = opt_bool(file, "model", m, "ignore_merges", 0, ignore_merges, err);
@@ -283,8 +286,9 @@ static mlm_status check_model(const char *file, const json_t *m, int *ignore_mer
 
 static mlm_status read_vocab(mlm_hf_builder *b, const json_t *vocab, mlm_error *err) {
     if (!json_is_object(vocab))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: model: field 'vocab' must be an object, got %s",
-                           b->file, vocab ? mlm_json_type_name(vocab) : "nothing");
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: model: field 'vocab' must be an object, got %s", b->file,
+                           vocab ? mlm_json_type_name(vocab) : "nothing");
     mlm_status st = mlm_hfb_vocab_begin(b, (int64_t)json_object_size(vocab), "model.vocab", err);
     const char *key;
     size_t klen;
@@ -292,7 +296,8 @@ static mlm_status read_vocab(mlm_hf_builder *b, const json_t *vocab, mlm_error *
     json_object_keylen_foreach((json_t *)vocab, key, klen, val) {
         if (st != MLM_OK) break;
         if (!json_is_integer(val))
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: model.vocab: '%.60s' must map to an integer id, got %s",
+            return mlm_err_set(err, MLM_ERR_FORMAT,
+                               "%s: model.vocab: '%.60s' must map to an integer id, got %s",
                                b->file, key, mlm_json_type_name(val));
         st = mlm_hfb_vocab_set(b, key, klen, (int64_t)json_integer_value(val), "model.vocab", err);
     }
@@ -302,8 +307,9 @@ static mlm_status read_vocab(mlm_hf_builder *b, const json_t *vocab, mlm_error *
 
 static mlm_status read_merges(mlm_hf_builder *b, const json_t *merges, mlm_error *err) {
     if (!json_is_array(merges))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: model: field 'merges' must be an array, got %s",
-                           b->file, merges ? mlm_json_type_name(merges) : "nothing");
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: model: field 'merges' must be an array, got %s", b->file,
+                           merges ? mlm_json_type_name(merges) : "nothing");
     size_t n = json_array_size(merges);
     if (n > INT32_MAX / 2)
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: model.merges: %zu entries exceed the limit",
@@ -349,8 +355,10 @@ static mlm_status added_flags(const char *file, const char *where, const json_t 
         const char *key;
         unsigned flag;
         int def;
-    } F[] = {{"special", MLM_ADDED_SPECIAL, 0},         {"lstrip", MLM_ADDED_LSTRIP, 0},
-             {"rstrip", MLM_ADDED_RSTRIP, 0},           {"single_word", MLM_ADDED_SINGLE_WORD, 0},
+    } F[] = {{"special", MLM_ADDED_SPECIAL, 0},
+             {"lstrip", MLM_ADDED_LSTRIP, 0},
+             {"rstrip", MLM_ADDED_RSTRIP, 0},
+             {"single_word", MLM_ADDED_SINGLE_WORD, 0},
              {"normalized", MLM_ADDED_NORMALIZED, 1}};
     *flags = 0;
     for (size_t k = 0; k < sizeof F / sizeof F[0]; k++) {
@@ -400,8 +408,9 @@ static mlm_status from_json(const json_t *root, const char *file, mlm_tokenizer 
     const json_t *ver = json_object_get(root, "version");
     if (ver && !json_is_null(ver) &&
         !(json_is_string(ver) && strcmp(json_string_value(ver), "1.0") == 0))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: version %s%.20s%s is not supported (only \"1.0\")",
-                           file, json_is_string(ver) ? "'" : "",
+        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                           "%s: version %s%.20s%s is not supported (only \"1.0\")", file,
+                           json_is_string(ver) ? "'" : "",
                            json_is_string(ver) ? json_string_value(ver) : mlm_json_type_name(ver),
                            json_is_string(ver) ? "'" : "");
     const json_t *model = json_object_get(root, "model");

@@ -58,6 +58,8 @@ static mlm_status read_merges(mlm_hf_builder *b, const char *path, mlm_error *er
     mlm_mapfile mf;
     mlm_status st = mlm_mapfile_open(&mf, path, err);
     if (st != MLM_OK) return st;
+    const char *vocab_file = b->file;
+    b->file = path; /* messages name merges.txt */
     const char *d = (const char *)mf.data;
     size_t n = mf.size, n_lines = 0;
     for (size_t i = 0; i < n; i++)
@@ -81,10 +83,11 @@ static mlm_status read_merges(mlm_hf_builder *b, const char *path, mlm_error *er
             break;
         }
         snprintf(where, sizeof where, "line %zu", line);
-        st = mlm_hfb_merge(b, rank++, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp - s) - 1, where,
-                           err);
+        st = mlm_hfb_merge(b, rank++, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp - s) - 1,
+                           where, err);
     }
     mlm_mapfile_close(&mf);
+    b->file = vocab_file;
     return st;
 }
 
@@ -122,8 +125,10 @@ static mlm_status read_added(mlm_hf_builder *b, const char *file, const json_t *
         const char *key;
         unsigned flag;
         int def;
-    } F[] = {{"special", MLM_ADDED_SPECIAL, 0},         {"lstrip", MLM_ADDED_LSTRIP, 0},
-             {"rstrip", MLM_ADDED_RSTRIP, 0},           {"single_word", MLM_ADDED_SINGLE_WORD, 0},
+    } F[] = {{"special", MLM_ADDED_SPECIAL, 0},
+             {"lstrip", MLM_ADDED_LSTRIP, 0},
+             {"rstrip", MLM_ADDED_RSTRIP, 0},
+             {"single_word", MLM_ADDED_SINGLE_WORD, 0},
              {"normalized", MLM_ADDED_NORMALIZED, 1}};
     char what[600], where[64];
     for (size_t i = 0; i < k && st == MLM_OK; i++) {
@@ -140,9 +145,9 @@ static mlm_status read_added(mlm_hf_builder *b, const char *file, const json_t *
             if (on) flags |= F[f].flag;
         }
         if (st == MLM_OK)
-            st = mlm_hfb_added(b, strtol(ks, NULL, 10), content,
-                               json_string_length(json_object_get(e, "content")), flags, where,
-                               err);
+            st =
+                mlm_hfb_added(b, strtol(ks, NULL, 10), content,
+                              json_string_length(json_object_get(e, "content")), flags, where, err);
     }
     for (size_t i = 0; i < k; i++)
         json_decref(keys[i]);
@@ -157,18 +162,19 @@ mlm_status mlm_hf_load_legacy(const char *dir, mlm_tokenizer **out, mlm_error *e
     json_t *cfg = NULL;
     mlm_hf_builder b;
     memset(&b, 0, sizeof b);
-    mlm_status st = vocab && merges && config ? MLM_OK
-                                              : mlm_err_set(err, MLM_ERR_NOMEM, "out of memory");
-    if (st == MLM_OK && mlm_is_file(config))
-        st = mlm_json_load_file(config, CONFIG_MAX, &cfg, err);
+    mlm_status st =
+        vocab && merges && config ? MLM_OK : mlm_err_set(err, MLM_ERR_NOMEM, "out of memory");
+    if (st == MLM_OK && mlm_is_file(config)) st = mlm_json_load_file(config, CONFIG_MAX, &cfg, err);
     if (st == MLM_OK && cfg && !json_is_object(cfg))
         st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object", config);
     int prefix = 0, add_bos = 0;
     const char *cls = NULL;
     if (st == MLM_OK && cfg) {
         st = mlm_json_get_str(config, cfg, "tokenizer_class", 0, &cls, NULL, err);
-        if (st == MLM_OK) st = mlm_json_get_bool(config, cfg, "add_prefix_space", 0, &prefix, NULL, err);
-        if (st == MLM_OK) st = mlm_json_get_bool(config, cfg, "add_bos_token", 0, &add_bos, NULL, err);
+        if (st == MLM_OK)
+            st = mlm_json_get_bool(config, cfg, "add_prefix_space", 0, &prefix, NULL, err);
+        if (st == MLM_OK)
+            st = mlm_json_get_bool(config, cfg, "add_bos_token", 0, &add_bos, NULL, err);
     }
     if (st == MLM_OK && cls && strcmp(cls, "GPT2Tokenizer") != 0 &&
         strcmp(cls, "GPT2TokenizerFast") != 0)
@@ -197,8 +203,7 @@ mlm_status mlm_hf_load_legacy(const char *dir, mlm_tokenizer **out, mlm_error *e
         int known = 0;
         for (int32_t k = 0; k < b.n_added && !known; k++)
             known = b.added[k].len == len && memcmp(b.added[k].text, text, len) == 0;
-        if (!known)
-            st = mlm_hfb_added(&b, -1, text, len, MLM_ADDED_SPECIAL, NAMED[i], err);
+        if (!known) st = mlm_hfb_added(&b, -1, text, len, MLM_ADDED_SPECIAL, NAMED[i], err);
     }
     int32_t bos_id = -1;
     if (st == MLM_OK && add_bos) {

@@ -100,11 +100,24 @@ static int grow(mlm_pretok_iter *it) {
     return 0;
 }
 
+/* Hugging Face mode runs patterns from files: after growing, its match and depth limits
+ * stay proportional to the text (a linear pattern needs a few steps per byte even on
+ * megabytes of whitespace), so that catastrophic backtracking ends in an error instead of
+ * running for hours. */
+static uint32_t hf_limit(size_t len) {
+    uint64_t lim = 10000000u + 256u * (uint64_t)len;
+    return lim > UINT32_MAX ? UINT32_MAX : (uint32_t)lim;
+}
+
 /* One search from byte AT: the PCRE2 return code (ovector in it->md). */
 static int search(mlm_pretok_iter *it, size_t at, mlm_status *st, mlm_error *err) {
     const pcre2_code *code = it->p->code;
     int rc;
     *st = MLM_OK;
+    if (it->mctx && it->p->hf) {
+        pcre2_set_match_limit(it->mctx, hf_limit(it->len));
+        pcre2_set_depth_limit(it->mctx, hf_limit(it->len));
+    }
     if (it->p->jit)
         rc = pcre2_jit_match(code, it->text, it->len, at, 0, it->md, it->mctx);
     else
@@ -114,12 +127,21 @@ static int search(mlm_pretok_iter *it, size_t at, mlm_status *st, mlm_error *err
             *st = mlm_err_set(err, MLM_ERR_NOMEM, "pretok: out of memory for a JIT stack");
             return rc;
         }
+        if (it->p->hf) {
+            pcre2_set_match_limit(it->mctx, hf_limit(it->len));
+            pcre2_set_depth_limit(it->mctx, hf_limit(it->len));
+        }
         if (it->p->jit) rc = pcre2_jit_match(code, it->text, it->len, at, 0, it->md, it->mctx);
     }
     if (is_limit(rc))
         rc = pcre2_match(code, it->text, it->len, at, PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK, it->md,
                          it->mctx);
-    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+    if (is_limit(rc) && it->p->hf) {
+        *st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                          "pretok: the pattern needs more than %u match steps at byte %zu of a "
+                          "%zu-byte text (catastrophic backtracking)",
+                          (unsigned)hf_limit(it->len), at, it->len);
+    } else if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(rc, msg, sizeof msg);
         *st = mlm_err_set(err, MLM_ERR_INTERNAL, "pretok: matching at byte %zu failed: %s", at,
@@ -129,9 +151,7 @@ static int search(mlm_pretok_iter *it, size_t at, mlm_status *st, mlm_error *err
 }
 
 /* Length of the UTF-8 character at P (valid UTF-8, at least one byte). */
-static size_t char_len(unsigned char c) {
-    return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-}
+static size_t char_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
 /* Hugging Face mode. Matches come from Oniguruma's find_iter rule: search from it->pos;
  * an empty match ending where the previous match ended is dropped and the search moves

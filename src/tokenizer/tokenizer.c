@@ -4,11 +4,10 @@
  * tokens in two passes with their lstrip / rstrip / single_word flags, added.c, special ones
  * only with parse_special), pre-tokenize each ordinary stretch with the regex, then BPE each
  * piece (whole-piece lookup first, unless a Hugging Face file turns ignore_merges off; ranks
- * for tiktoken, the merges list for Hugging Face). Meta's pre-chunking of huge inputs (400k-char pieces,
- * 25k-char runs of whitespace / non-whitespace) is deliberately not replicated: the
- * regex engine here handles arbitrarily long runs, and the result equals tiktoken's
- * encode_ordinary on the whole text. The streaming detokenizer is in detok.c and chat
- * formats in chat.c. */
+ * for tiktoken, the merges list for Hugging Face). Meta's pre-chunking of huge inputs (400k-char
+ * pieces, 25k-char runs of whitespace / non-whitespace) is deliberately not replicated: the regex
+ * engine here handles arbitrarily long runs, and the result equals tiktoken's encode_ordinary on
+ * the whole text. The streaming detokenizer is in detok.c and chat formats in chat.c. */
 #include "tokenizer/tokenizer.h"
 
 #include <stdlib.h>
@@ -117,8 +116,8 @@ static int looks_like_json(const mlm_mapfile *mf) {
     return 0;
 }
 
-/* Loads FILE by its kind: vocab.json -> the legacy layout of its directory, other JSON ->
- * tokenizer.json, anything else -> tiktoken. */
+/* Loads FILE by its kind: vocab.json -> the legacy layout of its directory, other JSON (by
+ * name or content) -> tokenizer.json, anything else -> tiktoken. */
 static mlm_status load_file(const char *file, mlm_tokenizer **out, mlm_error *err) {
     if (strcmp(base_name(file), "vocab.json") == 0) {
         char *dir = strdup(file);
@@ -135,7 +134,8 @@ static mlm_status load_file(const char *file, mlm_tokenizer **out, mlm_error *er
     mlm_mapfile mf;
     mlm_status st = mlm_mapfile_open(&mf, file, err);
     if (st != MLM_OK) return st;
-    if (looks_like_json(&mf))
+    size_t n = strlen(file);
+    if (looks_like_json(&mf) || (n >= 5 && strcmp(file + n - 5, ".json") == 0))
         st = mlm_hf_load_json_memory(mf.data, mf.size, file, out, err);
     else
         st = mlm_tokenizer_load_memory(mf.data, mf.size, file, out, err);
@@ -285,8 +285,8 @@ static mlm_status encode_hf(encode_ctx *c, const unsigned char *t, size_t len, i
     const mlm_tokenizer *tok = c->tok;
     if (tok->specials.n == 0) return encode_stretch(c, t, len, err);
     c->pass1.n = 0;
-    mlm_status st = mlm_added_find(&tok->specials, &tok->word, t, len, 0, parse_special,
-                                   &c->pass1, err);
+    mlm_status st =
+        mlm_added_find(&tok->specials, &tok->word, t, len, 0, parse_special, &c->pass1, err);
     int normalized = (tok->specials.any_flags & MLM_ADDED_NORMALIZED) != 0;
     for (size_t i = 0; i < c->pass1.n && st == MLM_OK; i++) {
         mlm_added_split s1 = c->pass1.v[i];
@@ -299,8 +299,8 @@ static mlm_status encode_hf(encode_ctx *c, const unsigned char *t, size_t len, i
             continue;
         }
         c->pass2.n = 0;
-        st = mlm_added_find(&tok->specials, &tok->word, t + s1.a, s1.b - s1.a,
-                            MLM_ADDED_NORMALIZED, parse_special, &c->pass2, err);
+        st = mlm_added_find(&tok->specials, &tok->word, t + s1.a, s1.b - s1.a, MLM_ADDED_NORMALIZED,
+                            parse_special, &c->pass2, err);
         for (size_t k = 0; k < c->pass2.n && st == MLM_OK; k++) {
             mlm_added_split s2 = c->pass2.v[k];
             st = s2.id >= 0 ? push_id(c->out, s2.id, err)

@@ -31,8 +31,8 @@ struct mlm_tokenizer {
     int ignore_merges;        /* a piece that is a whole token skips merging (tiktoken: 1) */
     int add_prefix_space;     /* HF ByteLevel: a text stretch not starting with ' ' gets one */
     mlm_chat_kind chat;
-    int32_t n_vocab;          /* highest id + 1 */
-    int32_t bos_id;           /* -1 when there is none */
+    int32_t n_vocab; /* highest id + 1 */
+    int32_t bos_id;  /* -1 when there is none */
 };
 
 /* Loads a tiktoken file held in memory, DATA[0..LEN) (only read during the call); NAME is

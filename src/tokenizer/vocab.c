@@ -330,8 +330,9 @@ mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *to
         size_t len = tok[r].len;
         if (len == 0 || len > MLM_VOCAB_MAX_TOKEN_BYTES) {
             mlm_vocab_deinit(v);
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: id %d: token of %zu bytes (expected 1..%d)",
-                               what, (int)r, len, MLM_VOCAB_MAX_TOKEN_BYTES);
+            return mlm_err_set(err, MLM_ERR_FORMAT,
+                               "%s: id %d: token of %zu bytes (expected 1..%d)", what, (int)r, len,
+                               MLM_VOCAB_MAX_TOKEN_BYTES);
         }
         int32_t dup = insert(v, r);
         if (dup >= 0) {

@@ -222,7 +222,8 @@ TEST(phi4_books_vs_tokenizers) {
         long long n_want = 0, chunk = 0;
         char *p = sums;
         CHECK(sscanf(p, "%lld %lld", &n_want, &chunk) == 2 && chunk > 0);
-        CHECKF(got.n == n_want, "%s: %lld ids, tokenizers %lld", BOOKS[b], (long long)got.n, n_want);
+        CHECKF(got.n == n_want, "%s: %lld ids, tokenizers %lld", BOOKS[b], (long long)got.n,
+               n_want);
         int bad = 0;
         for (int64_t i = 0; chunk > 0 && i < got.n; i += chunk) {
             p = strchr(p, '\n');
@@ -319,7 +320,8 @@ TEST(phi4_chat_vs_apply_chat_template) {
         memmove(got.ids, got.ids + 1, (size_t)got.n * sizeof *got.ids);
         /* Without special-token text in content: exactly apply_chat_template's ids. With it,
          * meshlm keeps the text plain ("ids"), where HF emits the special ids ("ids_hf"). */
-        CHECK(same_json_ids("chat", (int)i, &got, json_object_get(dlg, special ? "ids" : "ids_hf")));
+        CHECK(
+            same_json_ids("chat", (int)i, &got, json_object_get(dlg, special ? "ids" : "ids_hf")));
         if (special) {
             n_special++;
             json_t *hf = json_object_get(dlg, "ids_hf");
@@ -349,6 +351,50 @@ TEST(phi4_chat_vs_apply_chat_template) {
     CHECK_OK(mlm_tokenizer_encode_chat(g_phi4, NULL, 0, 1, &out, &err), &err);
     CHECK(out.n == 3 && out.ids[0] == 100264 && out.ids[1] == 78191 && out.ids[2] == 100266);
     mlm_tokens_deinit(&out);
+}
+
+/* Whitespace runs past PCRE2's default limits through the file's regex (HF mode keeps a
+ * limit proportional to the text): 12 MB through the pre-tokenizer, 1 MB encoded whole
+ * (the merge of a megabyte-long piece is what takes the time). */
+TEST(phi4_long_runs) {
+    size_t n = 12u << 20;
+    char *text = malloc(n + 1);
+    const char *fills[] = {" ", "\n "};
+    mlm_pretok_iter it;
+    mlm_error err = {0};
+    CHECK_OK(mlm_pretok_iter_init(&it, &g_phi4->pretok, &err), &err);
+    for (int f = 0; f < 2; f++) {
+        size_t fl = strlen(fills[f]);
+        for (size_t i = 0; i < n; i++)
+            text[i] = fills[f][i % fl];
+        text[n] = 'x';
+        mlm_pretok_iter_reset(&it, (const unsigned char *)text, n + 1);
+        size_t a, b, covered = 0, pieces = 0;
+        int found;
+        for (;;) {
+            mlm_status st = mlm_pretok_next(&it, &a, &b, &found, &err);
+            CHECKF(st == MLM_OK, "fill %d: %s", f, err.msg);
+            if (st != MLM_OK || !found) break;
+            CHECK(a == covered);
+            covered = b;
+            pieces++;
+        }
+        CHECKF(covered == n + 1 && pieces <= 3, "fill %d: %zu bytes in %zu pieces", f, covered,
+               pieces);
+        size_t m = 1u << 20;
+        text[m] = 'x';
+        mlm_tokens ids;
+        mlm_tokens_init(&ids);
+        CHECK_OK(encode(g_phi4, text, m + 1, 0, 0, &ids, &err), &err);
+        char *dec = NULL;
+        size_t dlen = 0;
+        CHECK_OK(mlm_tokenizer_decode(g_phi4, ids.ids, ids.n, &dec, &dlen, &err), &err);
+        CHECKF(dec && dlen == m + 1 && memcmp(dec, text, m + 1) == 0, "fill %d", f);
+        free(dec);
+        mlm_tokens_deinit(&ids);
+    }
+    mlm_pretok_iter_deinit(&it);
+    free(text);
 }
 
 // ---- small tokenizer: variants against tokenizers ----
@@ -608,6 +654,7 @@ int main(void) {
     RUN(phi4_added_token_cases);
     RUN(phi4_llamacpp_dbrx_cl100k);
     RUN(phi4_chat_vs_apply_chat_template);
+    RUN(phi4_long_runs);
     RUN(small_variants_vs_tokenizers);
     RUN(legacy_layout_vs_transformers);
     RUN(merge_engines_agree);
