@@ -147,13 +147,16 @@ static int parse_ids(const char *s, mlm_tokens *ids, int32_t n_vocab) {
 }
 
 /* The config's stop ids; with --instruct also the chat format's end-of-turn tokens (a base
- * model's config names only <|end_of_text|>). */
+ * model's config names only its end of text; ChatML also ends an answer at <|im_start|>). */
 static int is_stop(const mlm_config *c, const mlm_tokenizer *tok, int instruct, int32_t id) {
     for (int i = 0; i < c->n_stop_ids; i++)
         if (c->stop_ids[i] == id) return 1;
-    if (instruct && tok)
-        return id == mlm_tokenizer_special_id(tok, "<|eot_id|>") ||
-               id == mlm_tokenizer_special_id(tok, "<|eom_id|>");
+    if (instruct && tok) {
+        int32_t ids[8];
+        int32_t n = mlm_tokenizer_chat_stop_ids(tok, ids, 8);
+        for (int32_t i = 0; i < n; i++)
+            if (ids[i] == id) return 1;
+    }
     return 0;
 }
 
