@@ -100,7 +100,10 @@ mlm_status mlm_added_find(const mlm_special_set *s, const mlm_pretok *word,
     size_t offset = 0, i = 0;
     while (i < len && st == MLM_OK) {
         if (!s->first[text[i]]) {
-            i++;
+            /* Phi-4's added tokens all start with '<': jump to the next one. */
+            const unsigned char *hit =
+                s->only_first >= 0 ? memchr(text + i, s->only_first, len - i) : NULL;
+            i = s->only_first >= 0 ? (hit ? (size_t)(hit - text) : len) : i + 1;
             continue;
         }
         const mlm_special *t = longest_at(s, normalized_pass, text + i, len - i);

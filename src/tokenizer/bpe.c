@@ -94,7 +94,13 @@ mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const mlm_merges *m, const unsi
         tok[i] = v->byte_rank[p[i]];
     /* Hash every initial pair first (prefetching its slot), then resolve them: the
      * lookups' cache misses overlap instead of following one another. */
-    if (m) {
+    if (m && m->bytes2) {
+        for (size_t i = 0; i + 1 < n; i++) {
+            mlm_merge_to t = m->bytes2[p[i] << 8 | p[i + 1]];
+            rank[i] = t.rank < 0 ? NO_RANK : t.rank;
+            nid[i] = t.id;
+        }
+    } else if (m) {
         for (size_t i = 0; i + 1 < n; i++)
             rank[i] = pair_at(v, m, p, i, i + 2, tok[i], tok[i + 1], &nid[i]);
     } else {

@@ -224,6 +224,7 @@ mlm_status mlm_hfb_finish(mlm_hf_builder *b, const mlm_hf_pretok *pre, int ignor
     char what[600];
     snprintf(what, sizeof what, "%s: pre_tokenizer", b->file);
     if (st == MLM_OK) st = mlm_pretok_init_hf(&tok->pretok, pre->pattern, pre->literal, what, err);
+    if (st == MLM_OK) st = mlm_merges_index_bytes(&tok->merges, tok->vocab.byte_rank, err);
     if (st == MLM_OK && (tok->specials.any_flags & MLM_ADDED_SINGLE_WORD))
         st = mlm_pretok_init_hf(&tok->word, MLM_ADDED_WORD_CLASS, 0, "single_word class", err);
     if (st != MLM_OK) return st;

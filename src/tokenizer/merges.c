@@ -27,6 +27,7 @@ mlm_status mlm_merges_init(mlm_merges *m, int64_t n_max, mlm_error *err) {
 void mlm_merges_deinit(mlm_merges *m) {
     if (!m) return;
     free(m->slots);
+    free(m->bytes2);
     memset(m, 0, sizeof *m);
 }
 
@@ -39,4 +40,17 @@ void mlm_merges_put(mlm_merges *m, int32_t left, int32_t right, int32_t rank, in
     m->slots[i].key = key;
     m->slots[i].rank = rank;
     m->slots[i].id = id;
+}
+
+mlm_status mlm_merges_index_bytes(mlm_merges *m, const int32_t byte_id[256], mlm_error *err) {
+    free(m->bytes2);
+    m->bytes2 = malloc(256 * 256 * sizeof *m->bytes2);
+    if (!m->bytes2) return mlm_err_set(err, MLM_ERR_NOMEM, "merges: out of memory");
+    for (int a = 0; a < 256; a++)
+        for (int b = 0; b < 256; b++) {
+            mlm_merge_to *t = &m->bytes2[a << 8 | b];
+            t->id = -1;
+            t->rank = mlm_merges_get(m, byte_id[a], byte_id[b], &t->id);
+        }
+    return MLM_OK;
 }

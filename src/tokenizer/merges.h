@@ -1,7 +1,9 @@
 /* tokenizer/merges.h: a byte-level BPE merges list as a hash table from the pair of token
  * ids (left, right) to (merge rank, merged id), Hugging Face's MergeMap. The rank is the
  * position in the merges list (lower merges first). Open addressing, linear probing, at
- * most half full; owned by the tokenizer and read-only after loading. */
+ * most half full; owned by the tokenizer and read-only after loading. The merges of two
+ * single-byte tokens, which every piece starts with, are also kept in a direct 256 x 256
+ * table (512 KiB, cache-resident where the hash table is not). */
 #ifndef MESHLM_TOKENIZER_MERGES_H
 #define MESHLM_TOKENIZER_MERGES_H
 
@@ -18,10 +20,18 @@ typedef struct mlm_merge_slot {
 
 #define MLM_MERGE_EMPTY UINT64_MAX
 
+/* A merge result: rank -1 when the pair does not merge. */
+typedef struct mlm_merge_to {
+    int32_t rank;
+    int32_t id;
+} mlm_merge_to;
+
 typedef struct mlm_merges {
     mlm_merge_slot *slots; /* owned: (mask + 1) */
     uint32_t mask;
-    int32_t n; /* distinct pairs */
+    int32_t n;            /* distinct pairs */
+    mlm_merge_to *bytes2; /* owned: (256 * 256) merges of byte pairs, by (left << 8 | right)
+                             bytes; NULL until mlm_merges_index_bytes */
 } mlm_merges;
 
 /* Sizes the table for up to N_MAX pairs. NOMEM. */
@@ -32,6 +42,9 @@ void mlm_merges_deinit(mlm_merges *m);
  * Face builds its map the same way, so a repeated merge keeps its last rank). Ids must be
  * non-negative; at most the N_MAX given to init distinct pairs. */
 void mlm_merges_put(mlm_merges *m, int32_t left, int32_t right, int32_t rank, int32_t id);
+
+/* Fills the byte-pair table once all merges are in; BYTE_ID[b] is the id of byte b. NOMEM. */
+mlm_status mlm_merges_index_bytes(mlm_merges *m, const int32_t byte_id[256], mlm_error *err);
 
 static inline uint32_t mlm_merges_slot(const mlm_merges *m, uint64_t key) {
     return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & m->mask;

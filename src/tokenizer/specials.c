@@ -51,11 +51,13 @@ void mlm_specials_deinit(mlm_special_set *s) {
     free(s->names);
     memset(s, 0, sizeof *s);
     s->max_id = -1;
+    s->only_first = -1;
 }
 
 mlm_status mlm_specials_init(mlm_special_set *s, mlm_tok_flavour flavour, mlm_error *err) {
     memset(s, 0, sizeof *s);
     s->max_id = -1;
+    s->only_first = -1;
     int32_t n = 0;
     if (flavour == MLM_TOK_LLAMA3) n = LLAMA3_N_SPECIAL;
     if (flavour == MLM_TOK_CL100K) n = (int32_t)(sizeof CL100K / sizeof CL100K[0]);
@@ -103,6 +105,7 @@ mlm_status mlm_specials_build(mlm_special_set *s, const mlm_special_def *defs, i
                               mlm_error *err) {
     memset(s, 0, sizeof *s);
     s->max_id = -1;
+    s->only_first = -1;
     if (n <= 0) return MLM_OK;
     size_t total = 0;
     for (int32_t i = 0; i < n; i++)
@@ -125,6 +128,9 @@ mlm_status mlm_specials_build(mlm_special_set *s, const mlm_special_def *defs, i
         w += defs[i].len + 1;
     }
     qsort(s->tok, (size_t)n, sizeof *s->tok, by_id);
+    s->only_first = (unsigned char)s->tok[0].text[0];
+    for (int32_t i = 1; i < n; i++)
+        if ((unsigned char)s->tok[i].text[0] != s->only_first) s->only_first = -1;
     s->n = n;
     s->max_id = s->tok[n - 1].id;
     return MLM_OK;

@@ -46,6 +46,7 @@ typedef struct mlm_special_set {
     int32_t max_id;   /* -1 when empty */
     size_t max_len;
     unsigned char first[256]; /* 1 for bytes some special's text starts with */
+    int only_first;           /* the one byte every text starts with, or -1 */
     unsigned any_flags;       /* the union of every token's flags */
 } mlm_special_set;
 
