@@ -111,6 +111,17 @@ static mlm_status split(const char *file, const char *where, const json_t *v, ml
     if (invert)
         return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
                            "%s: %s: Split with invert true is not supported", file, where);
+    /* tokenizers compiles the regex with Oniguruma, meshlm with PCRE2; the two read \h and
+     * \H differently (hex digit there, horizontal space here): refuse rather than guess. */
+    for (const char *c = re; c && *c; c++) {
+        if (*c != '\\') continue;
+        if (c[1] == 'h' || c[1] == 'H')
+            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                               "%s: %s.pattern: \\%c means a hex digit to Oniguruma (tokenizers) "
+                               "but horizontal space to PCRE2; not supported",
+                               file, where, c[1]);
+        if (c[1]) c++;
+    }
     pre->pattern = re ? re : lit;
     pre->literal = lit != NULL;
     return MLM_OK;

@@ -175,6 +175,11 @@ TEST(unsupported_components) {
            "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\",\"add_prefix_space\":"
            "false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false}]}",
            UNSUP, "pre_tokenizer", "Sequence of 2");
+    expect("pre_tokenizer",
+           "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+           "\"\\\\h+|\\\\s\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+           "\"add_prefix_space\":false,\"use_regex\":false}]}",
+           UNSUP, "pre_tokenizer.pretokenizers[0].pattern", "Oniguruma");
     expect("decoder", "{\"type\":\"WordPiece\",\"prefix\":\"##\"}", UNSUP, "decoder", "WordPiece");
     expect("post_processor", "{\"type\":\"RobertaProcessing\"}", UNSUP, "post_processor",
            "RobertaProcessing");
