@@ -26,6 +26,13 @@ typedef struct mlm_paged_kv {
     int64_t row;
 } mlm_paged_kv;
 
+/* Byte offset of entry IDX of a sequence with page table BLOCKS inside a K or V pool. */
+static inline size_t mlm_kv_entry_offset(const mlm_paged_kv *kv, const int32_t *blocks,
+                                         int32_t idx) {
+    int64_t block = blocks[idx / kv->block_size], slot = idx % kv->block_size;
+    return (size_t)((block * kv->block_size + slot) * kv->row) * (kv->bf16 ? 2u : 4u);
+}
+
 /* Stores K_ROW and V_ROW (row floats each) as entry IDX of the sequence with page table BLOCKS. */
 void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k_row,
                   const float *v_row);

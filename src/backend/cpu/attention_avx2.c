@@ -27,8 +27,7 @@ INLINE float hsum(__m256 v) {
 
 INLINE const char *entry(const mlm_paged_kv *kv, const void *pool, const int32_t *blocks,
                          int32_t j) {
-    int64_t block = blocks[j / kv->block_size], slot = j % kv->block_size;
-    return (const char *)pool + (size_t)((block * kv->block_size + slot) * kv->row) * (kv->bf16 ? 2 : 4);
+    return (const char *)pool + mlm_kv_entry_offset(kv, blocks, j);
 }
 
 void mlm_attention_avx2(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,

@@ -20,16 +20,9 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* Byte offset of entry IDX's row in a pool. */
-static inline size_t entry_offset(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx) {
-    size_t es = kv->bf16 ? 2 : 4;
-    int64_t block = blocks[idx / kv->block_size], slot = idx % kv->block_size;
-    return (size_t)((block * kv->block_size + slot) * kv->row) * es;
-}
-
 void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k_row,
                   const float *v_row) {
-    size_t off = entry_offset(kv, blocks, idx);
+    size_t off = mlm_kv_entry_offset(kv, blocks, idx);
     if (kv->bf16) {
         uint16_t *k = (uint16_t *)((char *)kv->k + off), *v = (uint16_t *)((char *)kv->v + off);
         for (int64_t i = 0; i < kv->row; i++) {
@@ -55,7 +48,7 @@ void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const
         int64_t kv_off = (int64_t)(h / group) * head_dim;
         float max = -INFINITY;
         for (int32_t j = 0; j < n_ctx; j++) {
-            const char *k = (const char *)kv->k + entry_offset(kv, blocks, j);
+            const char *k = (const char *)kv->k + mlm_kv_entry_offset(kv, blocks, j);
             float s = 0;
             for (int d = 0; d < head_dim; d++) s += qh[d] * load(k, kv->bf16, kv_off + d);
             s *= scale;
@@ -70,7 +63,7 @@ void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const
         float *oh = out + (int64_t)h * head_dim;
         for (int d = 0; d < head_dim; d++) oh[d] = 0;
         for (int32_t j = 0; j < n_ctx; j++) {
-            const char *v = (const char *)kv->v + entry_offset(kv, blocks, j);
+            const char *v = (const char *)kv->v + mlm_kv_entry_offset(kv, blocks, j);
             float p = scratch[j] / sum;
             for (int d = 0; d < head_dim; d++) oh[d] += p * load(v, kv->bf16, kv_off + d);
         }
