@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static int harness_passed, harness_failed, harness_skipped;
 static int harness_case_failed, harness_case_skipped;
@@ -119,6 +120,20 @@ static inline int harness_write_file(const char *path, const void *data, size_t 
 static inline int harness_tmpdir(char *dir, size_t size, const char *tag) {
     snprintf(dir, size, "/tmp/meshlm-test-%s-XXXXXX", tag);
     return mkdtemp(dir) ? 0 : -1;
+}
+
+/* Runs "$MESHLM ARGS" (default build/meshlm) through the shell with stderr merged into OUT
+ * (SIZE bytes, NUL-terminated, truncated if longer); returns the exit status, or -1. */
+static inline int harness_run_meshlm(const char *args, char *out, size_t size) {
+    const char *bin = getenv("MESHLM") ? getenv("MESHLM") : "build/meshlm";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* Removes DIR and everything under it (tests' scratch space only). */

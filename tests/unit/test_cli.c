@@ -7,21 +7,11 @@
 
 #include "harness.h"
 
-static const char *meshlm;
 static char tmpdir[256];
 static char out[1 << 16];
 
 /* Runs "meshlm ARGS" with stderr merged into OUT; returns the exit status. */
-static int run(const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", meshlm, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run(const char *args) { return harness_run_meshlm(args, out, sizeof out); }
 
 #define EXPECT(args, code, needle)                                                        \
     do {                                                                                  \
@@ -208,7 +198,6 @@ TEST(default_model_matches_transformers) {
 }
 
 int main(void) {
-    meshlm = getenv("MESHLM") ? getenv("MESHLM") : "build/meshlm";
     if (harness_tmpdir(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
     RUN(usage_and_help);
     RUN(bad_files_exit_1_naming_file_and_field);

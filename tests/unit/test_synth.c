@@ -1086,16 +1086,8 @@ TEST(writers_direct) {
 
 static char out[1 << 16];
 
-static int run(const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", meshlm, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* Runs "meshlm ARGS" with stderr merged into OUT; returns the exit status. */
+static int run(const char *args) { return harness_run_meshlm(args, out, sizeof out); }
 
 #define EXPECT(args, code, needle)                                                                 \
     do {                                                                                           \
