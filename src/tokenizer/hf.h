@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/json.h"
 #include "meshlm.h"
 #include "tokenizer/specials.h"
 #include "tokenizer/vocab.h"
@@ -75,6 +76,11 @@ mlm_status mlm_hfb_merge(mlm_hf_builder *b, int32_t rank, const char *a, size_t 
  * when CONTENT is a vocabulary token, else the next id past the vocabulary and the added
  * tokens so far); a file id that differs is refused (FORMAT) rather than silently
  * renumbered. Empty content is skipped as tokenizers does; repeated content is FORMAT. */
+/* Reads the MLM_ADDED_* flags of an added-token object E (special, lstrip, rstrip,
+ * single_word: default false; normalized: default true, as tokenizers' AddedToken);
+ * messages name "FILE: WHERE". */
+mlm_status mlm_hfb_added_flags(const char *file, const char *where, const json_t *e,
+                               unsigned *flags, mlm_error *err);
 mlm_status mlm_hfb_added(mlm_hf_builder *b, int64_t id, const char *content, size_t len,
                          unsigned flags, const char *where, mlm_error *err);
 /* The id tokenizers gives CONTENT: an added token's, else a vocabulary token's, else -1. */

@@ -238,3 +238,26 @@ mlm_status mlm_hfb_finish(mlm_hf_builder *b, const mlm_hf_pretok *pre, int ignor
     b->tok = NULL;
     return MLM_OK;
 }
+
+mlm_status mlm_hfb_added_flags(const char *file, const char *where, const json_t *e,
+                               unsigned *flags, mlm_error *err) {
+    static const struct {
+        const char *key;
+        unsigned flag;
+        int def;
+    } F[] = {{"special", MLM_ADDED_SPECIAL, 0},
+             {"lstrip", MLM_ADDED_LSTRIP, 0},
+             {"rstrip", MLM_ADDED_RSTRIP, 0},
+             {"single_word", MLM_ADDED_SINGLE_WORD, 0},
+             {"normalized", MLM_ADDED_NORMALIZED, 1}};
+    char what[600];
+    snprintf(what, sizeof what, "%s: %s", file, where);
+    *flags = 0;
+    for (size_t k = 0; k < sizeof F / sizeof F[0]; k++) {
+        int on = F[k].def;
+        mlm_status st = mlm_json_get_bool(what, e, F[k].key, 0, &on, NULL, err);
+        if (st != MLM_OK) return st;
+        if (on) *flags |= F[k].flag;
+    }
+    return MLM_OK;
+}

@@ -359,28 +359,6 @@ static mlm_status read_merges(mlm_hf_builder *b, const json_t *merges, mlm_error
     return st;
 }
 
-/* Reads the MLM_ADDED_* flags of an added-token object (tokenizers' AddedToken defaults). */
-static mlm_status added_flags(const char *file, const char *where, const json_t *e, unsigned *flags,
-                              mlm_error *err) {
-    static const struct {
-        const char *key;
-        unsigned flag;
-        int def;
-    } F[] = {{"special", MLM_ADDED_SPECIAL, 0},
-             {"lstrip", MLM_ADDED_LSTRIP, 0},
-             {"rstrip", MLM_ADDED_RSTRIP, 0},
-             {"single_word", MLM_ADDED_SINGLE_WORD, 0},
-             {"normalized", MLM_ADDED_NORMALIZED, 1}};
-    *flags = 0;
-    for (size_t k = 0; k < sizeof F / sizeof F[0]; k++) {
-        int on = 0;
-        mlm_status st = opt_bool(file, where, e, F[k].key, F[k].def, &on, err);
-        if (st != MLM_OK) return st;
-        if (on) *flags |= F[k].flag;
-    }
-    return MLM_OK;
-}
-
 static mlm_status read_added(mlm_hf_builder *b, const json_t *list, mlm_error *err) {
     if (!list || json_is_null(list)) return MLM_OK;
     if (!json_is_array(list))
@@ -400,7 +378,7 @@ static mlm_status read_added(mlm_hf_builder *b, const json_t *list, mlm_error *e
         unsigned flags = 0;
         mlm_status st = mlm_json_get_int(what, e, "id", 1, 0, INT32_MAX - 1, &id, NULL, err);
         if (st == MLM_OK) st = mlm_json_get_str(what, e, "content", 1, &content, NULL, err);
-        if (st == MLM_OK) st = added_flags(b->file, where, e, &flags, err);
+        if (st == MLM_OK) st = mlm_hfb_added_flags(b->file, where, e, &flags, err);
         if (st == MLM_OK)
             st = mlm_hfb_added(b, id, content, json_string_length(json_object_get(e, "content")),
                                flags, where, err);

@@ -121,15 +121,6 @@ static mlm_status read_added(mlm_hf_builder *b, const char *file, const json_t *
         keys[k++] = json_string(key);
     }
     if (st == MLM_OK) qsort(keys, k, sizeof *keys, by_key_id);
-    static const struct {
-        const char *key;
-        unsigned flag;
-        int def;
-    } F[] = {{"special", MLM_ADDED_SPECIAL, 0},
-             {"lstrip", MLM_ADDED_LSTRIP, 0},
-             {"rstrip", MLM_ADDED_RSTRIP, 0},
-             {"single_word", MLM_ADDED_SINGLE_WORD, 0},
-             {"normalized", MLM_ADDED_NORMALIZED, 1}};
     char what[600], where[64];
     for (size_t i = 0; i < k && st == MLM_OK; i++) {
         const char *ks = json_string_value(keys[i]);
@@ -139,11 +130,7 @@ static mlm_status read_added(mlm_hf_builder *b, const char *file, const json_t *
         const char *content = NULL;
         unsigned flags = 0;
         st = mlm_json_get_str(what, e, "content", 1, &content, NULL, err);
-        for (size_t f = 0; f < sizeof F / sizeof F[0] && st == MLM_OK; f++) {
-            int on = F[f].def;
-            st = mlm_json_get_bool(what, e, F[f].key, 0, &on, NULL, err);
-            if (on) flags |= F[f].flag;
-        }
+        if (st == MLM_OK) st = mlm_hfb_added_flags(file, where, e, &flags, err);
         if (st == MLM_OK)
             st =
                 mlm_hfb_added(b, strtol(ks, NULL, 10), content,
