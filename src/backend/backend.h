@@ -8,14 +8,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Weight element types the kernels take. Activations are always f32. */
-typedef enum mlm_wtype { MLM_W_F32 = 0, MLM_W_BF16, MLM_W_COUNT } mlm_wtype;
+/* Weight element types the kernels take. f32 and bf16 weights multiply f32 activations;
+ * BFP8 and BFP4 weights (rows in tensor/bfp.h's kernel layout) multiply int8 activations
+ * (tensor/q8.h). */
+typedef enum mlm_wtype { MLM_W_F32 = 0, MLM_W_BF16, MLM_W_BFP8, MLM_W_BFP4, MLM_W_COUNT } mlm_wtype;
+
+/* "f32", "bf16", "bfp8", "bfp4". */
+const char *mlm_wtype_name(mlm_wtype t);
+/* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout. */
+int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols);
 
 /* OUT[t * out_stride + r] = sum_k W[r, k] * X[t * cols + k], for tokens t in [0, n) and rows
  * r in [r0, r1). W is row-major (rows, cols) of type WTYPE. Every output element is computed
  * the same way whatever n, r0 and r1 are, so results do not depend on batching or threads. */
 typedef void (*mlm_matmul_fn)(float *out, int64_t out_stride, const void *w, const float *x,
                               int64_t n, int64_t cols, int64_t r0, int64_t r1);
+
+/* The same contract for BFP weights (W in the BFP row layout; MLM_W_BFP8 or MLM_W_BFP4 by
+ * table slot) against int8 activations: token t's are XQ + t * mlm_q8_cols(cols) with scales
+ * XD + t * mlm_q8_cols(cols) / 32. Integer block sums are exact; each output is
+ * sum over blocks of isum * (weight scale * activation scale), in a fixed order per kernel. */
+typedef void (*mlm_matmul_q8_fn)(float *out, int64_t out_stride, const void *w, const int8_t *xq,
+                                 const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
 
 /* One layer's paged KV pools: K and V each (n_blocks, block_size, row) with row =
  * n_kv_head * head_dim, in f32 or bf16. Which blocks a sequence uses is its page table. */
@@ -51,7 +65,8 @@ void mlm_attention_avx2(float *out, const float *q, const mlm_paged_kv *kv, cons
 
 typedef struct mlm_kernels {
     const char *name; /* "ref", "avx2", "avx512" */
-    mlm_matmul_fn matmul[MLM_W_COUNT];
+    mlm_matmul_fn matmul[MLM_W_COUNT];       /* f32 activations: F32 and BF16 slots */
+    mlm_matmul_q8_fn matmul_q8[MLM_W_COUNT]; /* int8 activations: BFP8 and BFP4 slots */
     mlm_attention_fn attention;
 } mlm_kernels;
 
@@ -66,6 +81,15 @@ void mlm_matmul_f32_ref(float *out, int64_t out_stride, const void *w, const flo
                         int64_t cols, int64_t r0, int64_t r1);
 void mlm_matmul_bf16_ref(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
                          int64_t cols, int64_t r0, int64_t r1);
+/* BFP weights against int8 activations (cpu/matmul_bfp_ref.c, cpu/matmul_bfp_avx2.c). */
+void mlm_matmul_bfp8_q8_ref(float *out, int64_t out_stride, const void *w, const int8_t *xq,
+                            const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
+void mlm_matmul_bfp4_q8_ref(float *out, int64_t out_stride, const void *w, const int8_t *xq,
+                            const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
+void mlm_matmul_bfp8_q8_avx2(float *out, int64_t out_stride, const void *w, const int8_t *xq,
+                             const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
+void mlm_matmul_bfp4_q8_avx2(float *out, int64_t out_stride, const void *w, const int8_t *xq,
+                             const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
 /* AVX2 + FMA (cpu/matmul_avx2.c) and AVX-512F (cpu/matmul_avx512.c). */
 void mlm_matmul_f32_avx2(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
                          int64_t cols, int64_t r0, int64_t r1);

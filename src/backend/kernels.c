@@ -5,15 +5,19 @@
 
 #include "backend/backend.h"
 #include "core/cpu.h"
+#include "tensor/bfp.h"
 
 static const mlm_kernels table_ref = {
     "ref", {[MLM_W_F32] = mlm_matmul_f32_ref, [MLM_W_BF16] = mlm_matmul_bf16_ref},
+    {[MLM_W_BFP8] = mlm_matmul_bfp8_q8_ref, [MLM_W_BFP4] = mlm_matmul_bfp4_q8_ref},
     mlm_attention_ref};
 static const mlm_kernels table_avx2 = {
     "avx2", {[MLM_W_F32] = mlm_matmul_f32_avx2, [MLM_W_BF16] = mlm_matmul_bf16_avx2},
+    {[MLM_W_BFP8] = mlm_matmul_bfp8_q8_avx2, [MLM_W_BFP4] = mlm_matmul_bfp4_q8_avx2},
     mlm_attention_avx2};
 static const mlm_kernels table_avx512 = {
     "avx512", {[MLM_W_F32] = mlm_matmul_f32_avx512, [MLM_W_BF16] = mlm_matmul_bf16_avx512},
+    {[MLM_W_BFP8] = mlm_matmul_bfp8_q8_avx2, [MLM_W_BFP4] = mlm_matmul_bfp4_q8_avx2},
     mlm_attention_avx2};
 
 const mlm_kernels *mlm_kernels_get(const char *name) {
@@ -43,4 +47,18 @@ static void pick_best(void) {
 const mlm_kernels *mlm_kernels_best(void) {
     pthread_once(&best_once, pick_best);
     return best;
+}
+
+const char *mlm_wtype_name(mlm_wtype t) {
+    static const char *names[] = {"f32", "bf16", "bfp8", "bfp4"};
+    return t >= 0 && t < MLM_W_COUNT ? names[t] : "?";
+}
+
+int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols) {
+    switch (t) {
+    case MLM_W_F32: return rows * cols * 4;
+    case MLM_W_BF16: return rows * cols * 2;
+    case MLM_W_BFP8: return rows * mlm_bfp_row_bytes(cols, 8);
+    default: return rows * mlm_bfp_row_bytes(cols, 4);
+    }
 }

@@ -55,3 +55,30 @@ void mlm_bfp_unpack_row(const uint8_t *exps, const uint8_t *codes, int64_t n, in
         out[i] = mlm_bfp_decode(exps[i / MLM_BFP_BLOCK], code, bits);
     }
 }
+
+// ---- the kernels' row layout (see bfp.h) ----
+
+void mlm_bfp_encode_row(const float *x, int64_t cols, int bits, uint8_t *dst) {
+    const int64_t gbytes = bits == 8 ? 68 : 36, cbytes = gbytes - 4;
+    for (int64_t g = 0; g * MLM_BFP_GROUP < cols; g++, dst += gbytes) {
+        float v[MLM_BFP_GROUP] = {0};
+        int64_t k0 = g * MLM_BFP_GROUP, k1 = k0 + MLM_BFP_GROUP < cols ? k0 + MLM_BFP_GROUP : cols;
+        memcpy(v, x + k0, (size_t)(k1 - k0) * sizeof *v);
+        uint8_t c[MLM_BFP_GROUP];
+        for (int b = 0; b < 4; b++)
+            mlm_bfp_encode_block(v + 16 * b, bits, &dst[cbytes + b], c + 16 * b);
+        if (bits == 8) memcpy(dst, c, 64);
+        else
+            for (int j = 0; j < 32; j++) dst[j] = (uint8_t)(c[j] | c[j + 32] << 4);
+    }
+}
+
+void mlm_bfp_decode_row(const uint8_t *src, int64_t cols, int bits, float *out) {
+    const int64_t gbytes = bits == 8 ? 68 : 36, cbytes = gbytes - 4;
+    for (int64_t k = 0; k < cols; k++) {
+        const uint8_t *g = src + k / MLM_BFP_GROUP * gbytes;
+        int j = (int)(k % MLM_BFP_GROUP);
+        uint8_t code = bits == 8 ? g[j] : (uint8_t)(j < 32 ? g[j] & 0xf : g[j - 32] >> 4);
+        out[k] = mlm_bfp_decode(g[cbytes + j / 16], code, bits);
+    }
+}

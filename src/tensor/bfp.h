@@ -22,4 +22,24 @@ void mlm_bfp_pack_row(const float *x, int64_t n, int bits, uint8_t *exps, uint8_
 /* The inverse: N floats from N/16 exponents and the packed codes. */
 void mlm_bfp_unpack_row(const uint8_t *exps, const uint8_t *codes, int64_t n, int bits, float *out);
 
+/* ---- the kernels' row layout ----
+ * A weight row of COLS values is zero-padded to a multiple of 64 and stored as groups of 64
+ * values (four blocks), each group's codes followed by its four exponent bytes:
+ *   BFP8: 64 code bytes, element j in byte j (sign-magnitude, as encoded), then 4 exponents;
+ *   BFP4: 32 code bytes, element j in the low nibble and element j + 32 in the high nibble of
+ *         byte j, then 4 exponents.
+ * So a group is 68 (BFP8) or 36 (BFP4) bytes, rows follow each other with no gap, and the
+ * kernels stream every row front to back. The values are those of mlm_bfp_encode_block. */
+#define MLM_BFP_GROUP 64
+
+/* Bytes of one row of COLS values (BITS 8 or 4) in the kernels' layout. */
+static inline int64_t mlm_bfp_row_bytes(int64_t cols, int bits) {
+    return (cols + MLM_BFP_GROUP - 1) / MLM_BFP_GROUP * (bits == 8 ? 68 : 36);
+}
+
+/* Encodes COLS floats of X into one row of the kernels' layout at DST. */
+void mlm_bfp_encode_row(const float *x, int64_t cols, int bits, uint8_t *dst);
+/* Decodes the first COLS values of a kernels'-layout row. */
+void mlm_bfp_decode_row(const uint8_t *src, int64_t cols, int bits, float *out);
+
 #endif

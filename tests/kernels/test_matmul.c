@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "tensor/bfp.h"
+#include "tensor/q8.h"
 #include "harness.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -24,7 +26,7 @@ static void check_table(const mlm_kernels *kt) {
     static const int64_t cols_list[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 100, 257, 2048};
     static const int64_t rows_list[] = {1, 3, 4, 5, 64, 4096};
     static const int64_t n_list[] = {1, 2, 5, 32};
-    for (int wt = 0; wt < MLM_W_COUNT; wt++) {
+    for (int wt = MLM_W_F32; wt <= MLM_W_BF16; wt++) {
         mlm_matmul_fn ref = wt == MLM_W_F32 ? mlm_matmul_f32_ref : mlm_matmul_bf16_ref;
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
             for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
@@ -79,9 +81,94 @@ TEST(avx512_equals_ref) {
 
 TEST(ref_is_invariant_too) { check_table(mlm_kernels_get("ref")); }
 
+
+/* BFP8/BFP4 x int8 kernels: the reference against the formats' own decoders in double
+ * precision (sum of decoded weight x q x d), every SIMD table against the reference, and the
+ * same batching / row-split invariance. */
+static void check_bfp_table(const mlm_kernels *kt) {
+    static const int64_t cols_list[] = {1, 15, 16, 17, 33, 64, 100, 257, 2048, 4100};
+    static const int64_t rows_list[] = {1, 3, 4, 5, 64, 4096};
+    static const int64_t n_list[] = {1, 2, 5, 32};
+    for (int bits = 8; bits >= 4; bits -= 4) {
+        mlm_wtype wt = bits == 8 ? MLM_W_BFP8 : MLM_W_BFP4;
+        mlm_matmul_q8_fn ref = bits == 8 ? mlm_matmul_bfp8_q8_ref : mlm_matmul_bfp4_q8_ref;
+        for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
+                for (size_t ni = 0; ni < sizeof n_list / sizeof *n_list; ni++) {
+                    int64_t cols = cols_list[ci], rows = rows_list[ri], n = n_list[ni];
+                    if (rows * cols > (1 << 22) || (rows == 4096 && n > 2)) continue;
+                    int64_t rb = mlm_bfp_row_bytes(cols, bits), pc = mlm_q8_cols(cols);
+                    uint8_t *w = malloc((size_t)(rows * rb));
+                    float *wf = malloc((size_t)cols * 4), *x = malloc((size_t)(n * cols) * 4);
+                    int8_t *q = malloc((size_t)(n * pc));
+                    float *d = malloc((size_t)(n * pc / 32) * 4);
+                    float *a = malloc((size_t)(n * rows) * 4), *b = malloc((size_t)(n * rows) * 4);
+                    float *c = malloc((size_t)(n * rows) * 4);
+                    for (int64_t r = 0; r < rows; r++) {
+                        /* rows of mixed scales, some zeros and tiny values */
+                        float scale = (float)ldexp(1.0, (int)(r % 7) - 3);
+                        for (int64_t k = 0; k < cols; k++) {
+                            float v = frand() * scale;
+                            if ((k * 7 + r) % 13 == 0) v = 0;
+                            if ((k * 5 + r) % 29 == 0) v *= 1e-6f;
+                            wf[k] = v;
+                        }
+                        mlm_bfp_encode_row(wf, cols, bits, w + r * rb);
+                    }
+                    for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 5 ? 1.0f : 8.0f);
+                    mlm_q8_quantize(x, n, cols, q, d);
+                    ref(a, rows, w, q, d, n, cols, 0, rows);
+                    kt->matmul_q8[wt](b, rows, w, q, d, n, cols, 0, rows);
+                    /* the reference against the decoded formats in double, and the kernel
+                     * against the reference, relative to the sum of |terms| */
+                    double worst_ref = 0, worst = 0;
+                    for (int64_t r = 0; r < rows; r++) {
+                        mlm_bfp_decode_row(w + r * rb, cols, bits, wf);
+                        for (int64_t t = 0; t < n; t++) {
+                            double sum = 0, mag = 1e-30;
+                            for (int64_t k = 0; k < cols; k++) {
+                                double xv = (double)q[t * pc + k] * d[t * pc / 32 + k / 32];
+                                sum += (double)wf[k] * xv, mag += fabs((double)wf[k] * xv);
+                            }
+                            double e = fabs(sum - a[t * rows + r]) / mag;
+                            if (e > worst_ref) worst_ref = e;
+                            e = fabs((double)a[t * rows + r] - b[t * rows + r]) / mag;
+                            if (e > worst) worst = e;
+                        }
+                    }
+                    CHECKF(worst_ref <= 1e-6, "ref bfp%d rows %lld cols %lld n %lld: relative "
+                           "error %g vs the decoded formats", bits, (long long)rows,
+                           (long long)cols, (long long)n, worst_ref);
+                    CHECKF(worst <= 1e-6, "%s bfp%d rows %lld cols %lld n %lld: max rel diff %g",
+                           kt->name, bits, (long long)rows, (long long)cols, (long long)n, worst);
+                    int64_t split = rows / 2 + (rows > 2);
+                    for (int64_t t = 0; t < n; t++) {
+                        kt->matmul_q8[wt](c + t * rows, rows, w, q + t * pc, d + t * pc / 32, 1,
+                                          cols, 0, split);
+                        kt->matmul_q8[wt](c + t * rows, rows, w, q + t * pc, d + t * pc / 32, 1,
+                                          cols, split, rows);
+                    }
+                    CHECKF(!memcmp(b, c, (size_t)(n * rows) * 4),
+                           "%s bfp%d rows %lld cols %lld n %lld: batched != one by one", kt->name,
+                           bits, (long long)rows, (long long)cols, (long long)n);
+                    free(w), free(wf), free(x), free(q), free(d), free(a), free(b), free(c);
+                }
+    }
+}
+
+TEST(bfp_avx2_equals_ref) {
+    const mlm_kernels *kt = mlm_kernels_get("avx2");
+    if (!kt) SKIP("this CPU has no AVX2+FMA");
+    check_bfp_table(kt);
+}
+
+TEST(bfp_ref_matches_formats) { check_bfp_table(mlm_kernels_get("ref")); }
+
 int main(void) {
     RUN(avx2_equals_ref);
     RUN(avx512_equals_ref);
     RUN(ref_is_invariant_too);
+    RUN(bfp_ref_matches_formats);
+    RUN(bfp_avx2_equals_ref);
     return HARNESS_END();
 }

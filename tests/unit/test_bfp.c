@@ -4,6 +4,7 @@
  * tie-rounding, saturating, equal-exponent and infinite blocks; codes and decoded values
  * bit-exact; packed rows round-trip through the stored layout. */
 #include <jansson.h>
+#include <stdlib.h>
 
 #include "harness.h"
 #include "tensor/bfp.h"
@@ -59,7 +60,42 @@ TEST(blocks_match_python_reference) {
     json_decref(j);
 }
 
+/* The kernels' row layout (groups of 64, nibble-split BFP4) holds the same values: all the
+ * fixture's blocks in one row decode to exactly the fixture's decoded values. */
+TEST(kernel_rows_hold_the_same_values) {
+    json_error_t jerr;
+    json_t *j = json_load_file("tests/data/bfp/cases.json", 0, &jerr);
+    CHECK(j != NULL);
+    if (!j) return;
+    json_t *cases = json_object_get(j, "cases");
+    int64_t cols = (int64_t)json_array_size(cases) * 16;
+    float *x = malloc((size_t)cols * 4), *back = malloc((size_t)cols * 4);
+    uint32_t *want = malloc((size_t)cols * 4);
+    uint8_t *row = malloc((size_t)mlm_bfp_row_bytes(cols, 8));
+    for (int bits = 8; bits >= 4; bits -= 4) {
+        for (int64_t k = 0; k < cols; k++) {
+            json_t *c = json_array_get(cases, (size_t)(k / 16));
+            uint32_t u = (uint32_t)json_integer_value(
+                json_array_get(json_object_get(c, "input"), (size_t)(k % 16)));
+            memcpy(&x[k], &u, 4);
+            want[k] = (uint32_t)json_integer_value(json_array_get(
+                json_object_get(json_object_get(c, bits == 8 ? "bfp8" : "bfp4"), "decoded"),
+                (size_t)(k % 16)));
+        }
+        mlm_bfp_encode_row(x, cols, bits, row);
+        mlm_bfp_decode_row(row, cols, bits, back);
+        int bad = 0;
+        for (int64_t k = 0; k < cols; k++) bad += memcmp(&back[k], &want[k], 4) != 0;
+        CHECKF(bad == 0, "bfp%d: %d of %lld values differ from the fixture", bits, bad,
+               (long long)cols);
+        CHECK(mlm_bfp_row_bytes(cols, bits) == (cols + 63) / 64 * (bits == 8 ? 68 : 36));
+    }
+    free(x), free(back), free(want), free(row);
+    json_decref(j);
+}
+
 int main(void) {
     RUN(blocks_match_python_reference);
+    RUN(kernel_rows_hold_the_same_values);
     return HARNESS_END();
 }

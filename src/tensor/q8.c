@@ -1,0 +1,24 @@
+/* tensor/q8.c: int8 activation quantization (see q8.h). */
+#include "tensor/q8.h"
+
+#include <math.h>
+
+void mlm_q8_quantize(const float *x, int64_t n, int64_t cols, int8_t *q, float *d) {
+    int64_t pc = mlm_q8_cols(cols);
+    for (int64_t t = 0; t < n; t++) {
+        const float *xt = x + t * cols;
+        int8_t *qt = q + t * pc;
+        float *dt = d + t * (pc / MLM_Q8_BLOCK);
+        for (int64_t b = 0; b < pc / MLM_Q8_BLOCK; b++) {
+            int64_t k0 = b * MLM_Q8_BLOCK, k1 = k0 + MLM_Q8_BLOCK < cols ? k0 + MLM_Q8_BLOCK : cols;
+            float amax = 0;
+            for (int64_t k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(xt[k]));
+            float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+            dt[b] = scale;
+            for (int64_t k = k0; k < k0 + MLM_Q8_BLOCK; k++) {
+                float v = k < k1 ? nearbyintf(xt[k] * inv) : 0.0f;
+                qt[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v == v ? v : 0);
+            }
+        }
+    }
+}
