@@ -69,6 +69,8 @@ typedef enum mlm_dtype {
     MLM_DTYPE_I8,
     MLM_DTYPE_U8,
     MLM_DTYPE_BOOL,
+    MLM_DTYPE_BFP8, /* block floating point: not a checkpoint dtype; names KV cache types */
+    MLM_DTYPE_BFP4,
     MLM_DTYPE_COUNT
 } mlm_dtype;
 
@@ -318,14 +320,36 @@ int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int3
 /* ---- models ---- */
 
 /* A loaded model: config, weights bound in the compute layout, RoPE tables. Immutable after
- * loading and shareable by any number of executors (threads included). Weights stay zero-copy
- * views of the mapped checkpoint where the checkpoint already has the compute dtype and layout
- * (HF safetensors in bf16 with --dtype bf16); otherwise they are converted once at load. */
+ * loading and shareable by any number of executors (threads included).
+ *
+ * Precision profiles (tt-demos.md section 2) choose each weight's type:
+ *   "performance"  attention, w2 and LM head in BFP8, w1/w3 in BFP4, KV cache BFP8
+ *   "accuracy"     every matrix BFP8 (the seeds keep Llama 3.1-70B's w1/w3 in BFP4), KV BFP8
+ *   "bf16", "f32"  everything in that type
+ * The embedding is bf16 in both BFP profiles. Per-layer overrides come from a decoder-config
+ * JSON in the seeds' shape ({"decoders": {"31": {"precision_cfg": {"FF1_FF3": "BFP8"}}}});
+ * Llama-3.1-8B's performance profile carries the seeds' built-in one.
+ *
+ * bf16 and f32 weights stay zero-copy views of the mapped checkpoint where it already has
+ * that dtype and layout. BFP profiles go through the weight cache: the first load converts
+ * the checkpoint (quantize, reorder for the kernels) and writes one cache file atomically;
+ * later loads map it read-only. A stale (source files changed), truncated or corrupt cache is
+ * detected (key, sizes, checksums of the index and of every tensor) and rebuilt. */
 typedef struct mlm_model mlm_model;
 
 typedef struct mlm_model_params {
-    mlm_dtype dtype; /* weight dtype for compute: MLM_DTYPE_F32 or MLM_DTYPE_BF16 (default) */
-    int n_threads;   /* threads for loading conversions; 0 = all cores */
+    const char *optimizations; /* "performance", "accuracy", "bf16", "f32"; NULL = by dtype */
+    mlm_dtype dtype;           /* with optimizations NULL: MLM_DTYPE_BF16 (default) or F32 */
+    const char *decoder_config; /* per-layer overrides (JSON file), NULL for built-in ones */
+    int use_cache;    /* BFP profiles: 1 (default) map/build the cache file, 0 convert in memory */
+    const char *cache_dir; /* NULL: $MESHLM_CACHE, else DIR/meshlm-cache, else the user cache
+                              dir ($XDG_CACHE_HOME or ~/.cache)/meshlm when DIR is read-only */
+    int n_threads;    /* threads for loading conversions; 0 = all cores */
+    /* Optional: told what loading does ("cache ...: stale (...); rebuilding") and how far a
+     * conversion has got (DONE of TOTAL bytes). Called from the loading thread. */
+    void (*on_message)(void *user, const char *message);
+    void (*on_progress)(void *user, int64_t done, int64_t total);
+    void *user;
 } mlm_model_params;
 
 mlm_model_params mlm_model_default_params(void);
@@ -340,11 +364,42 @@ void mlm_model_free(mlm_model *model);
 
 /* The model's config (borrowed). */
 const mlm_config *mlm_model_config(const mlm_model *model);
-/* Bytes of weights the model reads per token (all matrices + embedding row), and the bytes it
- * holds in memory (mapped views + converted copies). */
+/* Bytes of weights the model reads per token (all matrices + embedding row). */
 int64_t mlm_model_weight_bytes(const mlm_model *model);
 /* Name of the kernel table in use ("avx512", "avx2", "ref"). */
 const char *mlm_model_kernels(const mlm_model *model);
+/* The profile's name and a description of every role's type (static to the model). */
+const char *mlm_model_profile(const mlm_model *model);
+const char *mlm_model_profile_types(const mlm_model *model);
+/* The KV cache type the profile asks for: MLM_DTYPE_F32, MLM_DTYPE_BF16 or MLM_DTYPE_BFP8. */
+mlm_dtype mlm_model_kv_dtype(const mlm_model *model);
+/* The cache file the weights were mapped from ("" if none) and whether this load built it. */
+const char *mlm_model_cache_path(const mlm_model *model);
+int mlm_model_cache_built(const mlm_model *model);
+
+/* ---- weight caches ---- */
+
+/* The cache file that mlm_model_load would use for DIR with PARAMS (the profile resolved,
+ * the location chosen as documented above), without loading anything. */
+mlm_status mlm_cache_path(const char *dir, const mlm_model_params *params, char *path,
+                          size_t size, mlm_error *err);
+
+/* One cache file found by mlm_cache_list. */
+typedef struct mlm_cache_entry {
+    char path[1024];
+    int64_t bytes;
+    char model[512];   /* the model directory it was built from */
+    char profile[16];
+    int valid;         /* header and index intact, and the model's files unchanged */
+    char why[160];     /* when not valid: what is wrong */
+} mlm_cache_entry;
+
+/* Lists the cache files (*.mlmc) in the folder CACHE_DIR (checking each one's header, index
+ * and key; not the tensor data). Returns a malloc'd array in *OUT (free it), count in *N. */
+mlm_status mlm_cache_list(const char *cache_dir, mlm_cache_entry **out, int *n, mlm_error *err);
+/* The folder the caches of the model in DIR go to by default (DIR NULL: $MESHLM_CACHE, else
+ * the user cache folder), in DIRS[0]; *N = 1. */
+mlm_status mlm_cache_dirs(const char *dir, char dirs[][1024], int *n, mlm_error *err);
 
 /* ---- executor ---- */
 
@@ -353,6 +408,8 @@ const char *mlm_model_kernels(const mlm_model *model);
  * decode tokens from any sequences. Not thread-safe: one executor per thread of control. */
 typedef struct mlm_exec mlm_exec;
 
+#define MLM_KV_FROM_PROFILE MLM_DTYPE_COUNT
+
 typedef struct mlm_exec_params {
     int32_t max_seqs;       /* sequences (batch slots), default 1 */
     int32_t max_seq_len;    /* positions per sequence, default 4096 */
@@ -360,7 +417,8 @@ typedef struct mlm_exec_params {
     int32_t max_num_blocks; /* KV pool size; 0 = max_seqs * ceil(max_seq_len / block_size) */
     int32_t max_step_tokens; /* tokens per step, default 512 (a longer prompt takes several) */
     int32_t max_step_logits; /* tokens per step that may ask for logits, default = max_seqs */
-    mlm_dtype kv_dtype;     /* KV cache entries: MLM_DTYPE_F32 (default) or MLM_DTYPE_BF16 */
+    mlm_dtype kv_dtype;     /* KV cache entries: MLM_DTYPE_F32, _BF16 or _BFP8; default
+                               MLM_KV_FROM_PROFILE: the model's profile decides */
     int n_threads;          /* 0 = all cores */
 } mlm_exec_params;
 
@@ -399,17 +457,19 @@ int32_t mlm_exec_seq_len(const mlm_exec *exec, int32_t seq);
 
 /* What running a model takes, in bytes, before anything is loaded. */
 typedef struct mlm_memory_plan {
-    int64_t weights;   /* all weights in the compute dtype (mapped or converted) */
+    int64_t weights;   /* all weights in the profile's types (mapped or converted) */
     int64_t kv;        /* the KV pool: every block of every layer */
     int64_t scratch;   /* the executor's step scratch */
     int64_t total;     /* weights + kv + scratch + a fixed allowance for the process */
     int64_t available; /* memory the system reports available now (MemAvailable), or -1 */
 } mlm_memory_plan;
 
-/* Fills PLAN for CFG run with weights in DTYPE (f32 or bf16) and executor parameters EP
- * (NULL: the defaults). */
-void mlm_memory_plan_for(const mlm_config *cfg, mlm_dtype dtype, const mlm_exec_params *ep,
-                         mlm_memory_plan *plan);
+/* Fills PLAN for CFG run in the precision profile OPTIMIZATIONS (with DECODER_CONFIG
+ * overrides, or NULL) and executor parameters EP (NULL: the defaults). INVALID_ARG or FORMAT
+ * for a bad profile name or decoder config. */
+mlm_status mlm_memory_plan_for(const mlm_config *cfg, const char *optimizations,
+                               const char *decoder_config, const mlm_exec_params *ep,
+                               mlm_memory_plan *plan, mlm_error *err);
 
 /* ---- sampling ---- */
 
@@ -488,6 +548,22 @@ mlm_status mlm_synth_total_bytes(const mlm_synth_params *p, int64_t *total, mlm_
 /* The preset names, space-separated (static string):
  * "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b phi-4". */
 const char *mlm_synth_presets(void);
+
+/* ---- GGUF export ---- */
+
+/* Writes the model in MODEL_DIR (as mlm_model_load reads it, plus its tokenizer) to OUT_PATH
+ * as a GGUF v3 file for llama.cpp, with the keys, tensor names, layouts and tokenizer that
+ * llama.cpp's convert_hf_to_gguf.py writes for the same model: architecture "llama" (Llama 3:
+ * q/k rows in Meta's interleaved order, rope_freqs for llama3 RoPE scaling, no output tensor
+ * when the embedding is tied) or "phi3" (Phi-4: fused attn_qkv and ffn_up = gate then up);
+ * tokenizer "gpt2" with pre "llama-bpe" (Llama 3) or "dbrx" (Phi-4), tokens, types, merges,
+ * special ids and chat template. DTYPE (MLM_DTYPE_F32, _F16 or _BF16) is the matrices' type;
+ * norms and rope_freqs are f32. The model is held in f32 while writing (4 bytes a parameter).
+ * The file is written to a temporary name and renamed when complete. INVALID_ARG for another
+ * dtype; IO (no tokenizer, unwritable path), FORMAT, UNSUPPORTED (a pre-tokenizer llama.cpp
+ * has no name for) or NOMEM with a message naming the file. */
+mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtype dtype,
+                           mlm_error *err);
 
 #ifdef __cplusplus
 }

@@ -31,20 +31,23 @@ typedef void (*mlm_matmul_fn)(float *out, int64_t out_stride, const void *w, con
 typedef void (*mlm_matmul_q8_fn)(float *out, int64_t out_stride, const void *w, const int8_t *xq,
                                  const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
 
-/* One layer's paged KV pools: K and V each (n_blocks, block_size, row) with row =
- * n_kv_head * head_dim, in f32 or bf16. Which blocks a sequence uses is its page table. */
+/* One layer's paged KV pools: K and V each (n_blocks, block_size) entries of ROW =
+ * n_kv_head * head_dim values, in f32, bf16 or BFP8 (an entry is then one row in the BFP
+ * kernel layout: ROW_BYTES = mlm_bfp_row_bytes(row, 8)). Which blocks a sequence uses is its
+ * page table. */
 typedef struct mlm_paged_kv {
     void *k, *v;
-    int bf16;
+    mlm_wtype type; /* MLM_W_F32, MLM_W_BF16 or MLM_W_BFP8 */
     int32_t block_size;
     int64_t row;
+    int64_t row_bytes;
 } mlm_paged_kv;
 
 /* Byte offset of entry IDX of a sequence with page table BLOCKS inside a K or V pool. */
 static inline size_t mlm_kv_entry_offset(const mlm_paged_kv *kv, const int32_t *blocks,
                                          int32_t idx) {
     int64_t block = blocks[idx / kv->block_size], slot = idx % kv->block_size;
-    return (size_t)((block * kv->block_size + slot) * kv->row) * (kv->bf16 ? 2u : 4u);
+    return (size_t)((block * kv->block_size + slot) * kv->row_bytes);
 }
 
 /* Stores K_ROW and V_ROW (row floats each) as entry IDX of the sequence with page table BLOCKS. */
@@ -53,8 +56,9 @@ void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, co
 
 /* Causal attention of one query token over entries 0..N_CTX-1 of a sequence's paged KV:
  * for each of N_HEAD heads (query head h reads KV head h / (n_head / n_kv_head)),
- * OUT[h*hd..] = softmax(q_h . k / sqrt(hd)) . v, in f32 with max subtraction.
- * SCRATCH holds at least N_CTX floats. */
+ * OUT[h*hd..] = softmax(q_h . k / sqrt(hd)) . v, in f32 with max subtraction (BFP8 entries
+ * are decoded exactly to f32 first). SCRATCH holds at least N_CTX * (n_head / n_kv_head)
+ * floats. */
 typedef void (*mlm_attention_fn)(float *out, const float *q, const mlm_paged_kv *kv,
                                  const int32_t *blocks, int32_t n_ctx, int n_head, int n_kv_head,
                                  int head_dim, float *scratch);

@@ -29,7 +29,7 @@ mlm_exec_params mlm_exec_default_params(void) {
                          .max_num_blocks = 0,
                          .max_step_tokens = 512,
                          .max_step_logits = 0,
-                         .kv_dtype = MLM_DTYPE_F32,
+                         .kv_dtype = MLM_KV_FROM_PROFILE,
                          .n_threads = 0};
     return p;
 }
@@ -51,8 +51,10 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                            "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
                            "be positive");
-    if (p.kv_dtype != MLM_DTYPE_F32 && p.kv_dtype != MLM_DTYPE_BF16)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: KV dtype %s is not f32 or bf16",
+    if (p.kv_dtype == MLM_KV_FROM_PROFILE) p.kv_dtype = mlm_model_kv_dtype(model);
+    if (p.kv_dtype != MLM_DTYPE_F32 && p.kv_dtype != MLM_DTYPE_BF16 && p.kv_dtype != MLM_DTYPE_BFP8)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: KV dtype %s is not f32, bf16 or bfp8",
                            mlm_dtype_name(p.kv_dtype));
     if (!p.max_num_blocks)
         p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
@@ -65,7 +67,10 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     e->p = p;
     const mlm_config *c = &model->cfg;
     mlm_status st = mlm_kv_init(&e->kv, c->n_layer, (int64_t)c->n_kv_head * c->head_dim,
-                                p.kv_dtype == MLM_DTYPE_BF16, p.block_size, p.max_num_blocks,
+                                p.kv_dtype == MLM_DTYPE_BF16   ? MLM_W_BF16
+                                : p.kv_dtype == MLM_DTYPE_BFP8 ? MLM_W_BFP8
+                                                               : MLM_W_F32,
+                                p.block_size, p.max_num_blocks,
                                 p.max_seqs, p.max_seq_len, err);
     if (st) {
         free(e);

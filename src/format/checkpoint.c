@@ -442,6 +442,8 @@ static double load_elem(mlm_dtype dt, const unsigned char *p) {
     case MLM_DTYPE_I8: return (signed char)p[0];
     case MLM_DTYPE_U8:
     case MLM_DTYPE_BOOL: return p[0];
+    case MLM_DTYPE_BFP8:
+    case MLM_DTYPE_BFP4: /* never a checkpoint dtype */
     case MLM_DTYPE_COUNT: break;
     }
     return 0;

@@ -158,6 +158,8 @@ static const char *storage_class(mlm_dtype dt) {
     case MLM_DTYPE_I8: return "CharStorage";
     case MLM_DTYPE_U8: return "ByteStorage";
     case MLM_DTYPE_BOOL: return "BoolStorage";
+    case MLM_DTYPE_BFP8:
+    case MLM_DTYPE_BFP4:
     case MLM_DTYPE_COUNT: break;
     }
     return NULL;
@@ -345,7 +347,8 @@ mlm_status mlm_pytorch_writer_create(const char *path, const mlm_tensor_spec *te
     for (int64_t i = 0; !st && i < n; i++) {
         w->tensors[i] = tensors[i];
         const mlm_tensor_spec *t = &tensors[i];
-        int bad = !t->name || (unsigned)t->dtype >= MLM_DTYPE_COUNT || t->n_dim < 0 ||
+        int bad = !t->name || (unsigned)t->dtype >= MLM_DTYPE_COUNT || !storage_class(t->dtype) ||
+                  t->n_dim < 0 ||
                   t->n_dim > MLM_MAX_DIMS;
         if (bad) {
             st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor %lld: bad spec", path,

@@ -353,7 +353,8 @@ mlm_status mlm_safetensors_writer_create(const char *dir, const char *basename,
     for (int64_t i = 0; !st && i < n; i++) {
         const mlm_tensor_spec *t = &tensors[i];
         w->tensors[i] = *t;
-        if (!t->name || !t->name[0] || (unsigned)t->dtype >= MLM_DTYPE_COUNT || t->n_dim < 0 ||
+        if (!t->name || !t->name[0] || (unsigned)t->dtype >= MLM_DTYPE_COUNT ||
+            !st_dtype_names[t->dtype] || t->n_dim < 0 ||
             t->n_dim > MLM_MAX_DIMS)
             st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "safetensors writer: tensor %lld: bad spec",
                              (long long)i);

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, int bf16, int32_t block_size,
+mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type, int32_t block_size,
                        int32_t max_num_blocks, int32_t max_seqs, int32_t max_seq_len,
                        mlm_error *err) {
     memset(kv, 0, sizeof *kv);
@@ -15,8 +15,8 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, int bf16, int32
     kv->max_num_blocks = max_num_blocks;
     kv->max_seqs = max_seqs;
     kv->max_blocks_per_seq = (max_seq_len + block_size - 1) / block_size;
-    size_t es = bf16 ? 2 : 4;
-    size_t per_pool = (size_t)max_num_blocks * (size_t)block_size * (size_t)row * es;
+    size_t row_bytes = (size_t)mlm_wtype_bytes(type, 1, row);
+    size_t per_pool = (size_t)max_num_blocks * (size_t)block_size * row_bytes;
     kv->pool_bytes = per_pool * 2 * (size_t)n_layer;
     kv->pool = calloc(1, kv->pool_bytes ? kv->pool_bytes : 1);
     kv->layers = calloc((size_t)n_layer, sizeof *kv->layers);
@@ -32,7 +32,8 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, int bf16, int32
     for (int32_t l = 0; l < n_layer; l++) {
         kv->layers[l].k = (char *)kv->pool + per_pool * (size_t)(2 * l);
         kv->layers[l].v = (char *)kv->pool + per_pool * (size_t)(2 * l + 1);
-        kv->layers[l].bf16 = bf16;
+        kv->layers[l].type = type;
+        kv->layers[l].row_bytes = (int64_t)row_bytes;
         kv->layers[l].block_size = block_size;
         kv->layers[l].row = row;
     }

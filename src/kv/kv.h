@@ -25,8 +25,9 @@ typedef struct mlm_kv {
     mlm_kv_seq *seqs;     /* owned (max_seqs) */
 } mlm_kv;
 
-/* Allocates the pools: ROW = n_kv_head * head_dim values per entry, f32 or bf16. */
-mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, int bf16, int32_t block_size,
+/* Allocates the pools: ROW = n_kv_head * head_dim values per entry of TYPE (MLM_W_F32,
+ * MLM_W_BF16 or MLM_W_BFP8). */
+mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type, int32_t block_size,
                        int32_t max_num_blocks, int32_t max_seqs, int32_t max_seq_len,
                        mlm_error *err);
 void mlm_kv_deinit(mlm_kv *kv);

@@ -1,7 +1,8 @@
 /* model/forward.c: the Llama 3 decoder forward pass over a flat batch of tokens from any
  * sequences (prefill, decode or both), with attention over paged KV.
- * Activations are f32; weights f32 or bf16 through the backend's matmul kernels, which the
- * pass splits by rows between threads (OpenMP). Every token's numbers are computed the same
+ * Activations are f32; weights f32 or bf16 through the backend's matmul kernels, or BFP8/BFP4
+ * against the activations quantized to int8 once per product; the pass splits the rows between
+ * threads (OpenMP). Every token's numbers are computed the same
  * way whatever else is in the batch, so batched and one-by-one runs agree bit for bit.
  * Scratch comes from the caller (sized by mlm_forward_scratch_size); nothing is allocated. */
 #include <math.h>
@@ -12,12 +13,15 @@
 
 #include "model/forward.h"
 #include "tensor/dtype.h"
+#include "tensor/q8.h"
 
 // ---- scratch ----
 
+#define N_PARTS 9
+
 /* Float counts of the scratch arrays for at most N tokens (L of them wanting logits). */
 static void scratch_layout(const mlm_config *c, int32_t n, int32_t l, int32_t max_ctx,
-                           int n_threads, size_t sizes[8]) {
+                           int n_threads, size_t sizes[N_PARTS]) {
     size_t d = (size_t)c->n_embd, q = (size_t)c->n_head * c->head_dim,
            kv = (size_t)c->n_kv_head * c->head_dim;
     sizes[0] = (size_t)n * d;                        /* x: residual stream */
@@ -27,14 +31,20 @@ static void scratch_layout(const mlm_config *c, int32_t n, int32_t l, int32_t ma
     sizes[4] = (size_t)n * kv;                       /* v */
     sizes[5] = (size_t)n * (size_t)c->n_ff;          /* gate */
     sizes[6] = (size_t)n * (size_t)c->n_ff + (size_t)n * q; /* up; attention output */
-    sizes[7] = (size_t)n_threads * (size_t)max_ctx + (size_t)l * d; /* scores; final norm */
+    sizes[7] = (size_t)n_threads * (size_t)max_ctx * (size_t)(c->n_head / c->n_kv_head) +
+               (size_t)l * d; /* scores; final norm */
+    /* int8 activations and their scales for the widest input (d, q or n_ff) */
+    int64_t widest = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
+    if ((int64_t)q > widest) widest = (int64_t)q;
+    size_t pc = (size_t)mlm_q8_cols(widest);
+    sizes[8] = (size_t)n * (pc / 4 + pc / MLM_Q8_BLOCK);
 }
 
 size_t mlm_forward_scratch_size(const mlm_config *c, int32_t max_tokens, int32_t max_logits,
                                 int32_t max_ctx, int n_threads) {
-    size_t sizes[8], total = 0;
+    size_t sizes[N_PARTS], total = 0;
     scratch_layout(c, max_tokens, max_logits, max_ctx, n_threads, sizes);
-    for (int i = 0; i < 8; i++) total += (sizes[i] + 15) / 16 * 16; /* 64-byte aligned parts */
+    for (int i = 0; i < N_PARTS; i++) total += (sizes[i] + 15) / 16 * 16; /* 64-byte aligned parts */
     return total * sizeof(float);
 }
 
@@ -51,17 +61,37 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t
     }
 }
 
-/* OUT (n, w->rows) = X (n, w->cols) . W^T, rows split between threads. */
+/* OUT (n, w->rows) = X (n, w->cols) . W^T, rows split between threads. Q8 is scratch for
+ * the int8 activations of BFP weights. */
 static void matmul(const mlm_model *m, float *out, const mlm_weight *w, const float *x, int64_t n,
-                   int n_threads) {
-    mlm_matmul_fn fn = m->kernels->matmul[w->type];
-    int64_t rows = w->rows;
+                   int n_threads, float *q8) {
+    int64_t rows = w->rows, cols = w->cols;
     /* Chunks of 16 rows keep each thread's work a multiple of the kernels' 4-row blocks. */
     int64_t n_chunks = (rows + 15) / 16;
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (n * rows * w->cols > 32768)
-    for (int64_t ch = 0; ch < n_chunks; ch++) {
-        int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
-        fn(out, rows, w->data, x, n, w->cols, r0, r1);
+    int par = n * rows * cols > 32768;
+    if (w->type == MLM_W_F32 || w->type == MLM_W_BF16) {
+        mlm_matmul_fn fn = m->kernels->matmul[w->type];
+#pragma omp parallel for num_threads(n_threads) schedule(static) if (par)
+        for (int64_t ch = 0; ch < n_chunks; ch++) {
+            int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
+            fn(out, rows, w->data, x, n, cols, r0, r1);
+        }
+        return;
+    }
+    mlm_matmul_q8_fn fn = m->kernels->matmul_q8[w->type];
+    int64_t pc = mlm_q8_cols(cols);
+    float *xd = q8;
+    int8_t *xq = (int8_t *)(q8 + n * (pc / MLM_Q8_BLOCK));
+#pragma omp parallel num_threads(n_threads) if (par)
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n; t++)
+            mlm_q8_quantize(x + t * cols, 1, cols, xq + t * pc, xd + t * (pc / MLM_Q8_BLOCK));
+#pragma omp for schedule(static)
+        for (int64_t ch = 0; ch < n_chunks; ch++) {
+            int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
+            fn(out, rows, w->data, xq, xd, n, cols, r0, r1);
+        }
     }
 }
 
@@ -88,26 +118,27 @@ void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv 
     const mlm_config *c = &m->cfg;
     int32_t n = b->n, n_logits = 0;
     for (int32_t t = 0; t < n; t++) n_logits += b->want_logits && b->want_logits[t];
-    size_t sizes[8];
+    size_t sizes[N_PARTS];
     scratch_layout(c, n, n_logits, max_ctx, n_threads, sizes);
-    float *part[8], *p = scratch;
-    for (int i = 0; i < 8; i++) {
+    float *part[N_PARTS], *p = scratch;
+    for (int i = 0; i < N_PARTS; i++) {
         part[i] = p;
         p += (sizes[i] + 15) / 16 * 16;
     }
     float *x = part[0], *xb = part[1], *q = part[2], *k = part[3], *v = part[4], *gate = part[5],
-          *up = part[6], *att = part[6] + (size_t)n * c->n_ff, *scores = part[7];
+          *up = part[6], *att = part[6] + (size_t)n * c->n_ff, *scores = part[7], *q8 = part[8];
     int64_t d = c->n_embd, hd = c->head_dim, qdim = (int64_t)c->n_head * hd,
             kvdim = (int64_t)c->n_kv_head * hd, f = c->n_ff;
+    size_t per_thread = (size_t)max_ctx * (size_t)(c->n_head / c->n_kv_head); /* scores */
 
     embed(m, x, b->tokens, n);
     for (int l = 0; l < c->n_layer; l++) {
         const mlm_layer *L = &m->layers[l];
         /* attention block */
         rmsnorm(xb, x, L->attn_norm, n, d, c->norm_eps);
-        matmul(m, q, &L->wq, xb, n, n_threads);
-        matmul(m, k, &L->wk, xb, n, n_threads);
-        matmul(m, v, &L->wv, xb, n, n_threads);
+        matmul(m, q, &L->wq, xb, n, n_threads, q8);
+        matmul(m, k, &L->wk, xb, n, n_threads, q8);
+        matmul(m, v, &L->wv, xb, n, n_threads, q8);
         mlm_rope_apply(m, q, qdim, n, b->pos, c->n_head);
         mlm_rope_apply(m, k, kvdim, n, b->pos, c->n_kv_head);
         /* All of the step's keys are stored before any query reads: causality comes from
@@ -123,23 +154,23 @@ void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv 
 #endif
             m->kernels->attention(att + t * qdim, q + t * qdim, &kv[l], b->blocks[t],
                                   b->kv_idx[t] + 1, c->n_head, c->n_kv_head, (int)hd,
-                                  scores + (size_t)tid * (size_t)max_ctx);
+                                  scores + (size_t)tid * per_thread);
         }
-        matmul(m, xb, &L->wo, att, n, n_threads);
+        matmul(m, xb, &L->wo, att, n, n_threads, q8);
         for (int64_t i = 0; i < n * d; i++) x[i] += xb[i];
         /* MLP block */
         rmsnorm(xb, x, L->ffn_norm, n, d, c->norm_eps);
-        matmul(m, gate, &L->w1, xb, n, n_threads);
-        matmul(m, up, &L->w3, xb, n, n_threads);
+        matmul(m, gate, &L->w1, xb, n, n_threads, q8);
+        matmul(m, up, &L->w3, xb, n, n_threads, q8);
         for (int64_t i = 0; i < n * f; i++) gate[i] = silu(gate[i]) * up[i];
-        matmul(m, xb, &L->w2, gate, n, n_threads);
+        matmul(m, xb, &L->w2, gate, n, n_threads, q8);
         for (int64_t i = 0; i < n * d; i++) x[i] += xb[i];
     }
     if (!n_logits) return;
     /* Final norm and LM head only for the tokens that asked. */
-    float *xf = scores + (size_t)n_threads * (size_t)max_ctx;
+    float *xf = scores + (size_t)n_threads * per_thread;
     int32_t j = 0;
     for (int32_t t = 0; t < n; t++)
         if (b->want_logits[t]) rmsnorm(xf + (j++) * d, x + t * d, m->norm, 1, d, c->norm_eps);
-    matmul(m, logits, &m->output, xf, n_logits, n_threads);
+    matmul(m, logits, &m->output, xf, n_logits, n_threads, q8);
 }

@@ -44,7 +44,7 @@ typedef struct binder {
     mlm_error *err;
 } binder;
 
-static mlm_status own(mlm_model *m, void *p, size_t bytes, mlm_error *err) {
+mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
         void **o = realloc(m->owned, (size_t)cap * sizeof *o);
@@ -125,6 +125,20 @@ static uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* The type to bind ROLE (layer L) in, for a source tensor of dtype SRC: the profile's when it
+ * is f32 or bf16; for BFP the exact source values (bf16 stays bf16, anything else f32), which
+ * the conversion to BFP reads afterwards. */
+static mlm_wtype bind_type(const binder *b, role r, int l, mlm_dtype src) {
+    static const mlm_role roles[] = {[R_WQ] = MLM_ROLE_WQ, [R_WK] = MLM_ROLE_WK,
+                                     [R_WV] = MLM_ROLE_WV, [R_WO] = MLM_ROLE_WO,
+                                     [R_W1] = MLM_ROLE_W1, [R_W2] = MLM_ROLE_W2,
+                                     [R_W3] = MLM_ROLE_W3};
+    const mlm_profile *p = &b->m->profile;
+    mlm_wtype t = r == R_EMB ? p->emb : r == R_OUT ? p->head : p->layer[l][roles[r]];
+    if (t == MLM_W_F32 || t == MLM_W_BF16) return t;
+    return src == MLM_DTYPE_BF16 ? MLM_W_BF16 : MLM_W_F32;
+}
+
 /* Binds rows [ROW0, ROW0 + ROWS) of the tensor of ROLE in layer L, whose merged shape is
  * (TOTAL_ROWS, COLS): TOTAL_ROWS > ROWS for Phi-3's fused qkv_proj and gate_up_proj. Meta
  * shards are concatenated on dim 0 (column parallel) or dim 1 (row parallel, SPLIT_COLS);
@@ -143,10 +157,10 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
                            b->n_shards);
     mlm_status st = check(b, name, srows, scols, v);
     if (st) return st;
-    out->type = m->wtype;
+    out->type = bind_type(b, r, l, v[0]->dtype);
     out->rows = rows;
     out->cols = cols;
-    mlm_dtype want = m->wtype == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
+    mlm_dtype want = out->type == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     size_t es = mlm_dtype_size(want);
     const mlm_tensor_view *t = v[0];
     if (b->n_shards == 1 && !perm_heads && t->dtype == want && t->stride[1] == 1 &&
@@ -158,7 +172,7 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
     size_t bytes = (size_t)(rows * cols) * es;
     void *buf = malloc(bytes ? bytes : 1);
     if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
-    if ((st = own(m, buf, bytes, b->err))) return st;
+    if ((st = mlm_model_own(m, buf, bytes, b->err))) return st;
     int hd = m->cfg.head_dim;
     for (int64_t i = 0; i < rows; i++) {
         /* HF row i of a head comes from Meta row 2i (first half) or 2(i - hd/2) + 1. */
@@ -194,7 +208,7 @@ static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
     if (st) return st;
     float *buf = malloc((size_t)d * sizeof *buf);
     if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
-    if ((st = own(b->m, buf, (size_t)d * sizeof *buf, b->err))) return st;
+    if ((st = mlm_model_own(b->m, buf, (size_t)d * sizeof *buf, b->err))) return st;
     for (int64_t i = 0; i < d; i++) buf[i] = elem(v[0], i, 0);
     *out = buf;
     return MLM_OK;
@@ -243,8 +257,6 @@ static mlm_status bind_all(binder *b) {
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff, V = c->n_vocab;
     mlm_status st;
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->layers) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
     if ((st = bind_matrix(b, R_EMB, 0, V, d, 0, 0, &m->tok_emb))) return st;
     for (int l = 0; l < c->n_layer; l++) {
         mlm_layer *L = &m->layers[l];
@@ -273,39 +285,92 @@ static mlm_status bind_all(binder *b) {
 // ---- public API ----
 
 mlm_model_params mlm_model_default_params(void) {
-    mlm_model_params p = {.dtype = MLM_DTYPE_BF16, .n_threads = 0};
+    mlm_model_params p = {.dtype = MLM_DTYPE_BF16, .use_cache = 1};
     return p;
+}
+
+/* Binds the checkpoint in DIR: f32/bf16 roles in their types, BFP roles in the source's. */
+static mlm_status bind_checkpoint(mlm_model *m, const char *dir, mlm_error *err) {
+    mlm_status st = mlm_checkpoint_open(dir, &m->ckpt, err);
+    if (st) return st;
+    binder b = {.m = m, .err = err, .source = m->cfg.source, .n_shards = 1};
+    b.phi3 = m->cfg.family == MLM_FAMILY_PHI3;
+    b.meta = !mlm_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
+    if (b.meta && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
+        b.n_shards = count_shards(m->ckpt);
+        if (b.n_shards <= 0)
+            st = mlm_err_set(err, MLM_ERR_FORMAT,
+                             "model: %s: no embedding tensor (model.embed_tokens.weight or "
+                             "tok_embeddings.weight)",
+                             dir);
+    }
+    if (!st) st = bind_all(&b);
+    if (st) mlm_err_prefix(err, "%s", dir);
+    return st;
+}
+
+static void say(const mlm_model_params *p, const char *fmt, const char *a, const char *b) {
+    if (!p->on_message) return;
+    char msg[MLM_ERROR_MSG_MAX + 1200];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    p->on_message(p->user, msg);
+}
+
+/* BFP profiles: map the cache when it is valid, else convert the checkpoint and write it
+ * (or, without a cache, convert into memory). */
+static mlm_status load_bfp(mlm_model *m, const char *dir, const mlm_model_params *p,
+                           mlm_error *err) {
+    if (!p->use_cache) {
+        mlm_status st = bind_checkpoint(m, dir, err);
+        return st ? st : mlm_model_convert(m, p, err);
+    }
+    char key[4096];
+    mlm_status st = mlm_cache_key(dir, &m->profile, key, sizeof key, err);
+    if (!st) st = mlm_cache_path(dir, p, m->cache_path, sizeof m->cache_path, err);
+    if (st) return st;
+    mlm_error why = {0};
+    if (mlm_is_file(m->cache_path)) {
+        if (!mlm_cache_map(m, m->cache_path, key, &why)) return MLM_OK;
+        say(p, "%s; rebuilding it%s", why.msg, "");
+    }
+    if ((st = bind_checkpoint(m, dir, err)) || (st = mlm_cache_write(m, m->cache_path, key, p, err)))
+        return st;
+    /* Drop the source binding and map what was written, as a later run will. */
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    m->n_owned = 0;
+    m->bytes_owned = m->bytes_mapped = 0;
+    mlm_checkpoint_free(m->ckpt);
+    m->ckpt = NULL;
+    memset(m->layers, 0, (size_t)m->cfg.n_layer * sizeof *m->layers);
+    if ((st = mlm_cache_map(m, m->cache_path, key, err))) return st;
+    m->cache_built = 1;
+    return MLM_OK;
 }
 
 mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_model **out,
                           mlm_error *err) {
     *out = NULL;
     mlm_model_params p = params ? *params : mlm_model_default_params();
-    if (p.dtype != MLM_DTYPE_F32 && p.dtype != MLM_DTYPE_BF16)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "model: dtype %s is not a compute dtype "
-                                                     "(f32, bf16)",
-                           mlm_dtype_name(p.dtype));
+    const char *name = p.optimizations;
+    if (!name) {
+        if (p.dtype != MLM_DTYPE_F32 && p.dtype != MLM_DTYPE_BF16)
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "model: dtype %s is not a compute dtype (f32, bf16)",
+                               mlm_dtype_name(p.dtype));
+        name = p.dtype == MLM_DTYPE_F32 ? "f32" : "bf16";
+    }
     mlm_model *m = calloc(1, sizeof *m);
     if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
-    m->wtype = p.dtype == MLM_DTYPE_F32 ? MLM_W_F32 : MLM_W_BF16;
     m->kernels = mlm_kernels_best();
     mlm_status st = mlm_config_load(dir, &m->cfg, err);
-    if (!st) st = mlm_checkpoint_open(dir, &m->ckpt, err);
+    if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
     if (!st) {
-        binder b = {.m = m, .err = err, .source = m->cfg.source, .n_shards = 1};
-        b.phi3 = m->cfg.family == MLM_FAMILY_PHI3;
-        b.meta = !mlm_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
-        if (b.meta && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
-            b.n_shards = count_shards(m->ckpt);
-            if (b.n_shards <= 0)
-                st = mlm_err_set(err, MLM_ERR_FORMAT,
-                                 "model: %s: no embedding tensor (model.embed_tokens.weight or "
-                                 "tok_embeddings.weight)",
-                                 dir);
-        }
-        if (!st) st = bind_all(&b);
-        if (st) mlm_err_prefix(err, "%s", dir);
+        mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);
+        m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
+        if (!m->layers) st = mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
     }
+    if (!st) st = mlm_profile_has_bfp(&m->profile) ? load_bfp(m, dir, &p, err)
+                                                   : bind_checkpoint(m, dir, err);
     if (!st) st = mlm_rope_init(m, err);
     if (st) {
         mlm_model_free(m);
@@ -321,18 +386,24 @@ void mlm_model_free(mlm_model *m) {
     free(m->owned);
     free(m->layers);
     free(m->inv_freq);
+    mlm_profile_deinit(&m->profile);
     mlm_checkpoint_free(m->ckpt);
+    if (m->cache.data) mlm_mapfile_close(&m->cache);
     free(m);
 }
 
 const mlm_config *mlm_model_config(const mlm_model *m) { return &m->cfg; }
 const char *mlm_model_kernels(const mlm_model *m) { return m->kernels->name; }
+const char *mlm_model_profile(const mlm_model *m) { return m->profile.name; }
+const char *mlm_model_profile_types(const mlm_model *m) { return m->profile_types; }
+const char *mlm_model_cache_path(const mlm_model *m) { return m->cache.data ? m->cache_path : ""; }
+int mlm_model_cache_built(const mlm_model *m) { return m->cache_built; }
+
+mlm_dtype mlm_model_kv_dtype(const mlm_model *m) {
+    mlm_wtype t = mlm_profile_kv_type(&m->profile);
+    return t == MLM_W_BFP8 ? MLM_DTYPE_BFP8 : t == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
+}
 
 int64_t mlm_model_weight_bytes(const mlm_model *m) {
-    const mlm_config *c = &m->cfg;
-    int64_t es = m->wtype == MLM_W_BF16 ? 2 : 4;
-    int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
-            kv = (int64_t)c->n_kv_head * c->head_dim;
-    int64_t per_layer = d * q * 2 + d * kv * 2 + 3 * d * c->n_ff;
-    return es * (c->n_layer * per_layer + (int64_t)c->n_vocab * d + d);
+    return mlm_profile_weight_bytes(&m->profile, &m->cfg, 0);
 }

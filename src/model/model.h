@@ -5,13 +5,16 @@
 #define MESHLM_MODEL_MODEL_H
 
 #include "backend/backend.h"
+#include "core/mapfile.h"
 #include "meshlm.h"
+#include "model/profile.h"
 
-/* A weight matrix in compute layout: row-major (rows = out features, cols = in features). */
+/* A weight matrix in compute layout: row-major (rows = out features, cols = in features);
+ * BFP types hold rows in tensor/bfp.h's kernel layout. */
 typedef struct mlm_weight {
     mlm_wtype type;
     int64_t rows, cols;
-    const void *data; /* borrowed from the checkpoint mapping or from model->owned */
+    const void *data; /* borrowed from the checkpoint or cache mapping, or model->owned */
 } mlm_weight;
 
 typedef struct mlm_layer {
@@ -28,8 +31,12 @@ typedef struct mlm_layer {
 
 struct mlm_model {
     mlm_config cfg;
-    mlm_wtype wtype;
-    mlm_checkpoint *ckpt; /* owned */
+    mlm_profile profile;  /* owned: each weight's type */
+    char profile_types[1024]; /* mlm_profile_describe */
+    mlm_checkpoint *ckpt; /* owned; NULL when the weights come from a cache */
+    mlm_mapfile cache;    /* owned mapping of the weight cache (.data NULL if none) */
+    char cache_path[1024];
+    int cache_built;
     mlm_layer *layers;    /* owned, n_layer */
     mlm_weight tok_emb;   /* (n_vocab, n_embd) */
     mlm_weight output;    /* (n_vocab, n_embd); the embedding when tied */
@@ -40,6 +47,48 @@ struct mlm_model {
     int64_t bytes_owned, bytes_mapped;
     const mlm_kernels *kernels;
 };
+
+/* Every weight matrix with its name and the type the profile wants for it (which the bound
+ * weight may not have yet): "emb", "head", then per layer "L.wq", ..., "L.w3". Fills up to
+ * 2 + 7 * n_layer entries and returns the count. The LM head of a tied model is listed
+ * separately from the embedding. */
+typedef struct mlm_weight_ref {
+    char name[24];
+    mlm_weight *w;
+    mlm_wtype want;
+} mlm_weight_ref;
+int mlm_model_weights(mlm_model *m, mlm_weight_ref *out);
+
+/* Every norm vector (n_embd f32): "norm", then per layer "L.attn_norm", "L.ffn_norm". */
+typedef struct mlm_norm_ref {
+    char name[24];
+    const float **v;
+} mlm_norm_ref;
+int mlm_model_norms(mlm_model *m, mlm_norm_ref *out);
+
+/* Converts rows [R0, R1) of SRC (f32 or bf16) to type TO into DST (which holds those rows
+ * only, in TO's layout). */
+void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
+                             void *dst);
+
+/* Converts every weight whose bound type differs from the profile's into owned buffers
+ * (the in-memory path, without a cache). convert.c. */
+mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error *err);
+
+/* Registers a malloc'd buffer for the model to free. */
+mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err);
+
+/* Loads the weights from the cache file PATH if it is valid for KEY; otherwise returns
+ * FORMAT with the reason in ERR (the caller rebuilds). cache.c. */
+mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_error *err);
+/* Writes the model's weights, converted to the profile's types, as the cache file PATH for
+ * KEY (temp file, fsync, rename). */
+mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
+                           const mlm_model_params *p, mlm_error *err);
+/* The cache key of the model in DIR with profile P: source file names, sizes and mtimes,
+ * the profile's types, the mesh and the format version. */
+mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_t size,
+                         mlm_error *err);
 
 /* Fills model->inv_freq from the config (plain RoPE or llama3 scaling), float32 as the
  * references compute it. */

@@ -1,4 +1,4 @@
-/* model/plan.c: memory planning before loading: weights in the compute dtype, the KV pool
+/* model/plan.c: memory planning before loading: weights in the profile's types, the KV pool
  * and the step scratch, against what the system says is available. Pure arithmetic on the
  * config plus one read of /proc/meminfo. */
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #endif
 
 #include "model/forward.h"
+#include "model/profile.h"
 
 #define PROCESS_ALLOWANCE (64ll << 20) /* code, tokenizer, page tables, libc */
 
@@ -22,8 +23,12 @@ static int64_t mem_available(void) {
     return kb < 0 ? -1 : kb * 1024;
 }
 
-void mlm_memory_plan_for(const mlm_config *c, mlm_dtype dtype, const mlm_exec_params *params,
-                         mlm_memory_plan *plan) {
+mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
+                               const char *decoder_config, const mlm_exec_params *params,
+                               mlm_memory_plan *plan, mlm_error *err) {
+    mlm_profile prof;
+    mlm_status st = mlm_profile_init(&prof, optimizations, c, decoder_config, err);
+    if (st) return st;
     mlm_exec_params p = params ? *params : mlm_exec_default_params();
     if (!p.max_num_blocks)
         p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
@@ -33,13 +38,18 @@ void mlm_memory_plan_for(const mlm_config *c, mlm_dtype dtype, const mlm_exec_pa
     if (!threads) threads = omp_get_max_threads();
 #endif
     if (threads < 1) threads = 1;
-    int64_t wbytes = dtype == MLM_DTYPE_F32 ? 4 : 2, kvbytes = p.kv_dtype == MLM_DTYPE_BF16 ? 2 : 4;
+    mlm_wtype kvt = p.kv_dtype == MLM_KV_FROM_PROFILE ? mlm_profile_kv_type(&prof)
+                    : p.kv_dtype == MLM_DTYPE_BF16      ? MLM_W_BF16
+                    : p.kv_dtype == MLM_DTYPE_BFP8      ? MLM_W_BFP8
+                                                        : MLM_W_F32;
     memset(plan, 0, sizeof *plan);
-    plan->weights = mlm_config_n_params(c) * wbytes;
+    plan->weights = mlm_profile_weight_bytes(&prof, c, 1);
     plan->kv = (int64_t)c->n_layer * 2 * (int64_t)p.max_num_blocks * p.block_size *
-               c->n_kv_head * c->head_dim * kvbytes;
+               mlm_wtype_bytes(kvt, 1, (int64_t)c->n_kv_head * c->head_dim);
     plan->scratch = (int64_t)mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits,
                                                       p.max_seq_len, threads);
     plan->total = plan->weights + plan->kv + plan->scratch + PROCESS_ALLOWANCE;
     plan->available = mem_available();
+    mlm_profile_deinit(&prof);
+    return MLM_OK;
 }

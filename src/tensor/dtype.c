@@ -13,6 +13,8 @@ static const struct {
     [MLM_DTYPE_I64] = {"i64", "I64", 8},   [MLM_DTYPE_I32] = {"i32", "I32", 4},
     [MLM_DTYPE_I16] = {"i16", "I16", 2},   [MLM_DTYPE_I8] = {"i8", "I8", 1},
     [MLM_DTYPE_U8] = {"u8", "U8", 1},      [MLM_DTYPE_BOOL] = {"bool", "BOOL", 1},
+    /* block formats: no element size, never a checkpoint dtype */
+    [MLM_DTYPE_BFP8] = {"bfp8", NULL, 0},  [MLM_DTYPE_BFP4] = {"bfp4", NULL, 0},
 };
 
 const char *mlm_dtype_name(mlm_dtype dtype) {
@@ -25,7 +27,7 @@ size_t mlm_dtype_size(mlm_dtype dtype) {
 
 int mlm_dtype_from_safetensors(const char *s) {
     for (int i = 0; i < MLM_DTYPE_COUNT; i++)
-        if (!strcmp(s, dtype_table[i].st_name)) return i;
+        if (dtype_table[i].st_name && !strcmp(s, dtype_table[i].st_name)) return i;
     return -1;
 }
 

@@ -152,7 +152,8 @@ TEST(generate_greedy_and_errors) {
     json_decref(ref);
     const char *flags[] = {"--model", "--prompt", "--prompt-file", "--prompt-ids", "--instruct",
                            "--system", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
-                           "--seed", "--max-seq-len", "--dtype", "--threads", "--json"};
+                           "--seed", "--max-seq-len", "--optimizations", "--decoder-config",
+                           "--threads", "--json"};
     EXPECT("generate --help", 0, "usage: meshlm generate");
     for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
         CHECKF(strstr(out, flags[k]), "generate --help lacks %s", flags[k]);
@@ -166,8 +167,14 @@ TEST(generate_greedy_and_errors) {
     EXPECT("generate -m tests/data/llama/gqa4_hd64_tied_r32/hf", 2, "exactly one of");
     /* Phi-4 in bf16 (29 GB of weights) is refused before loading on a machine with less
      * memory, naming the parts; elsewhere the config-only folder fails at the checkpoint. */
-    EXPECT("generate -m tests/data/configs/phi-4 -p hi", 1, "tests/data/configs/phi-4");
-    CHECKF(strstr(out, "weights 29.3 GB in bf16") || strstr(out, "no checkpoint"), "%s", out);
+    EXPECT("generate -m tests/data/configs/phi-4 -p hi --optimizations bf16", 1,
+           "tests/data/configs/phi-4");
+    CHECKF((strstr(out, "weights 29.3 GB in the bf16 profile") &&
+            strstr(out, "--optimizations accuracy would fit")) ||
+               strstr(out, "no checkpoint"),
+           "%s", out);
+    /* the default profile (performance) fits: the config-only folder fails at the checkpoint */
+    EXPECT("generate -m tests/data/configs/phi-4 -p hi", 1, "no checkpoint");
 }
 
 /* The embedded default model (no -m) generates what transformers generated from it. */
@@ -178,7 +185,7 @@ TEST(default_model_matches_transformers) {
     if (!ref) return;
     char args[512];
     json_t *gen = json_object_get(ref, "generated");
-    snprintf(args, sizeof args, "generate -p '%s' -n %zu --json",
+    snprintf(args, sizeof args, "generate -p '%s' -n %zu --json --optimizations bf16",
              json_string_value(json_object_get(ref, "prompt_text")), json_array_size(gen));
     EXPECT(args, 0, "\"generated_ids\"");
     json_t *got = json_loads(out, 0, &jerr);

@@ -82,6 +82,17 @@ static mlm_model *load(const char *dir, mlm_dtype dtype) {
     return m;
 }
 
+/* The model in DIR in precision profile NAME, converted in memory (no cache file). */
+static mlm_model *load_profile(const char *dir, const char *name) {
+    mlm_model_params mp = mlm_model_default_params();
+    mp.optimizations = name;
+    mp.use_cache = 0;
+    mlm_model *m = NULL;
+    mlm_error err;
+    CHECK_OK(mlm_model_load(dir, &mp, &m, &err), &err);
+    return m;
+}
+
 /* Runs TOKENS[0..n) as one sequence starting at START, in steps of CHUNK tokens, with the
  * given block size and (optionally) a shuffled page table; writes all logits to OUT. */
 static mlm_dtype kv_dtype = MLM_DTYPE_F32;
@@ -294,16 +305,70 @@ TEST(bf16_top1_agreement) {
     CHECK(total > 0 && agree >= 0.99 * total);
 }
 
+/* Teacher forcing in the seeds' terms, per precision profile: over the fixed sequence and the
+ * greedy continuation of every fixture, how often the profile's top-1 is transformers' f32
+ * argmax, and how often that argmax is in the profile's top 5. f32 must agree everywhere;
+ * accuracy at least as often as performance, bf16 at least as often as accuracy. Each
+ * profile runs with its own KV cache type (bfp8 for the BFP profiles). */
+TEST(profiles_token_accuracy) {
+    static const char *profiles[] = {"f32", "bf16", "accuracy", "performance"};
+    int top1[4] = {0}, top5[4] = {0}, total[4] = {0};
+    kv_dtype = MLM_KV_FROM_PROFILE;
+    for (int pi = 0; pi < 4; pi++)
+        for (int fi = 0; fi < n_fixtures; fi++) {
+            fixture f;
+            CHECK(fixture_load(&f, fixtures[fi]) == 0);
+            char dir[300];
+            snprintf(dir, sizeof dir, "%s/hf", f.dir);
+            mlm_model *m = load_profile(dir, profiles[pi]);
+            if (!m) continue;
+            float *out = calloc((size_t)128 * (size_t)f.vocab, 4);
+            int32_t seqtok[128], want[128];
+            int n = 0;
+            if (run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, out) == 0)
+                for (int t = 0; t < f.n_tokens; t++) want[t] = argmax(f.logits + t * f.vocab, f.vocab);
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 1) {
+                    memcpy(seqtok, f.prompt, (size_t)f.n_prompt * 4);
+                    memcpy(seqtok + f.n_prompt, f.generated, 64 * 4);
+                    if (run_seq(m, seqtok, f.n_prompt + 63, 0, 128, 16, 0, out)) break;
+                }
+                int first = pass ? f.n_prompt - 1 : 0, count = pass ? 64 : f.n_tokens;
+                for (int i = 0; i < count; i++, n++) {
+                    const float *lo = out + (first + i) * f.vocab;
+                    int ref = pass ? f.generated[i] : want[i], above = 0;
+                    for (int v = 0; v < f.vocab; v++) above += lo[v] > lo[ref];
+                    top1[pi] += argmax(lo, f.vocab) == ref;
+                    top5[pi] += above < 5;
+                }
+            }
+            total[pi] += n;
+            free(out);
+            mlm_model_free(m);
+            fixture_free(&f);
+        }
+    kv_dtype = MLM_DTYPE_F32;
+    for (int pi = 0; pi < 4; pi++)
+        printf("  %-12s top-1 %5.1f%%  top-5 %5.1f%%  (%d positions)\n", profiles[pi],
+               100.0 * top1[pi] / (total[pi] ? total[pi] : 1),
+               100.0 * top5[pi] / (total[pi] ? total[pi] : 1), total[pi]);
+    CHECK(total[0] > 0 && top1[0] == total[0]);
+    for (int pi = 1; pi < 4; pi++) CHECK(total[pi] == total[0]);
+    CHECKF(top1[1] >= top1[2] && top1[2] >= top1[3],
+           "top-1 must not rise from bf16 to accuracy to performance: %d %d %d", top1[1], top1[2],
+           top1[3]);
+}
+
 /* Any block size, one token or many per step, and a shuffled page table give the same bits,
- * with f32 and with bf16 KV entries. */
+ * with f32, bf16 and BFP8 KV entries (the last with the performance profile's weights). */
 TEST(paged_kv_invariance) {
-    for (int kvt = 0; kvt < 2; kvt++) {
-        kv_dtype = kvt ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
+    for (int kvt = 0; kvt < 3; kvt++) {
+        kv_dtype = kvt == 2 ? MLM_DTYPE_BFP8 : kvt ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
         fixture f;
         CHECK(fixture_load(&f, "llama/gqa4_hd64_tied_r32") == 0);
         char dir[300];
         snprintf(dir, sizeof dir, "%s/hf", f.dir);
-        mlm_model *m = load(dir, MLM_DTYPE_F32);
+        mlm_model *m = kvt == 2 ? load_profile(dir, "performance") : load(dir, MLM_DTYPE_F32);
         if (m) {
             size_t n = (size_t)f.n_tokens * (size_t)f.vocab;
             float *ref = calloc(n, 4), *out = calloc(n, 4);
@@ -395,6 +460,7 @@ int main(void) {
     RUN(f32_greedy_matches_generate);
     RUN(high_positions_rope_scaling);
     RUN(bf16_top1_agreement);
+    RUN(profiles_token_accuracy);
     RUN(paged_kv_invariance);
     RUN(capacity_and_bad_batches);
     RUN(bad_checkpoints_name_the_tensor);

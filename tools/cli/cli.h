@@ -4,6 +4,7 @@
 #define MESHLM_CLI_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "meshlm.h"
 
@@ -38,6 +39,33 @@ char *cli_repo_path(const char *rel);
 /* Seconds from a monotonic clock. */
 double cli_now(void);
 
+/* The precision flags every command that runs a model takes (load.c). */
+typedef struct cli_precision {
+    const char *optimizations;  /* "performance" (default), "accuracy", "bf16", "f32" */
+    const char *decoder_config; /* per-layer overrides, or NULL */
+} cli_precision;
+
+#define CLI_PRECISION_HELP                                                                    \
+    "      --optimizations P    precision profile: performance (default; BFP4 MLP up/gate,\n" \
+    "                           BFP8 elsewhere), accuracy (all BFP8), bf16 or f32\n"         \
+    "      --decoder-config F   per-layer precision overrides (the seeds' JSON format)\n"
+
+/* Handles --optimizations, --dtype (f32|bf16, the older spelling) and --decoder-config with
+ * VALUE; 0 after printing a usage error. */
+int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli_precision *p);
+/* Whether FLAG is one of those. */
+static inline int cli_is_precision_flag(const char *a) {
+    return !strcmp(a, "--optimizations") || !strcmp(a, "--dtype") || !strcmp(a, "--decoder-config");
+}
+/* Checks, before loading, that the model in DIR fits the memory available with P and XP;
+ * otherwise prints what it needs and what would fit, and returns 0. */
+int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
+                    const mlm_exec_params *xp);
+/* Loads the model with P, printing the cache's messages and a conversion progress bar. */
+mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision *p, int n_threads,
+                          mlm_model **model, mlm_error *err);
+
+int cmd_cache(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

@@ -28,7 +28,7 @@ static void help(void) {
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
            "      --seed S             RNG seed for sampling (default 0): same seed, same text\n"
            "      --max-seq-len N      KV capacity in tokens, prompt included (default 4096)\n"
-           "      --dtype f32|bf16     compute dtype of the weights (default bf16)\n"
+           CLI_PRECISION_HELP
            "      --threads N          threads (default: all cores)\n"
            "      --json               print one JSON object (prompt ids, generated ids, text,\n"
            "                           stop reason, stats) instead of streaming text\n"
@@ -45,7 +45,7 @@ typedef struct gen_opts {
     int instruct, json, n_threads;
     long long max_new, max_seq_len;
     mlm_sampler_params sp;
-    mlm_dtype dtype;
+    cli_precision prec;
 } gen_opts;
 
 static int parse(int argc, char **argv, gen_opts *o) {
@@ -53,7 +53,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     o->max_new = 128;
     o->max_seq_len = 4096;
     o->sp = mlm_sampler_default_params();
-    o->dtype = MLM_DTYPE_BF16;
+    o->prec.optimizations = "performance";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
@@ -108,11 +108,9 @@ static int parse(int argc, char **argv, gen_opts *o) {
             VALUE();
             if (!cli_int("generate", a, v, 0, (long long)1 << 62, &ll)) return CLI_USAGE;
             o->sp.seed = (uint64_t)ll;
-        } else if (!strcmp(a, "--dtype")) {
+        } else if (cli_is_precision_flag(a)) {
             VALUE();
-            if (!strcmp(v, "f32")) o->dtype = MLM_DTYPE_F32;
-            else if (!strcmp(v, "bf16")) o->dtype = MLM_DTYPE_BF16;
-            else return cli_usage("generate", "--dtype is f32 or bf16, got '%s'", v);
+            if (!cli_precision_flag("generate", a, v, &o->prec)) return CLI_USAGE;
         } else {
             return cli_usage("generate", "unknown argument '%s'", a);
         }
@@ -207,34 +205,6 @@ static mlm_status prefill(gen_state *g, int32_t step, mlm_error *err) {
     return st;
 }
 
-/* Refuses, before loading anything, a model that cannot fit the memory available now:
- * weights + KV + scratch, with what would fit. A config that cannot be read is left for the
- * loader to report. */
-static int memory_fits(const char *dir, mlm_dtype dtype, const mlm_exec_params *xp) {
-    mlm_config cfg;
-    if (mlm_config_load(dir, &cfg, NULL) != MLM_OK) return 1;
-    mlm_memory_plan p;
-    mlm_memory_plan_for(&cfg, dtype, xp, &p);
-    if (p.available < 0 || p.total <= p.available) return 1;
-    const double GB = 1e9;
-    fprintf(stderr,
-            "meshlm generate: %s needs %.1f GB (weights %.1f GB in %s, KV cache %.1f GB for "
-            "--max-seq-len %d, scratch %.2f GB) but %.1f GB of memory is available\n",
-            dir, p.total / GB, p.weights / GB, mlm_dtype_name(dtype), p.kv / GB, xp->max_seq_len,
-            p.scratch / GB, p.available / GB);
-    int64_t n = mlm_config_n_params(&cfg), rest = p.total - p.weights;
-    if (dtype == MLM_DTYPE_F32 && n * 2 + rest <= p.available)
-        fprintf(stderr, "  --dtype bf16 would fit (%.1f GB)\n", (n * 2 + rest) / GB);
-    else if (n * 2 + rest > p.available && n * 17 / 16 + rest <= p.available)
-        fprintf(stderr,
-                "  an 8-bit block floating point profile (BFP8, about %.1f GB) would fit; it is "
-                "not available yet in this version\n",
-                (n * 17 / 16 + rest) / GB);
-    else if (p.weights + rest - p.kv <= p.available)
-        fprintf(stderr, "  a smaller --max-seq-len would fit\n");
-    return 0;
-}
-
 int cmd_generate(int argc, char **argv) {
     gen_opts o;
     int rc = parse(argc, argv, &o);
@@ -253,7 +223,7 @@ int cmd_generate(int argc, char **argv) {
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;
     xp.max_step_tokens = 256;
-    if (!memory_fits(o.model, o.dtype, &xp)) {
+    if (!cli_memory_fits("generate", o.model, &o.prec, &xp)) {
         free(default_model);
         return CLI_RUNTIME;
     }
@@ -263,9 +233,7 @@ int cmd_generate(int argc, char **argv) {
     mlm_tokens_init(&g.out);
     mlm_error err = {0};
     double t0 = cli_now();
-    mlm_model_params mp = mlm_model_default_params();
-    mp.dtype = o.dtype;
-    mlm_status st = mlm_model_load(o.model, &mp, &g.model, &err);
+    mlm_status st = cli_load_model("generate", o.model, &o.prec, o.n_threads, &g.model, &err);
     /* Raw ids need no tokenizer: without one, the output is ids too. */
     if (!st && (!o.prompt_ids || mlm_tokenizer_present(o.model)))
         st = mlm_tokenizer_load(o.model, &g.tok, &err);
@@ -354,6 +322,9 @@ int cmd_generate(int argc, char **argv) {
     if (st && !rc) rc = cli_fail(&err);
     if (!rc) {
         double load_s = t_load - t0, ttft_ms = (t_first - t_load) * 1e3;
+        const char *cache = !mlm_model_cache_path(g.model)[0] ? "none"
+                            : mlm_model_cache_built(g.model) ? "built"
+                                                             : "mapped";
         double dec_s = t_end - t_first;
         double tps = g.out.n > 1 && dec_s > 0 ? (double)(g.out.n - 1) / dec_s : 0;
         if (o.json) {
@@ -365,16 +336,16 @@ int cmd_generate(int argc, char **argv) {
             cli_json_string(stdout, g.text ? g.text : "", g.text_len);
             printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
                    "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
-                   "\"kernels\":\"%s\",\"dtype\":\"%s\"}}\n",
+                   "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"}}\n",
                    stop_reason, load_s, (long long)g.prompt.n, (long long)g.out.n, ttft_ms, tps,
-                   mlm_model_kernels(g.model), mlm_dtype_name(o.dtype));
+                   mlm_model_kernels(g.model), mlm_model_profile(g.model), cache);
         } else {
             printf("\n");
             fprintf(stderr,
-                    "[load %.2f s | prompt %lld tokens | TTFT %.1f ms | %lld tokens, decode %.2f "
-                    "tok/s | %s, %s, stop: %s]\n",
-                    load_s, (long long)g.prompt.n, ttft_ms, (long long)g.out.n, tps,
-                    mlm_model_kernels(g.model), mlm_dtype_name(o.dtype), stop_reason);
+                    "[load %.2f s (cache: %s) | prompt %lld tokens | TTFT %.1f ms | %lld tokens, "
+                    "decode %.2f tok/s | %s, %s, stop: %s]\n",
+                    load_s, cache, (long long)g.prompt.n, ttft_ms, (long long)g.out.n, tps,
+                    mlm_model_kernels(g.model), mlm_model_profile(g.model), stop_reason);
         }
     }
     free(g.logits);

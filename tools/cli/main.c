@@ -9,6 +9,7 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"cache", cmd_cache, "build, list or clear the weight caches of the BFP profiles"},
     {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},
     {"info", cmd_info, "describe a model directory or checkpoint file"},
     {"synth", cmd_synth, "write a real model's config with random weights (hf or meta format)"},

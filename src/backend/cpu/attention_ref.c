@@ -1,9 +1,11 @@
-/* backend/cpu/attention_ref.c: scalar attention over a paged KV cache (f32 or bf16 entries)
- * and the KV store. Reference for SIMD versions; f32 math, softmax with max subtraction. */
+/* backend/cpu/attention_ref.c: scalar attention over a paged KV cache (f32, bf16 or BFP8
+ * entries) and the KV store. Reference for SIMD versions; f32 math, softmax with max
+ * subtraction; BFP8 values decoded exactly. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "tensor/bfp.h"
 
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -23,7 +25,10 @@ static inline uint16_t f32_to_bf16(float f) {
 void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k_row,
                   const float *v_row) {
     size_t off = mlm_kv_entry_offset(kv, blocks, idx);
-    if (kv->bf16) {
+    if (kv->type == MLM_W_BFP8) {
+        mlm_bfp_encode_row(k_row, kv->row, 8, (uint8_t *)kv->k + off);
+        mlm_bfp_encode_row(v_row, kv->row, 8, (uint8_t *)kv->v + off);
+    } else if (kv->type == MLM_W_BF16) {
         uint16_t *k = (uint16_t *)((char *)kv->k + off), *v = (uint16_t *)((char *)kv->v + off);
         for (int64_t i = 0; i < kv->row; i++) {
             k[i] = f32_to_bf16(k_row[i]);
@@ -35,8 +40,13 @@ void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, co
     }
 }
 
-static inline float load(const void *base, int bf16, int64_t i) {
-    return bf16 ? bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+/* Value I of an entry at BASE. */
+static inline float load(const void *base, mlm_wtype type, int64_t i) {
+    if (type == MLM_W_F32) return ((const float *)base)[i];
+    if (type == MLM_W_BF16) return bf16_to_f32(((const uint16_t *)base)[i]);
+    const uint8_t *g = (const uint8_t *)base + i / MLM_BFP_GROUP * 68;
+    int j = (int)(i % MLM_BFP_GROUP);
+    return mlm_bfp_decode(g[64 + j / 16], g[j], 8);
 }
 
 void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
@@ -50,7 +60,7 @@ void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const
         for (int32_t j = 0; j < n_ctx; j++) {
             const char *k = (const char *)kv->k + mlm_kv_entry_offset(kv, blocks, j);
             float s = 0;
-            for (int d = 0; d < head_dim; d++) s += qh[d] * load(k, kv->bf16, kv_off + d);
+            for (int d = 0; d < head_dim; d++) s += qh[d] * load(k, kv->type, kv_off + d);
             s *= scale;
             scratch[j] = s;
             if (s > max) max = s;
@@ -65,7 +75,7 @@ void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const
         for (int32_t j = 0; j < n_ctx; j++) {
             const char *v = (const char *)kv->v + mlm_kv_entry_offset(kv, blocks, j);
             float p = scratch[j] / sum;
-            for (int d = 0; d < head_dim; d++) oh[d] += p * load(v, kv->bf16, kv_off + d);
+            for (int d = 0; d < head_dim; d++) oh[d] += p * load(v, kv->type, kv_off + d);
         }
     }
 }

@@ -1,0 +1,103 @@
+/* model/convert.c: the model's weight and norm lists, and conversion of bound f32/bf16
+ * weights to the profile's types (BFP rows in the kernels' layout), used by the weight cache
+ * and by the in-memory path. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "tensor/bfp.h"
+#include "tensor/dtype.h"
+
+int mlm_model_weights(mlm_model *m, mlm_weight_ref *out) {
+    int n = 0;
+    out[n++] = (mlm_weight_ref){"emb", &m->tok_emb, m->profile.emb};
+    out[n++] = (mlm_weight_ref){"head", &m->output, m->profile.head};
+    static const char *names[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3"};
+    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
+        mlm_layer *L = &m->layers[l];
+        mlm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3};
+        for (int r = 0; r < 7; r++) {
+            mlm_weight_ref *ref = &out[n++];
+            snprintf(ref->name, sizeof ref->name, "%d.%s", l, names[r]);
+            ref->w = ws[r];
+            ref->want = m->profile.layer[l][r]; /* mlm_role order: wq wk wv wo w1 w2 w3 */
+        }
+    }
+    return n;
+}
+
+int mlm_model_norms(mlm_model *m, mlm_norm_ref *out) {
+    int n = 0;
+    out[n++] = (mlm_norm_ref){"norm", &m->norm};
+    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
+        snprintf(out[n].name, sizeof out[n].name, "%d.attn_norm", l);
+        out[n++].v = &m->layers[l].attn_norm;
+        snprintf(out[n].name, sizeof out[n].name, "%d.ffn_norm", l);
+        out[n++].v = &m->layers[l].ffn_norm;
+    }
+    return n;
+}
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1);                                            /* nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
+                             void *dst) {
+    int64_t cols = src->cols, out_bytes = mlm_wtype_bytes(to, 1, cols);
+#pragma omp parallel
+    {
+        float *row = malloc((size_t)cols * sizeof *row);
+#pragma omp for schedule(dynamic, 16)
+        for (int64_t r = r0; r < r1; r++) {
+            if (!row) continue;
+            if (src->type == MLM_W_F32) {
+                memcpy(row, (const float *)src->data + r * cols, (size_t)cols * 4);
+            } else {
+                const uint16_t *h = (const uint16_t *)src->data + r * cols;
+                for (int64_t k = 0; k < cols; k++) row[k] = mlm_bf16_to_f32(h[k]);
+            }
+            void *o = (char *)dst + (r - r0) * out_bytes;
+            switch (to) {
+            case MLM_W_F32: memcpy(o, row, (size_t)cols * 4); break;
+            case MLM_W_BF16:
+                for (int64_t k = 0; k < cols; k++) ((uint16_t *)o)[k] = f32_to_bf16(row[k]);
+                break;
+            case MLM_W_BFP8: mlm_bfp_encode_row(row, cols, 8, o); break;
+            default: mlm_bfp_encode_row(row, cols, 4, o);
+            }
+        }
+        free(row);
+    }
+}
+
+mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error *err) {
+    (void)p;
+    mlm_weight_ref *refs = malloc((size_t)(2 + 7 * m->cfg.n_layer) * sizeof *refs);
+    if (!refs) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+    int n = mlm_model_weights(m, refs);
+    mlm_status st = MLM_OK;
+    for (int i = 0; i < n && !st; i++) {
+        mlm_weight *w = refs[i].w;
+        if (w->type == refs[i].want) continue;
+        int64_t bytes = mlm_wtype_bytes(refs[i].want, w->rows, w->cols);
+        void *buf = malloc(bytes ? (size_t)bytes : 1);
+        if (!buf) {
+            st = mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory converting '%s'",
+                             refs[i].name);
+            break;
+        }
+        mlm_weight_convert_rows(w, refs[i].want, 0, w->rows, buf);
+        if ((st = mlm_model_own(m, buf, (size_t)bytes, err))) break;
+        w->data = buf;
+        w->type = refs[i].want;
+    }
+    free(refs);
+    return st;
+}

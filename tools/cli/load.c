@@ -1,0 +1,112 @@
+/* tools/cli/load.c: loading a model for any command: the precision flags, the memory check
+ * before anything is read, and the weight cache's messages and progress bar on stderr. */
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli_precision *p) {
+    if (!strcmp(flag, "--optimizations")) {
+        static const char *names[] = {"performance", "accuracy", "bf16", "f32"};
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(value, names[i])) {
+                p->optimizations = names[i];
+                return 1;
+            }
+        cli_usage(cmd, "--optimizations is performance, accuracy, bf16 or f32, got '%s'", value);
+        return 0;
+    }
+    if (!strcmp(flag, "--dtype")) { /* the older spelling of the bf16 and f32 profiles */
+        if (!strcmp(value, "f32") || !strcmp(value, "bf16")) {
+            p->optimizations = value[0] == 'f' ? "f32" : "bf16";
+            return 1;
+        }
+        cli_usage(cmd, "--dtype is f32 or bf16, got '%s'", value);
+        return 0;
+    }
+    p->decoder_config = value; /* --decoder-config */
+    return 1;
+}
+
+typedef struct progress {
+    const char *cmd;
+    int tty;
+    double last;
+    int started, finished;
+} progress;
+
+static void on_message(void *user, const char *msg) {
+    progress *pr = user;
+    fprintf(stderr, "meshlm %s: %s\n", pr->cmd, msg);
+}
+
+static void on_progress(void *user, int64_t done, int64_t total) {
+    progress *pr = user;
+    double now = cli_now(), frac = total > 0 ? (double)done / (double)total : 1;
+    if (!pr->started) {
+        pr->started = 1;
+        fprintf(stderr, "meshlm %s: converting the weights for the cache (%.2f GB)%s", pr->cmd,
+                total / 1e9, pr->tty ? "\n" : "...");
+    }
+    if (pr->finished) return;
+    pr->finished = done >= total;
+    if (!pr->tty) {
+        if (done >= total) fprintf(stderr, " done\n");
+        return;
+    }
+    if (done < total && now - pr->last < 0.2) return;
+    pr->last = now;
+    char bar[41];
+    int fill = (int)(frac * 40);
+    for (int i = 0; i < 40; i++) bar[i] = i < fill ? '#' : '.';
+    bar[40] = 0;
+    fprintf(stderr, "\r  [%s] %3d%%  %.2f / %.2f GB", bar, (int)(frac * 100), done / 1e9,
+            total / 1e9);
+    if (done >= total) fprintf(stderr, "\n");
+}
+
+int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
+                    const mlm_exec_params *xp) {
+    mlm_config cfg;
+    if (mlm_config_load(dir, &cfg, NULL) != MLM_OK) return 1; /* the loader reports it */
+    mlm_memory_plan plan;
+    mlm_error err = {0};
+    if (mlm_memory_plan_for(&cfg, p->optimizations, p->decoder_config, xp, &plan, &err)) {
+        fprintf(stderr, "meshlm %s: %s\n", cmd, err.msg);
+        return 0;
+    }
+    if (plan.available < 0 || plan.total <= plan.available) return 1;
+    const double GB = 1e9;
+    fprintf(stderr,
+            "meshlm %s: %s needs %.1f GB (weights %.1f GB in the %s profile, KV cache %.1f GB "
+            "for --max-seq-len %d, scratch %.2f GB) but %.1f GB of memory is available\n",
+            cmd, dir, plan.total / GB, plan.weights / GB, p->optimizations, plan.kv / GB,
+            xp->max_seq_len, plan.scratch / GB, plan.available / GB);
+    static const char *lighter[] = {"f32", "bf16", "accuracy", "performance"};
+    int from = 0;
+    while (from < 4 && strcmp(lighter[from], p->optimizations)) from++;
+    for (int i = from + 1; i < 4; i++) {
+        mlm_memory_plan q;
+        if (!mlm_memory_plan_for(&cfg, lighter[i], NULL, xp, &q, NULL) && q.total <= q.available) {
+            fprintf(stderr, "  --optimizations %s would fit (%.1f GB)\n", lighter[i], q.total / GB);
+            return 0;
+        }
+    }
+    if (plan.weights + (plan.total - plan.kv - plan.weights) <= plan.available)
+        fprintf(stderr, "  a smaller --max-seq-len would fit\n");
+    return 0;
+}
+
+mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision *p, int n_threads,
+                          mlm_model **model, mlm_error *err) {
+    static progress pr;
+    pr = (progress){.cmd = cmd, .tty = isatty(2)};
+    mlm_model_params mp = mlm_model_default_params();
+    mp.optimizations = p->optimizations;
+    mp.decoder_config = p->decoder_config;
+    mp.n_threads = n_threads;
+    mp.on_message = on_message;
+    mp.on_progress = on_progress;
+    mp.user = &pr;
+    return mlm_model_load(dir, &mp, model, err);
+}
