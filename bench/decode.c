@@ -1,12 +1,18 @@
-/* bench/decode.c: decode and prefill speed of a Llama 3 model next to the machine's read
- * bandwidth measured in the same run. Prints figures; never fails on speed.
+/* bench/decode.c: decode and prefill speed of a Llama 3 model in each precision profile, next
+ * to the machine's read bandwidth measured in the same run. Prints figures; never fails on
+ * speed.
  *
  *   build/bench/decode [MODEL_DIR]
  *
- * Without MODEL_DIR (or $MESHLM_BENCH_MODEL) it writes a synthetic llama-3.2-1b bf16
- * checkpoint (the real config, random weights) to /tmp/meshlm-bench/llama-3.2-1b-bf16 once
- * and reuses it. Environment: MESHLM_BENCH_PREFILL (prompt length, default 512),
- * MESHLM_BENCH_DECODE (tokens, default 64), MESHLM_BENCH_CTX (KV capacity, default 4096). */
+ * Without MODEL_DIR (or $MESHLM_BENCH_MODEL) it writes a synthetic checkpoint with the real
+ * config of $MESHLM_BENCH_PRESET (default llama-3.2-1b; llama-3.1-8b works too) in bf16 to
+ * /tmp/meshlm-bench/<preset>-bf16 once and reuses it. Environment:
+ *   MESHLM_BENCH_PROFILES  comma-separated profiles (default performance,accuracy,bf16)
+ *   MESHLM_BENCH_PREFILL   comma-separated prompt lengths (default 128,512,2048)
+ *   MESHLM_BENCH_DECODE    decode tokens after a 128-token prompt (default 32)
+ * A profile's weight cache is built by the first load if needed (timed apart); the load time
+ * reported is a second, warm load that maps it. Decode tok/s excludes the first decode step,
+ * as the demos do; effective GB/s = weight bytes read per token x tok/s. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,14 +73,16 @@ static void progress(void *ctx, int64_t done, int64_t total) {
 }
 
 static const char *default_model(void) {
-    static const char *dir = "/tmp/meshlm-bench/llama-3.2-1b-bf16";
-    char cfg[256];
+    static char dir[256];
+    const char *preset = getenv("MESHLM_BENCH_PRESET") ? getenv("MESHLM_BENCH_PRESET") : "llama-3.2-1b";
+    snprintf(dir, sizeof dir, "/tmp/meshlm-bench/%s-bf16", preset);
+    char cfg[300];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     struct stat st;
     if (stat(cfg, &st) == 0) return dir;
     mkdir("/tmp/meshlm-bench", 0755);
     mlm_synth_params p = mlm_synth_default_params();
-    p.preset = "llama-3.2-1b";
+    p.preset = preset;
     p.out_dir = dir;
     p.dtype = MLM_DTYPE_BF16;
     p.progress = progress;
@@ -86,24 +94,50 @@ static const char *default_model(void) {
     return dir;
 }
 
-int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? argv[1] : getenv("MESHLM_BENCH_MODEL");
-    if (!dir) dir = default_model();
-    if (!dir) return 1;
-    int n_prefill = env_int("MESHLM_BENCH_PREFILL", 512), n_decode = env_int("MESHLM_BENCH_DECODE", 64);
-    int ctx = env_int("MESHLM_BENCH_CTX", 4096);
-    if (n_prefill + n_decode + 1 > ctx) ctx = n_prefill + n_decode + 1;
+/* Runs N tokens of sequence 0 from position START in steps of at most 512 (the last asking
+ * for logits); returns seconds, or -1. */
+static double run(mlm_exec *e, const int32_t *tokens, int32_t start, int n, int step,
+                  float *logits) {
+    static int32_t pos[512], seq[512];
+    static int8_t want[512];
+    double t = now();
+    for (int i = 0; i < n; i += step) {
+        int k = n - i < step ? n - i : step;
+        for (int j = 0; j < k; j++) pos[j] = start + i + j, want[j] = 0;
+        want[k - 1] = 1;
+        mlm_batch b = {.n = k, .tokens = tokens + start + i, .seq = seq, .pos = pos, .logits = want};
+        mlm_error err;
+        if (mlm_exec_step(e, &b, logits, &err) != MLM_OK) {
+            fprintf(stderr, "bench/decode: %s\n", err.msg);
+            return -1;
+        }
+    }
+    return now() - t;
+}
 
-    double bw = read_bandwidth_gbs();
+static int bench_profile(const char *dir, const char *profile, double bw, const int *prefills,
+                         int n_prefills, int n_decode) {
+    mlm_model_params mp = mlm_model_default_params();
+    mp.optimizations = profile;
     mlm_error err;
     mlm_model *m = NULL;
     double t = now();
-    if (mlm_model_load(dir, NULL, &m, &err) != MLM_OK) {
+    if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
+        fprintf(stderr, "bench/decode: %s\n", err.msg);
+        return 1;
+    }
+    double first_s = now() - t;
+    int built = mlm_model_cache_built(m);
+    mlm_model_free(m);
+    t = now();
+    if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
         fprintf(stderr, "bench/decode: %s\n", err.msg);
         return 1;
     }
     double load_s = now() - t;
     const mlm_config *c = mlm_model_config(m);
+    int ctx = 128 + n_decode + 1;
+    for (int i = 0; i < n_prefills; i++) ctx = prefills[i] > ctx ? prefills[i] : ctx;
     mlm_exec_params ep = mlm_exec_default_params();
     ep.max_seq_len = ctx;
     ep.max_step_tokens = 512;
@@ -112,63 +146,65 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench/decode: %s\n", err.msg);
         return 1;
     }
-    int32_t *tokens = malloc((size_t)ctx * sizeof *tokens), *pos = malloc((size_t)ctx * sizeof *pos);
-    int32_t *seq = calloc((size_t)ctx, sizeof *seq);
-    int8_t *want = calloc((size_t)ctx, 1);
+    int32_t *tokens = malloc((size_t)ctx * sizeof *tokens);
     float *logits = malloc((size_t)c->n_vocab * sizeof *logits);
-    for (int i = 0; i < ctx; i++) {
-        tokens[i] = (int32_t)((i * 7919 + 13) % c->n_vocab);
-        pos[i] = i;
-    }
-    /* prefill */
-    t = now();
-    for (int i = 0; i < n_prefill; i += 512) {
-        int n = n_prefill - i < 512 ? n_prefill - i : 512;
-        want[n - 1] = i + n == n_prefill;
-        mlm_batch b = {.n = n, .tokens = tokens + i, .seq = seq, .pos = pos + i, .logits = want};
-        if (mlm_exec_step(e, &b, logits, &err) != MLM_OK) {
-            fprintf(stderr, "bench/decode: %s\n", err.msg);
-            return 1;
-        }
-        want[n - 1] = 0;
-    }
-    double prefill_s = now() - t;
-    /* decode: one token a step (the first step is timed apart, as the demos do) */
-    double t_first = 0;
-    t = now();
-    for (int i = 0; i < n_decode; i++) {
-        int8_t one = 1;
-        mlm_batch b = {.n = 1, .tokens = tokens + n_prefill + i, .seq = seq, .pos = pos + n_prefill + i,
-                       .logits = &one};
-        if (mlm_exec_step(e, &b, logits, &err) != MLM_OK) {
-            fprintf(stderr, "bench/decode: %s\n", err.msg);
-            return 1;
-        }
-        if (i == 0) t_first = now();
-    }
-    double decode_s = now() - t_first;
-    double tps = n_decode > 1 ? (n_decode - 1) / decode_s : 0;
+    for (int i = 0; i < ctx; i++) tokens[i] = (int32_t)((i * 7919 + 13) % c->n_vocab);
     double bytes = (double)mlm_model_weight_bytes(m);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
+    printf("%s: %s kernels, KV %s; %.1f MB of weights per token\n", profile, mlm_model_kernels(m),
+           mlm_dtype_name(mlm_model_kv_dtype(m)), bytes / 1e6);
+    if (built) printf("  cache built by the first load  %8.2f s\n", first_s);
+    printf("  load (%s)%*s %8.3f s\n", mlm_model_cache_path(m)[0] ? "cache mapped" : "checkpoint",
+           mlm_model_cache_path(m)[0] ? 16 : 18, "", load_s);
+    /* decode after a 128-token prompt */
+    mlm_exec_seq_reset(e, 0, 0, &err);
+    double dt = run(e, tokens, 0, 128, 512, logits);
+    double t_first = run(e, tokens, 128, 1, 1, logits);
+    double dsum = 0;
+    for (int i = 1; i < n_decode && dt >= 0 && t_first >= 0; i++) dsum += run(e, tokens, 128 + i, 1, 1, logits);
+    double tps = n_decode > 1 && dsum > 0 ? (n_decode - 1) / dsum : 0;
+    printf("  decode batch 1                 %8.2f tok/s = %.2f GB/s = %.0f%% of read bandwidth\n",
+           tps, bytes * tps / 1e9, bw > 0 ? 100.0 * bytes * tps / 1e9 / bw : 0);
+    for (int i = 0; i < n_prefills; i++) {
+        mlm_exec_seq_reset(e, 0, 0, &err);
+        double s = run(e, tokens, 0, prefills[i], 512, logits);
+        printf("  prefill %5d tokens            %8.1f tok/s (%.2f s)\n", prefills[i],
+               s > 0 ? prefills[i] / s : 0, s);
+    }
+    free(tokens), free(logits);
+    mlm_exec_free(e);
+    mlm_model_free(m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = argc > 1 ? argv[1] : getenv("MESHLM_BENCH_MODEL");
+    if (!dir) dir = default_model();
+    if (!dir) return 1;
+    const char *profiles = getenv("MESHLM_BENCH_PROFILES") ? getenv("MESHLM_BENCH_PROFILES")
+                                                           : "performance,accuracy,bf16";
+    const char *pf = getenv("MESHLM_BENCH_PREFILL") ? getenv("MESHLM_BENCH_PREFILL") : "128,512,2048";
+    int prefills[16], n_prefills = 0, n_decode = env_int("MESHLM_BENCH_DECODE", 32);
+    for (const char *p = pf; *p && n_prefills < 16;) {
+        int v = atoi(p);
+        if (v > 0) prefills[n_prefills++] = v;
+        p = strchr(p, ',');
+        if (!p) break;
+        p++;
+    }
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    printf("bench/decode: %s (%s kernels, bf16 weights, f32 KV, %d threads)\n", dir,
-           mlm_model_kernels(m), threads);
-    printf("  machine read bandwidth          %8.2f GB/s (sum over a 1 GiB buffer, best of 5)\n", bw);
-    printf("  load                            %8.2f s\n", load_s);
-    printf("  prefill %4d tokens              %8.1f tok/s (%.2f s)\n", n_prefill,
-           n_prefill / prefill_s, prefill_s);
-    printf("  decode batch 1, %3d tokens       %8.2f tok/s\n", n_decode, tps);
-    printf("  weight bytes per token          %8.1f MB\n", bytes / 1e6);
-    printf("  effective weight read           %8.2f GB/s = %.0f%% of read bandwidth\n",
-           bytes * tps / 1e9, bw > 0 ? 100.0 * bytes * tps / 1e9 / bw : 0);
-    printf("  peak RSS                        %8.2f GB (KV capacity %d tokens)\n",
-           (double)ru.ru_maxrss / 1e6 * 1.024, ctx);
-    free(tokens), free(pos), free(seq), free(want), free(logits);
-    mlm_exec_free(e);
-    mlm_model_free(m);
-    return 0;
+    double bw = read_bandwidth_gbs();
+    printf("bench/decode: %s, %d threads\n", dir, threads);
+    printf("machine read bandwidth           %8.2f GB/s (sum over a 1 GiB buffer, best of 5)\n", bw);
+    char list[256];
+    snprintf(list, sizeof list, "%s", profiles);
+    int rc = 0;
+    for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
+        rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak RSS                         %8.2f GB\n", (double)ru.ru_maxrss / 1e6 * 1.024);
+    return rc;
 }

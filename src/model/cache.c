@@ -343,6 +343,15 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
 
 /* Checks the file's framing (size, header, trailer hash) and returns its key and index. */
 static mlm_status read_frame(const mlm_mapfile *f, const char **key, size_t *key_len,
+                             const entry **index, uint64_t *n, mlm_error *err);
+
+mlm_status mlm_cache_read_frame(const mlm_mapfile *f, const char **key, size_t *key_len,
+                                uint64_t *n_tensors, mlm_error *err) {
+    const entry *ix;
+    return read_frame(f, key, key_len, &ix, n_tensors, err);
+}
+
+static mlm_status read_frame(const mlm_mapfile *f, const char **key, size_t *key_len,
                              const entry **index, uint64_t *n, mlm_error *err) {
     header h;
     if (f->size < HEADER_BYTES + TRAILER_BYTES)

@@ -85,6 +85,10 @@ mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_er
  * KEY (temp file, fsync, rename). */
 mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
                            const mlm_model_params *p, mlm_error *err);
+/* Checks a cache file's framing (size against the header, trailer checksum over header and
+ * index, index bounds) and returns its key text and tensor count (for fuzzing and listing). */
+mlm_status mlm_cache_read_frame(const mlm_mapfile *f, const char **key, size_t *key_len,
+                                uint64_t *n_tensors, mlm_error *err);
 /* The cache key of the model in DIR with profile P: source file names, sizes and mtimes,
  * the profile's types, the mesh and the format version. */
 mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_t size,

@@ -35,8 +35,7 @@ static mlm_status parse_type(const char *what, const char *key, const json_t *v,
                        what, key);
 }
 
-/* Applies the "decoders" overrides of the parsed decoder config J (WHAT names it). */
-static mlm_status apply_overrides(mlm_profile *p, const char *what, const json_t *j,
+mlm_status mlm_profile_apply_overrides(mlm_profile *p, const char *what, const json_t *j,
                                   mlm_error *err) {
     const json_t *dec = json_is_object(j) ? json_object_get(j, "decoders") : NULL;
     if (!json_is_object(dec))
@@ -128,14 +127,14 @@ mlm_status mlm_profile_init(mlm_profile *p, const char *name, const mlm_config *
     json_t *j = NULL;
     if (decoder_config) {
         st = mlm_json_load_file(decoder_config, 1 << 20, &j, err);
-        if (!st) st = apply_overrides(p, decoder_config, j, err);
+        if (!st) st = mlm_profile_apply_overrides(p, decoder_config, j, err);
         const char *base = strrchr(decoder_config, '/');
         snprintf(p->overrides, sizeof p->overrides, "%s", base ? base + 1 : decoder_config);
     } else if (!strcmp(name, "performance") && is_llama_size(c, 32, 4096)) {
         const char *what = "built-in Llama-3.1-8B performance_decoder_config.json";
         st = mlm_json_parse(what, llama31_8b_performance, sizeof llama31_8b_performance - 1, &j,
                             err);
-        if (!st) st = apply_overrides(p, what, j, err);
+        if (!st) st = mlm_profile_apply_overrides(p, what, j, err);
         snprintf(p->overrides, sizeof p->overrides, "Llama-3.1-8B built-in");
     }
     json_decref(j);

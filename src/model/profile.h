@@ -13,6 +13,7 @@
 #ifndef MESHLM_MODEL_PROFILE_H
 #define MESHLM_MODEL_PROFILE_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "backend/backend.h"
@@ -41,6 +42,10 @@ extern const char *const mlm_profile_names[];
 mlm_status mlm_profile_init(mlm_profile *p, const char *name, const mlm_config *c,
                             const char *decoder_config, mlm_error *err);
 void mlm_profile_deinit(mlm_profile *p);
+
+/* Applies the "decoders" overrides of a parsed decoder config J (WHAT names it in messages). */
+mlm_status mlm_profile_apply_overrides(mlm_profile *p, const char *what, const json_t *j,
+                                       mlm_error *err);
 
 /* Whether any matrix is stored in a BFP type (the weights then need converting). */
 int mlm_profile_has_bfp(const mlm_profile *p);

@@ -6,8 +6,9 @@
  * and lanes 4-7 in its second, and one FMA per 32 columns adds them scaled by
  * (2^(exp - 127 - (bits - 2)) x activation scale) into an 8-lane f32 accumulator. The
  * canonical order per output: groups in column order, the two halves of a group in order,
- * then a fixed horizontal sum. Decode (one token at a time, 4 rows) and prefill (4 rows x 4
- * tokens) schedules both follow it, so batching and row splits never change a result. */
+ * then a fixed horizontal sum. The decode schedule (8 rows x 1 token, many weight streams in
+ * flight) and the prefill one (4 rows x 4 tokens, each weight group decoded once for 4
+ * tokens) both follow it, so batching and row splits never change a result. */
 #include <immintrin.h>
 
 #include "backend/backend.h"
@@ -80,20 +81,19 @@ INLINE void tile(float *out, int64_t out_stride, const uint8_t *W, int64_t row_b
                  const int8_t *xq, const float *ds, int64_t pc, int64_t r, int R, int64_t t,
                  int T, int bits) {
     const int64_t gbytes = bits == 8 ? 68 : 36;
-    __m256 acc[4][4];
-    _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
+    __m256 acc[8][4];
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
         _Pragma("GCC unroll 4") for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
-        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
             const uint8_t *grp = W + (r + i) * row_bytes + g * gbytes;
-            _mm_prefetch((const char *)grp + 4 * gbytes, _MM_HINT_T0);
             wgroup w = load_group(grp, bits);
             _Pragma("GCC unroll 4") for (int j = 0; j < T; j++)
                 acc[i][j] = dot_group(&w, xq + (t + j) * pc + g * MLM_BFP_GROUP,
                                       ds + (t + j) * (pc / MLM_Q8_BLOCK) + 2 * g, acc[i][j]);
         }
     }
-    _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
         _Pragma("GCC unroll 4") for (int j = 0; j < T; j++)
             out[(t + j) * out_stride + r + i] = hsum(acc[i][j]);
 }
@@ -110,6 +110,9 @@ INLINE void matmul_bfp(float *out, int64_t out_stride, const void *w, const int8
     for (; r < r1; r++) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 1, t, TT, bits);
         switch (T) {
         case 4: TILES(4) break;
+        case 1:
+            for (; r + 8 <= r1; r += 8) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 8, t, 1, bits);
+            TILES(1) break;
         case 3: TILES(3) break;
         case 2: TILES(2) break;
         default: TILES(1)
