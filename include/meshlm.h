@@ -452,6 +452,9 @@ mlm_status mlm_exec_seq_set_pages(mlm_exec *exec, int32_t seq, const int32_t *bl
                                   mlm_error *err);
 /* The next position sequence SEQ expects. */
 int32_t mlm_exec_seq_len(const mlm_exec *exec, int32_t seq);
+/* The executor's parameters with the defaults resolved, and its model (borrowed). */
+const mlm_exec_params *mlm_exec_get_params(const mlm_exec *exec);
+const mlm_model *mlm_exec_model(const mlm_exec *exec);
 
 /* ---- memory planning ---- */
 
@@ -497,6 +500,49 @@ void mlm_sampler_deinit(mlm_sampler *s);
 /* Picks the next token from LOGITS (n_vocab floats; not modified). HF order: temperature,
  * then top-k, then top-p, then a draw from the renormalized distribution. */
 int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits);
+
+/* ---- batched generation ---- */
+
+/* One user of a batched generation: a prompt, its own sampling, its own stop ids. */
+typedef struct mlm_gen_user {
+    const int32_t *prompt; /* borrowed, N_PROMPT >= 1 tokens */
+    int32_t n_prompt;
+    mlm_sampler_params sampling;
+    int32_t max_new_tokens; /* tokens to generate at most (the prefill's token included) */
+    const int32_t *stop_ids; /* borrowed; generation stops after one of these (NULL: never) */
+    int32_t n_stop_ids;
+} mlm_gen_user;
+
+/* What one user got: the generated tokens (stop token included) and why it stopped. */
+typedef struct mlm_gen_output {
+    int32_t *tokens; /* owned (free with mlm_gen_output_deinit) */
+    int32_t n;
+    int stopped; /* 1: a stop id, 0: max_new_tokens */
+} mlm_gen_output;
+void mlm_gen_output_deinit(mlm_gen_output *o);
+
+/* Timings of a batched generation, as the demos define their metrics. */
+typedef struct mlm_gen_stats {
+    double prefill_s;      /* all users' prompts, up to the first token of each */
+    int64_t prefill_tokens;
+    double first_decode_s; /* decode iteration 0 (excluded from the decode rates) */
+    double decode_s;       /* decode iterations 1..steps-1 */
+    int32_t decode_steps;  /* iterations run (every step decodes one token of each live user) */
+    int64_t decode_tokens; /* tokens produced by iterations 1..steps-1 */
+} mlm_gen_stats;
+
+/* Generates for N_USERS users at once on sequences 0..N_USERS-1 of EXEC (which needs
+ * max_seqs >= N_USERS). PAGES, when non-NULL, gives user u the page table PAGES[u] of
+ * N_PAGES blocks (disjoint, like the demos' random page tables); NULL lets the pool hand out
+ * blocks. Prefill runs every prompt in flat steps of up to max_step_tokens tokens (users of
+ * any lengths together, no padding), each user's last prompt token giving its first token;
+ * then each decode step feeds every live user's last token at its own position. Each user
+ * samples with its own sampler and stops at its own stop ids or max_new_tokens. OUT[u]
+ * receives user u's tokens; STATS the timings. Results do not depend on N_USERS, the order of
+ * the users or the pages (every token is computed the same way whatever else is in the step). */
+mlm_status mlm_exec_generate(mlm_exec *exec, const mlm_gen_user *users, int32_t n_users,
+                             const int32_t *const *pages, int32_t n_pages, mlm_gen_output *out,
+                             mlm_gen_stats *stats, mlm_error *err);
 
 /* ---- synthetic checkpoints ---- */
 

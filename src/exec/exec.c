@@ -199,3 +199,6 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
     for (int32_t s = 0; s < e->p.max_seqs; s++) e->kv.seqs[s].len += e->step_len[s];
     return MLM_OK;
 }
+
+const mlm_exec_params *mlm_exec_get_params(const mlm_exec *e) { return &e->p; }
+const mlm_model *mlm_exec_model(const mlm_exec *e) { return e->model; }
