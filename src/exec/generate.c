@@ -84,8 +84,10 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
         out[u].tokens = st ? NULL : malloc((size_t)users[u].max_new_tokens * sizeof(int32_t));
         if (!st && !out[u].tokens) st = mlm_err_set(err, MLM_ERR_NOMEM, "generate: out of memory");
         if (!st) st = mlm_exec_seq_reset(e, u, 0, err);
-        if (!st && pages) st = mlm_exec_seq_set_pages(e, u, pages[u], n_pages, err);
     }
+    /* every user's old pages are free before any new table is set */
+    for (int32_t u = 0; !st && pages && u < n_users; u++)
+        st = mlm_exec_seq_set_pages(e, u, pages[u], n_pages, err);
     uint8_t *done = st ? NULL : calloc((size_t)n_users, 1);
     if (!st && !done) st = mlm_err_set(err, MLM_ERR_NOMEM, "generate: out of memory");
     /* prefill: users' prompts one after another in steps of at most T tokens and L logits */

@@ -31,7 +31,15 @@ void mlm_bfp_encode_block(const float *x, int bits, uint8_t *exp, uint8_t *codes
 float mlm_bfp_decode(uint8_t exp, uint8_t code, int bits) {
     uint32_t mag = code & ((1u << (bits - 1)) - 1);
     if (!mag) return 0.0f;
-    float v = ldexpf((float)mag, (int)exp - 127 - (bits - 2));
+    float v;
+    if (exp) { /* mag x 2^(exp - 127) x 2^-(bits - 2): exact (powers of two, mag < 2^7) */
+        uint32_t u = (uint32_t)exp << 23;
+        float scale;
+        memcpy(&scale, &u, 4);
+        v = (float)mag * (scale * (bits == 8 ? 1.0f / 64 : 1.0f / 4));
+    } else {
+        v = ldexpf((float)mag, -127 - (bits - 2));
+    }
     return (code >> (bits - 1)) & 1 ? -v : v;
 }
 

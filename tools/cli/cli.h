@@ -65,7 +65,9 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
 mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision *p, int n_threads,
                           mlm_model **model, mlm_error *err);
 
+int cmd_accuracy(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

@@ -9,7 +9,9 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"accuracy", cmd_accuracy, "token accuracy against a reference (.refpt), teacher forced"},
     {"cache", cmd_cache, "build, list or clear the weight caches of the BFP profiles"},
+    {"demo", cmd_demo, "the seed demos: batch-1/32, long context, ci-eval, token accuracy"},
     {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},
     {"info", cmd_info, "describe a model directory or checkpoint file"},
     {"synth", cmd_synth, "write a real model's config with random weights (hf or meta format)"},

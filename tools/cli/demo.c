@@ -1,0 +1,432 @@
+/* tools/cli/demo.c: `meshlm demo --preset NAME`: the seeds' demo configurations on a model:
+ * prompts from the seeds' JSON files, batched prefill and decode of up to 32 users with paged
+ * KV (a random disjoint page table per user), repeat batches (rotated for the determinism
+ * presets), the special-token guard, the report (per user and the seeds' metrics) and its
+ * JSON form with optional targets. Token accuracy lives in accuracy.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "demo.h"
+
+static void help(void) {
+    printf("usage: meshlm demo [--preset NAME] [-m DIR] [options]\n"
+           "\n"
+           "Runs one of the seed demos' configurations: prompts in, generated text and the\n"
+           "demos' metrics out. The model is -m DIR, else $LLAMA_DIR (Meta checkpoint) or\n"
+           "$HF_MODEL (local Hugging Face folder), else the embedded default model.\n"
+           "\n"
+           "  --preset NAME              batch-1 (default), batch-32, long-context-16k,\n"
+           "                             long-context-32k, long-context-64k, ci-1, ci-32,\n"
+           "                             ci-eval-1, ci-eval-32, token-accuracy\n"
+           "  -m, --model DIR            model directory\n"
+           "  --input-prompts FILE       prompts (JSON list of {prompt, context, max_length})\n"
+           "  --instruct 0|1             chat format (contexts wrapped in a fenced block)\n"
+           "  --repeat-batches N         run the batch N times\n"
+           "  --max-seq-len N            positions per user\n"
+           "  --batch-size N             users: 1, 2, 4, 8, 16 or 32\n"
+           "  --max-generated-tokens N   tokens per user at most\n"
+           "  --paged-attention 0|1      0: each user's pages in order (no random table)\n"
+           "  --page-params B,N          KV block size and number of blocks\n"
+           "  --sampling-params T,P[,K]  temperature (0 = greedy), top-p, top-k for all users\n"
+           "  --stop-at-eos 0|1          stop a user at an end-of-turn / end-of-text token\n"
+           "  --reference FILE.refpt     token-accuracy reference (default DIR/reference.refpt)\n"
+           CLI_PRECISION_HELP
+           "  --report FILE.json         write the report as JSON\n"
+           "  --expect FILE.json         targets {\"<preset>\": {\"decode_tps_user\": ..}}: exit 1\n"
+           "                             listing any metric more than 5%% short\n"
+           "  --threads N                threads (default: all cores)\n"
+           "  --quiet                    no per-user text\n"
+           "  -h, --help                 this help\n");
+}
+
+static int parse_pair(const char *v, double *a, double *b, double *c) {
+    int n = sscanf(v, "%lf,%lf,%lf", a, b, c);
+    return n;
+}
+
+static int parse(int argc, char **argv, demo_config *c) {
+    memset(c, 0, sizeof *c);
+    const char *preset = "batch-1";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[i + 1];
+    if (!demo_preset(preset, c)) {
+        char names[512] = "";
+        for (int k = 0; demo_preset_names[k]; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), " %s", demo_preset_names[k]);
+        return cli_usage("demo", "unknown preset '%s' (presets:%s)", preset, names);
+    }
+    c->prec.optimizations = "performance";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        long long ll;
+        double x, y, z;
+#define VALUE() \
+    if (!(v = cli_value(argc, argv, &i))) return cli_usage("demo", "%s needs a value", a)
+#define INT(lo, hi) \
+    VALUE();        \
+    if (!cli_int("demo", a, v, lo, hi, &ll)) return CLI_USAGE
+        if (cli_is_help(a)) {
+            help();
+            return -1;
+        } else if (!strcmp(a, "--preset")) {
+            VALUE();
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            VALUE();
+            c->model = v;
+        } else if (!strcmp(a, "--input-prompts")) {
+            VALUE();
+            c->prompts = v;
+        } else if (!strcmp(a, "--instruct")) {
+            INT(0, 1);
+            c->instruct = (int)ll;
+        } else if (!strcmp(a, "--repeat-batches")) {
+            INT(1, 1000);
+            c->repeat_batches = (int)ll;
+        } else if (!strcmp(a, "--max-seq-len")) {
+            INT(2, 1 << 22);
+            c->max_seq_len = (int32_t)ll;
+        } else if (!strcmp(a, "--batch-size")) {
+            INT(1, 32);
+            if (ll & (ll - 1))
+                return cli_usage("demo", "--batch-size must be 1, 2, 4, 8, 16 or 32, got %lld", ll);
+            c->batch_size = (int32_t)ll;
+        } else if (!strcmp(a, "--max-generated-tokens")) {
+            INT(1, 1 << 22);
+            c->max_generated_tokens = (int32_t)ll;
+        } else if (!strcmp(a, "--paged-attention")) {
+            INT(0, 1);
+            c->paged_attention = (int)ll;
+        } else if (!strcmp(a, "--page-params")) {
+            VALUE();
+            if (parse_pair(v, &x, &y, &z) != 2 || x < 1 || y < 1 || x > 65536 || y > (1 << 24) ||
+                x != floor(x) || y != floor(y))
+                return cli_usage("demo", "--page-params is BLOCK_SIZE,MAX_NUM_BLOCKS (positive "
+                                         "integers), got '%s'",
+                                 v);
+            c->block_size = (int32_t)x, c->max_num_blocks = (int32_t)y;
+        } else if (!strcmp(a, "--sampling-params")) {
+            VALUE();
+            int n = parse_pair(v, &x, &y, &z);
+            if (n < 2 || x < 0 || x > 100 || y <= 0 || y > 1 || (n == 3 && (z < 0 || z > 1e6)))
+                return cli_usage("demo", "--sampling-params is TEMPERATURE,TOP_P[,TOP_K] with "
+                                         "temperature in [0, 100], top-p in (0, 1], top-k >= 0; "
+                                         "got '%s'",
+                                 v);
+            c->temperature = (float)x, c->top_p = (float)y, c->top_k = n == 3 ? (int32_t)z : 0;
+            c->per_user_sampling = 0;
+        } else if (!strcmp(a, "--stop-at-eos")) {
+            INT(0, 1);
+            c->stop_at_eos = (int)ll;
+        } else if (!strcmp(a, "--reference")) {
+            VALUE();
+            c->reference = v;
+        } else if (!strcmp(a, "--report")) {
+            VALUE();
+            c->report = v;
+        } else if (!strcmp(a, "--expect")) {
+            VALUE();
+            c->expect = v;
+        } else if (!strcmp(a, "--threads")) {
+            INT(1, 1024);
+            c->n_threads = (int)ll;
+        } else if (!strcmp(a, "--quiet")) {
+            c->quiet = 1;
+        } else if (cli_is_precision_flag(a)) {
+            VALUE();
+            if (!cli_precision_flag("demo", a, v, &c->prec)) return CLI_USAGE;
+        } else {
+            return cli_usage("demo", "unknown argument '%s'", a);
+        }
+#undef INT
+#undef VALUE
+    }
+    if ((int64_t)c->block_size * (c->max_num_blocks / c->batch_size) < c->max_seq_len)
+        return cli_usage("demo",
+                         "--page-params %d,%d give each of %d users %d blocks = %lld positions, "
+                         "less than --max-seq-len %d",
+                         c->block_size, c->max_num_blocks, c->batch_size,
+                         c->max_num_blocks / c->batch_size,
+                         (long long)c->block_size * (c->max_num_blocks / c->batch_size),
+                         c->max_seq_len);
+    if (c->max_generated_tokens >= c->max_seq_len)
+        return cli_usage("demo", "--max-generated-tokens %d leaves no room for a prompt in "
+                                 "--max-seq-len %d",
+                         c->max_generated_tokens, c->max_seq_len);
+    return 0;
+}
+
+/* The model folder: -m, else $LLAMA_DIR, else $HF_MODEL, else the embedded default. */
+static char *model_dir(const demo_config *c) {
+    const char *env = getenv("LLAMA_DIR");
+    if (c->model) return strdup(c->model);
+    if (env && env[0]) return strdup(env);
+    env = getenv("HF_MODEL");
+    if (env && env[0]) return strdup(env);
+    return cli_repo_path("models/default");
+}
+
+/* A random disjoint page table per user, as the seeds build it: a permutation of the pool
+ * (seeded, so runs repeat) cut into BATCH rows of BLOCKS / BATCH. */
+static int32_t *page_tables(int32_t blocks, int32_t batch, uint64_t seed) {
+    int32_t *perm = malloc((size_t)blocks * sizeof *perm);
+    if (!perm) return NULL;
+    for (int32_t i = 0; i < blocks; i++) perm[i] = i;
+    for (int32_t i = blocks - 1; i > 0; i--) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int32_t j = (int32_t)((seed >> 33) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    (void)batch;
+    return perm;
+}
+
+/* Where generation stopped for the guard: the output's tokens up to (not including) the
+ * turn boundary; a special token before it fails the run. For ChatML the text is cut at
+ * <|im_end|> / <|im_start|> first, as the Phi-4 seed does. Returns the offending index or -1. */
+static int32_t guard(const mlm_tokenizer *tok, const mlm_config *cfg, const mlm_gen_output *o) {
+    int32_t stops[16], n_stops = mlm_tokenizer_chat_stop_ids(tok, stops, 8);
+    for (int i = 0; i < cfg->n_stop_ids && n_stops < 16; i++) stops[n_stops++] = cfg->stop_ids[i];
+    int32_t im_start = mlm_tokenizer_special_id(tok, "<|im_start|>");
+    for (int32_t i = 0; i < o->n; i++) {
+        int boundary = o->tokens[i] == im_start;
+        for (int k = 0; k < n_stops; k++) boundary |= o->tokens[i] == stops[k];
+        if (boundary) return -1;
+        if (mlm_tokenizer_is_special(tok, o->tokens[i])) return i;
+    }
+    return -1;
+}
+
+static char *text_of(const mlm_tokenizer *tok, const int32_t *ids, int32_t n) {
+    char *s = NULL;
+    size_t len;
+    if (mlm_tokenizer_decode(tok, ids, n, &s, &len, NULL)) return strdup("?");
+    return s;
+}
+
+/* One line of at most MAX characters of S, for the report. */
+static void shorten(const char *s, int max, char *out, size_t size) {
+    size_t o = 0;
+    for (const char *p = s; *p && o + 4 < size && (int)o < max; p++)
+        out[o++] = *p == '\n' || *p == '\t' ? ' ' : *p;
+    if (strlen(s) > o && o + 4 < size) out[o++] = '.', out[o++] = '.', out[o++] = '.';
+    out[o] = 0;
+}
+
+int demo_report(const demo_config *c, const char *model, const mlm_model *m,
+                const demo_metrics *mt, const char *failures, int n_users, char **prompts,
+                char **outputs, double top1, double top5);
+int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m,
+                        const mlm_tokenizer *tok, double *top1, double *top5, int *n_steps);
+
+int cmd_demo(int argc, char **argv) {
+    demo_config c;
+    int rc = parse(argc, argv, &c);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    char *dir = model_dir(&c);
+    if (!dir) {
+        fprintf(stderr, "meshlm demo: no -m DIR, $LLAMA_DIR or $HF_MODEL, and the embedded "
+                        "default model was not found\n");
+        return CLI_USAGE;
+    }
+    /* prompts, before any model work */
+    demo_prompt *prompts = NULL;
+    int n_prompts = 0;
+    char *prompt_path = NULL;
+    if (!c.token_accuracy) {
+        if (strchr(c.prompts, '/') || !(prompt_path = cli_repo_path("prompts")))
+            prompt_path = strdup(c.prompts);
+        else {
+            char *full = malloc(strlen(prompt_path) + strlen(c.prompts) + 2);
+            sprintf(full, "%s/%s", prompt_path, c.prompts);
+            free(prompt_path);
+            prompt_path = full;
+        }
+        if (!demo_prompts_read(prompt_path, c.instruct, &prompts, &n_prompts)) {
+            free(dir), free(prompt_path);
+            return CLI_RUNTIME;
+        }
+    }
+    mlm_exec_params xp = mlm_exec_default_params();
+    xp.max_seqs = c.batch_size;
+    xp.max_seq_len = c.max_seq_len;
+    xp.block_size = c.block_size;
+    xp.max_num_blocks = c.max_num_blocks;
+    xp.max_step_tokens = 512;
+    xp.max_step_logits = c.batch_size;
+    xp.n_threads = c.n_threads;
+    if (!cli_memory_fits("demo", dir, &c.prec, &xp)) {
+        /* the largest max_seq_len that fits, by halving */
+        mlm_config cfg;
+        mlm_memory_plan plan;
+        if (!mlm_config_load(dir, &cfg, NULL))
+            for (int32_t s = c.max_seq_len / 2; s >= 256; s /= 2) {
+                mlm_exec_params t = xp;
+                t.max_seq_len = s;
+                t.max_num_blocks = (int32_t)((int64_t)c.max_num_blocks * s / c.max_seq_len);
+                if (!mlm_memory_plan_for(&cfg, c.prec.optimizations, c.prec.decoder_config, &t,
+                                         &plan, NULL) &&
+                    plan.total <= plan.available) {
+                    fprintf(stderr, "  --max-seq-len %d would fit\n", s);
+                    break;
+                }
+            }
+        demo_prompts_free(prompts, n_prompts);
+        free(dir), free(prompt_path);
+        return CLI_RUNTIME;
+    }
+    double t0 = cli_now();
+    mlm_model *m = NULL;
+    mlm_tokenizer *tok = NULL;
+    mlm_exec *e = NULL;
+    mlm_error err = {0};
+    mlm_status st = cli_load_model("demo", dir, &c.prec, c.n_threads, &m, &err);
+    if (!st) st = mlm_tokenizer_load(dir, &tok, &err);
+    demo_metrics mt = {0};
+    mt.load_s = cli_now() - t0;
+    if (st) {
+        rc = cli_fail(&err);
+    } else if (c.token_accuracy) {
+        double top1 = 0, top5 = 0;
+        int steps = 0;
+        rc = demo_token_accuracy(&c, dir, m, tok, &top1, &top5, &steps);
+        if (rc == CLI_OK) {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            mt.peak_gb = (double)ru.ru_maxrss * 1024 / 1e9;
+            rc = demo_report(&c, dir, m, &mt, "", 0, NULL, NULL, top1, top5);
+        }
+    } else {
+        const mlm_config *cfg = mlm_model_config(m);
+        /* tokenize: chat format for instruct, else plain (BOS for Meta checkpoints only, as the
+         * seeds' Meta and HF paths) */
+        for (int i = 0; !st && i < n_prompts; i++) {
+            if (c.instruct) {
+                mlm_chat_message msg = {"user", prompts[i].text};
+                st = mlm_tokenizer_encode_chat(tok, &msg, 1, 1, &prompts[i].ids, &err);
+            } else {
+                mlm_encode_params ep = mlm_encode_default_params();
+                ep.add_bos = !strcmp(cfg->source, "params.json") && mlm_tokenizer_bos_id(tok) >= 0;
+                st = mlm_tokenizer_encode(tok, prompts[i].text, strlen(prompts[i].text), &ep,
+                                          &prompts[i].ids, &err);
+            }
+        }
+        if (!st) st = mlm_exec_create(m, &xp, &e, &err);
+        int32_t stops[16], n_stops = 0;
+        if (c.stop_at_eos) {
+            for (int i = 0; i < cfg->n_stop_ids; i++) stops[n_stops++] = cfg->stop_ids[i];
+            n_stops += mlm_tokenizer_chat_stop_ids(tok, stops + n_stops, 16 - n_stops);
+        }
+        int B = c.batch_size, R = c.repeat_batches;
+        mlm_gen_user *users = calloc((size_t)B, sizeof *users);
+        mlm_gen_output *outs = calloc((size_t)(B * R), sizeof *outs);
+        int *which = calloc((size_t)(B * R), sizeof *which); /* prompt index of each output */
+        mlm_sampler_params *sp_of = calloc((size_t)(B * R), sizeof *sp_of);
+        char failures[4096] = "";
+        double prefill_s = 0, decode_s = 0, first_s = 0;
+        int64_t prefill_tokens = 0, decode_tokens = 0, steps = 0;
+        int32_t max_prefill = c.max_seq_len - c.max_generated_tokens;
+        for (int r = 0; !st && r < R; r++) {
+            for (int u = 0; u < B; u++) {
+                int k = ((c.rotate ? r : 0) + u) % n_prompts; /* repeat the list to fill */
+                which[r * B + u] = k;
+                const mlm_tokens *ids = &prompts[k].ids;
+                int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
+                users[u].prompt = ids->ids + skip, users[u].n_prompt = (int32_t)(n - skip);
+                users[u].max_new_tokens = c.max_generated_tokens;
+                users[u].stop_ids = stops, users[u].n_stop_ids = n_stops;
+                mlm_sampler_params sp = mlm_sampler_default_params();
+                if (c.per_user_sampling && B > 1) { /* the seeds' batch-32 linspace */
+                    sp.temperature = (float)u / (float)(B - 1);
+                    sp.top_p = 0.08f + (1.0f - 0.08f) * (float)u / (float)(B - 1);
+                    sp.top_k = u + 1;
+                } else {
+                    sp.temperature = c.temperature, sp.top_p = c.top_p, sp.top_k = c.top_k;
+                }
+                /* seeded by the prompt's tokens: the same prompt samples the same way anywhere */
+                uint64_t h = 1469598103934665603ull;
+                for (int64_t t = 0; t < n; t++) h = (h ^ (uint64_t)(uint32_t)ids->ids[t]) * 1099511628211ull;
+                sp.seed = h;
+                users[u].sampling = sp_of[r * B + u] = sp;
+            }
+            int32_t per_user = c.max_num_blocks / B, *perm = NULL;
+            const int32_t *pages[32];
+            if (c.paged_attention && (perm = page_tables(c.max_num_blocks, B, 1234 + (uint64_t)r)))
+                for (int u = 0; u < B; u++) pages[u] = perm + (size_t)u * per_user;
+            mlm_gen_stats gs;
+            /* a user's table holds max_num_blocks / batch blocks; it uses what max_seq_len needs */
+            int32_t need = (c.max_seq_len + c.block_size - 1) / c.block_size;
+            st = mlm_exec_generate(e, users, B, perm ? pages : NULL, need < per_user ? need : per_user,
+                                   outs + r * B, &gs, &err);
+            free(perm);
+            if (st) break;
+            prefill_s += gs.prefill_s, prefill_tokens += gs.prefill_tokens;
+            decode_s += gs.decode_s, first_s += gs.first_decode_s;
+            decode_tokens += gs.decode_tokens, steps += gs.decode_steps > 0 ? gs.decode_steps - 1 : 0;
+        }
+        if (st) rc = cli_fail(&err);
+        /* the guard, then determinism: every prompt's outputs identical across repeats */
+        for (int i = 0; !rc && i < B * R; i++) {
+            int32_t bad = guard(tok, cfg, &outs[i]);
+            if (bad >= 0) {
+                size_t len;
+                const char *t = mlm_tokenizer_token_bytes(tok, outs[i].tokens[bad], &len);
+                snprintf(failures + strlen(failures), sizeof failures - strlen(failures),
+                         "special-token guard: batch %d user %d (prompt %d) generated special "
+                         "token %d '%.*s' at output position %d, before the end of its turn\n",
+                         i / B, i % B, which[i], outs[i].tokens[bad], (int)(t ? len : 1),
+                         t ? t : "?", bad);
+            }
+        }
+        for (int i = 0; !rc && i < B * R; i++)
+            for (int j = i + 1; j < B * R; j++) {
+                /* the same prompt tokens with the same sampling must give the same output,
+                 * whatever the batch, slot, pages or neighbours */
+                const mlm_tokens *pa = &prompts[which[i]].ids, *pb = &prompts[which[j]].ids;
+                if (pa->n != pb->n || memcmp(pa->ids, pb->ids, (size_t)pa->n * 4) ||
+                    sp_of[i].temperature != sp_of[j].temperature || sp_of[i].top_p != sp_of[j].top_p ||
+                    sp_of[i].top_k != sp_of[j].top_k || sp_of[i].seed != sp_of[j].seed)
+                    continue;
+                const mlm_gen_output *a = &outs[i], *b = &outs[j];
+                int32_t d = 0;
+                while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d]) d++;
+                if (d < a->n || d < b->n)
+                    snprintf(failures + strlen(failures), sizeof failures - strlen(failures),
+                             "determinism: prompt %d gave different outputs in batch %d slot %d "
+                             "and batch %d slot %d: first difference at token %d (%d vs %d)\n",
+                             which[i], i / B, i % B, j / B, j % B, d, d < a->n ? a->tokens[d] : -1,
+                             d < b->n ? b->tokens[d] : -1);
+                break; /* compare each output with the next one of the same prompt */
+            }
+        if (!rc) {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            mt.ttft_ms = prefill_s / (B * R) * 1e3;
+            mt.prefill_tps = prefill_s > 0 ? (double)prefill_tokens / prefill_s : 0;
+            mt.decode_tps_user = decode_s > 0 ? (double)steps / decode_s : 0;
+            mt.decode_tps = decode_s > 0 ? (double)decode_tokens / decode_s : 0;
+            mt.step_ms = steps > 0 ? decode_s / (double)steps * 1e3 : 0;
+            mt.peak_gb = (double)ru.ru_maxrss * 1024 / 1e9;
+            char **ptext = calloc((size_t)(B * R), sizeof *ptext);
+            char **otext = calloc((size_t)(B * R), sizeof *otext);
+            for (int i = 0; ptext && otext && i < B * R; i++) {
+                ptext[i] = strdup(prompts[which[i]].text);
+                otext[i] = text_of(tok, outs[i].tokens, outs[i].n);
+            }
+            rc = demo_report(&c, dir, m, &mt, failures, B * R, ptext, otext, -1, -1);
+            for (int i = 0; ptext && otext && i < B * R; i++) free(ptext[i]), free(otext[i]);
+            free(ptext), free(otext);
+        }
+        for (int i = 0; i < B * R; i++) mlm_gen_output_deinit(&outs[i]);
+        free(users), free(outs), free(which), free(sp_of);
+    }
+    mlm_exec_free(e);
+    mlm_tokenizer_free(tok);
+    mlm_model_free(m);
+    demo_prompts_free(prompts, n_prompts);
+    free(dir), free(prompt_path);
+    return rc;
+}
+
+void demo_shorten(const char *s, int max, char *out, size_t size) { shorten(s, max, out, size); }

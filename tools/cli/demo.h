@@ -1,0 +1,59 @@
+/* tools/cli/demo.h: `meshlm demo`, shared between its files: the configuration (a preset plus
+ * overrides), prompts, the run's results and the report. */
+#ifndef MESHLM_CLI_DEMO_H
+#define MESHLM_CLI_DEMO_H
+
+#include "cli.h"
+
+typedef struct demo_config {
+    const char *preset;
+    const char *prompts;   /* prompt file (JSON list of {prompt, context, max_length}) */
+    int instruct;
+    int repeat_batches;
+    int32_t max_seq_len;
+    int32_t batch_size;
+    int32_t max_generated_tokens;
+    int paged_attention;
+    int32_t block_size, max_num_blocks;
+    float temperature, top_p;
+    int32_t top_k;
+    int per_user_sampling; /* batch-32: the seeds' linspace per user */
+    int stop_at_eos;
+    int rotate;            /* ci-eval: prompts shift by one slot per repeat batch */
+    int token_accuracy;
+    const char *reference; /* .refpt for token accuracy */
+    cli_precision prec;
+    const char *model;
+    const char *report, *expect;
+    int n_threads;
+    int quiet;             /* no per-user output */
+} demo_config;
+
+/* The presets' names, NULL-terminated, and filling CFG from one (0 if unknown). */
+extern const char *const demo_preset_names[];
+int demo_preset(const char *name, demo_config *cfg);
+
+/* Prompts after loading: the text given to the tokenizer, and its tokens. */
+typedef struct demo_prompt {
+    char *text;   /* owned: instruct-wrapped context + question, or the plain prompt */
+    mlm_tokens ids;
+} demo_prompt;
+
+/* Reads FILE (the seeds' JSON shape): a list of objects with "prompt" (string), optional
+ * "context" (a file path relative to FILE's folder, or inline text) and "max_length" (the
+ * context's first characters to keep). 0 after a message naming the file and field. */
+int demo_prompts_read(const char *file, int instruct, demo_prompt **out, int *n);
+void demo_prompts_free(demo_prompt *p, int n);
+
+/* Per-run measurements, as the seeds define them. */
+typedef struct demo_metrics {
+    double ttft_ms;           /* prefill time / batch */
+    double prefill_tps;       /* prompt tokens / prefill time */
+    double decode_tps_user;   /* (N - 1) / time of decode iterations 1..N-1 */
+    double decode_tps;        /* decode_tps_user x batch */
+    double step_ms;           /* mean decode iteration latency, iteration 0 excluded */
+    double peak_gb;           /* peak resident memory */
+    double load_s;
+} demo_metrics;
+
+#endif

@@ -1,0 +1,142 @@
+/* tools/cli/demo_report.c: the demo's report: per user the prompt (shortened) and the
+ * output, then the seeds' metrics; the same as JSON with --report; --expect targets. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demo.h"
+
+void demo_shorten(const char *s, int max, char *out, size_t size);
+
+static void json_str_field(FILE *f, const char *key, const char *v, int comma) {
+    fprintf(f, "\"%s\":", key);
+    cli_json_string(f, v ? v : "", v ? strlen(v) : 0);
+    if (comma) fputc(',', f);
+}
+
+/* Checks the metrics against {"<preset>": {"metric": target, ...}} in FILE with 5% tolerance:
+ * rates must reach 95% of the target, times and memory stay under 105%. Returns the number of
+ * shortfalls (listed on stderr), or -1 if FILE cannot be read. */
+static int check_expect(const char *file, const demo_config *c, const demo_metrics *m,
+                        double top1, double top5) {
+    json_error_t jerr;
+    json_t *j = json_load_file(file, 0, &jerr);
+    if (!j) {
+        fprintf(stderr, "meshlm demo: --expect %s: %s\n", file, jerr.text);
+        return -1;
+    }
+    json_t *t = json_object_get(j, c->preset);
+    if (!json_is_object(t)) {
+        fprintf(stderr, "meshlm demo: --expect %s has no targets for preset '%s'\n", file, c->preset);
+        json_decref(j);
+        return -1;
+    }
+    struct { const char *name; double v; int higher_better; } ms[] = {
+        {"ttft_ms", m->ttft_ms, 0},           {"prefill_tps", m->prefill_tps, 1},
+        {"decode_tps_user", m->decode_tps_user, 1}, {"decode_tps", m->decode_tps, 1},
+        {"decode_step_ms", m->step_ms, 0},    {"peak_memory_gb", m->peak_gb, 0},
+        {"top1", top1, 1},                    {"top5", top5, 1}};
+    int bad = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(t, key, v) {
+        size_t k = 0;
+        while (k < sizeof ms / sizeof *ms && strcmp(ms[k].name, key)) k++;
+        if (k == sizeof ms / sizeof *ms || !json_is_number(v)) {
+            fprintf(stderr, "meshlm demo: --expect %s: unknown metric '%s' for '%s'\n", file, key,
+                    c->preset);
+            bad++;
+            continue;
+        }
+        double want = json_number_value(v), got = ms[k].v;
+        int ok = ms[k].higher_better ? got >= 0.95 * want : got <= 1.05 * want;
+        if (!ok) {
+            fprintf(stderr, "  %s: %.3f, target %.3f (%s, 5%% tolerance)\n", key, got, want,
+                    ms[k].higher_better ? "at least" : "at most");
+            bad++;
+        }
+    }
+    json_decref(j);
+    return bad;
+}
+
+int demo_report(const demo_config *c, const char *model, const mlm_model *m,
+                const demo_metrics *mt, const char *failures, int n_users, char **prompts,
+                char **outputs, double top1, double top5) {
+    const mlm_config *cfg = mlm_model_config(m);
+    if (!c->quiet)
+        for (int i = 0; i < n_users; i++) {
+            char p[200], o[400];
+            demo_shorten(prompts[i], 120, p, sizeof p);
+            demo_shorten(outputs[i], 300, o, sizeof o);
+            printf("user %d (batch %d)\n  prompt: %s\n  output: %s\n", i % c->batch_size,
+                   i / c->batch_size, p, o);
+        }
+    printf("\n== %s: %s, %s profile, %s kernels, batch %d, max_seq_len %d\n", c->preset, model,
+           mlm_model_profile(m), mlm_model_kernels(m), c->batch_size, c->max_seq_len);
+    printf("  load                    %10.2f s\n", mt->load_s);
+    if (top1 >= 0) {
+        printf("  token accuracy top-1    %10.2f %%\n", top1 * 100);
+        printf("  token accuracy top-5    %10.2f %%\n", top5 * 100);
+    } else {
+        printf("  TTFT                    %10.1f ms\n", mt->ttft_ms);
+        printf("  prefill                 %10.1f tok/s\n", mt->prefill_tps);
+        printf("  decode                  %10.2f tok/s/user\n", mt->decode_tps_user);
+        printf("  decode total            %10.2f tok/s\n", mt->decode_tps);
+        printf("  decode step (mean)      %10.2f ms\n", mt->step_ms);
+    }
+    printf("  peak memory             %10.2f GB\n", mt->peak_gb);
+    if (failures[0]) fprintf(stderr, "%s", failures);
+    int rc = failures[0] ? CLI_RUNTIME : CLI_OK;
+    if (c->report) {
+        char tmp[1200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", c->report);
+        FILE *f = fopen(tmp, "w");
+        if (!f) {
+            perror(tmp);
+            return CLI_RUNTIME;
+        }
+        fputc('{', f);
+        json_str_field(f, "preset", c->preset, 1);
+        json_str_field(f, "model", model, 1);
+        fprintf(f, "\"family\":\"%s\",", mlm_family_name(cfg->family));
+        json_str_field(f, "optimizations", mlm_model_profile(m), 1);
+        json_str_field(f, "kernels", mlm_model_kernels(m), 1);
+        fprintf(f, "\"batch_size\":%d,\"max_seq_len\":%d,\"max_generated_tokens\":%d,"
+                   "\"repeat_batches\":%d,\"instruct\":%d,\"stop_at_eos\":%d,"
+                   "\"page_params\":[%d,%d],\"paged_attention\":%d,"
+                   "\"sampling\":{\"temperature\":%g,\"top_p\":%g,\"top_k\":%d,\"per_user\":%d},",
+                c->batch_size, c->max_seq_len, c->max_generated_tokens, c->repeat_batches,
+                c->instruct, c->stop_at_eos, c->block_size, c->max_num_blocks, c->paged_attention,
+                c->temperature, c->top_p, c->top_k, c->per_user_sampling);
+        fprintf(f, "\"metrics\":{\"load_s\":%.3f,\"ttft_ms\":%.3f,\"prefill_tps\":%.3f,"
+                   "\"decode_tps_user\":%.4f,\"decode_tps\":%.4f,\"decode_step_ms\":%.3f,"
+                   "\"peak_memory_gb\":%.3f",
+                mt->load_s, mt->ttft_ms, mt->prefill_tps, mt->decode_tps_user, mt->decode_tps,
+                mt->step_ms, mt->peak_gb);
+        if (top1 >= 0) fprintf(f, ",\"top1\":%.5f,\"top5\":%.5f", top1, top5);
+        fprintf(f, "},\"users\":[");
+        for (int i = 0; i < n_users; i++) {
+            fprintf(f, "%s{\"batch\":%d,\"slot\":%d,", i ? "," : "", i / c->batch_size,
+                    i % c->batch_size);
+            json_str_field(f, "prompt", prompts[i], 1);
+            json_str_field(f, "output", outputs[i], 0);
+            fputc('}', f);
+        }
+        fprintf(f, "],");
+        json_str_field(f, "failures", failures, 0);
+        fprintf(f, "}\n");
+        if (fclose(f) != 0 || rename(tmp, c->report) != 0) {
+            perror(c->report);
+            return CLI_RUNTIME;
+        }
+    }
+    if (c->expect) {
+        int bad = check_expect(c->expect, c, mt, top1, top5);
+        if (bad) {
+            if (bad > 0) fprintf(stderr, "meshlm demo: %d target(s) of %s not met\n", bad, c->expect);
+            rc = CLI_RUNTIME;
+        }
+    }
+    return rc;
+}
