@@ -69,6 +69,7 @@ int cmd_accuracy(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -389,6 +389,7 @@ int cmd_demo(int argc, char **argv) {
                     sp_of[i].top_k != sp_of[j].top_k || sp_of[i].seed != sp_of[j].seed)
                     continue;
                 const mlm_gen_output *a = &outs[i], *b = &outs[j];
+                mt.determinism_checks++;
                 int32_t d = 0;
                 while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d]) d++;
                 if (d < a->n || d < b->n)

@@ -54,6 +54,7 @@ typedef struct demo_metrics {
     double step_ms;           /* mean decode iteration latency, iteration 0 excluded */
     double peak_gb;           /* peak resident memory */
     double load_s;
+    int determinism_checks; /* pairs of outputs of the same prompt compared */
 } demo_metrics;
 
 #endif

@@ -86,6 +86,9 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
         printf("  decode step (mean)      %10.2f ms\n", mt->step_ms);
     }
     printf("  peak memory             %10.2f GB\n", mt->peak_gb);
+    if (mt->determinism_checks)
+        printf("  determinism             %10d pairs of outputs of one prompt compared, %s\n",
+               mt->determinism_checks, strstr(failures, "determinism") ? "SOME DIFFER" : "all identical");
     if (failures[0]) fprintf(stderr, "%s", failures);
     int rc = failures[0] ? CLI_RUNTIME : CLI_OK;
     if (c->report) {
@@ -111,9 +114,9 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
                 c->temperature, c->top_p, c->top_k, c->per_user_sampling);
         fprintf(f, "\"metrics\":{\"load_s\":%.3f,\"ttft_ms\":%.3f,\"prefill_tps\":%.3f,"
                    "\"decode_tps_user\":%.4f,\"decode_tps\":%.4f,\"decode_step_ms\":%.3f,"
-                   "\"peak_memory_gb\":%.3f",
+                   "\"peak_memory_gb\":%.3f,\"determinism_checks\":%d",
                 mt->load_s, mt->ttft_ms, mt->prefill_tps, mt->decode_tps_user, mt->decode_tps,
-                mt->step_ms, mt->peak_gb);
+                mt->step_ms, mt->peak_gb, mt->determinism_checks);
         if (top1 >= 0) fprintf(f, ",\"top1\":%.5f,\"top5\":%.5f", top1, top5);
         fprintf(f, "},\"users\":[");
         for (int i = 0; i < n_users; i++) {

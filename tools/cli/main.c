@@ -13,6 +13,7 @@ static const struct {
     {"cache", cmd_cache, "build, list or clear the weight caches of the BFP profiles"},
     {"demo", cmd_demo, "the seed demos: batch-1/32, long context, ci-eval, token accuracy"},
     {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},
+    {"plan", cmd_plan, "the largest context that fits this machine, per profile and batch"},
     {"info", cmd_info, "describe a model directory or checkpoint file"},
     {"synth", cmd_synth, "write a real model's config with random weights (hf or meta format)"},
     {"tokenize", cmd_tokenize, "text to token ids with a model's tokenizer (chat format too)"},
