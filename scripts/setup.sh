@@ -38,6 +38,9 @@ fi
 
 make -j"$(nproc)"
 echo
+echo "== meshlm demo --preset batch-1: the seed demo's batch-1 run on the embedded default model"
+./build/meshlm demo --preset batch-1
+
 echo "== meshlm generate: the embedded default model (models/default, a tiny Llama 3)"
 ./build/meshlm generate -p "It was a dark and stormy night" -n 48 --temperature 0.8 --seed 1
 echo

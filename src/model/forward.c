@@ -66,12 +66,14 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t
 static void matmul(const mlm_model *m, float *out, const mlm_weight *w, const float *x, int64_t n,
                    int n_threads, float *q8) {
     int64_t rows = w->rows, cols = w->cols;
-    /* Chunks of 16 rows keep each thread's work a multiple of the kernels' 4-row blocks. */
+    /* Chunks of 16 rows keep each thread's work a multiple of the kernels' 4-row blocks; they
+     * are handed out dynamically, so a thread the OS delays does not hold the others at the
+     * barrier (every chunk computes the same numbers whichever thread runs it). */
     int64_t n_chunks = (rows + 15) / 16;
     int par = n * rows * cols > 32768;
     if (w->type == MLM_W_F32 || w->type == MLM_W_BF16) {
         mlm_matmul_fn fn = m->kernels->matmul[w->type];
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (par)
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 4) if (par)
         for (int64_t ch = 0; ch < n_chunks; ch++) {
             int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
             fn(out, rows, w->data, x, n, cols, r0, r1);
@@ -87,7 +89,7 @@ static void matmul(const mlm_model *m, float *out, const mlm_weight *w, const fl
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n; t++)
             mlm_q8_quantize(x + t * cols, 1, cols, xq + t * pc, xd + t * (pc / MLM_Q8_BLOCK));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
         for (int64_t ch = 0; ch < n_chunks; ch++) {
             int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
             fn(out, rows, w->data, xq, xd, n, cols, r0, r1);
