@@ -7,8 +7,8 @@
  * (2^(exp - 127 - (bits - 2)) x activation scale) into an 8-lane f32 accumulator. The
  * canonical order per output: groups in column order, the two halves of a group in order,
  * then a fixed horizontal sum. The decode schedule (8 rows x 1 token, many weight streams in
- * flight) and the prefill one (4 rows x 4 tokens, each weight group decoded once for 4
- * tokens) both follow it, so batching and row splits never change a result. */
+ * flight) and the prefill one (1 row x 4 tokens, each weight group decoded once for 4 tokens)
+ * both follow it, so batching and row splits never change a result. */
 #include <immintrin.h>
 
 #include "backend/backend.h"
@@ -81,43 +81,44 @@ INLINE void tile(float *out, int64_t out_stride, const uint8_t *W, int64_t row_b
                  const int8_t *xq, const float *ds, int64_t pc, int64_t r, int R, int64_t t,
                  int T, int bits) {
     const int64_t gbytes = bits == 8 ? 68 : 36;
-    __m256 acc[8][4];
+    __m256 acc[8][8];
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
-        _Pragma("GCC unroll 4") for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+        _Pragma("GCC unroll 8") for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
         _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
             const uint8_t *grp = W + (r + i) * row_bytes + g * gbytes;
             wgroup w = load_group(grp, bits);
-            _Pragma("GCC unroll 4") for (int j = 0; j < T; j++)
+            _Pragma("GCC unroll 8") for (int j = 0; j < T; j++)
                 acc[i][j] = dot_group(&w, xq + (t + j) * pc + g * MLM_BFP_GROUP,
                                       ds + (t + j) * (pc / MLM_Q8_BLOCK) + 2 * g, acc[i][j]);
         }
     }
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
-        _Pragma("GCC unroll 4") for (int j = 0; j < T; j++)
+        _Pragma("GCC unroll 8") for (int j = 0; j < T; j++)
             out[(t + j) * out_stride + r + i] = hsum(acc[i][j]);
 }
+
+/* The prefill tile: 1 row x 4 tokens keeps 4 accumulators, the row's decoded group and the
+ * activations in the 16 AVX2 registers (wider tiles spilled; measured with bench/matmul). */
+#define PR 1
+#define PT 4
 
 INLINE void matmul_bfp(float *out, int64_t out_stride, const void *w, const int8_t *xq,
                        const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1, int bits) {
     const int64_t pc = mlm_q8_cols(cols), row_bytes = mlm_bfp_row_bytes(cols, bits);
     const uint8_t *W = w;
-    for (int64_t t = 0; t < n; t += 4) {
-        int T = n - t >= 4 ? 4 : (int)(n - t);
+    int64_t t = 0;
+    /* prefill: PR rows x PT tokens per tile, the accumulators in registers */
+    for (; t + PT <= n; t += PT) {
         int64_t r = r0;
-#define TILES(TT)                                                                                 \
-    for (; r + 4 <= r1; r += 4) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 4, t, TT, bits); \
-    for (; r < r1; r++) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 1, t, TT, bits);
-        switch (T) {
-        case 4: TILES(4) break;
-        case 1:
-            for (; r + 8 <= r1; r += 8) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 8, t, 1, bits);
-            TILES(1) break;
-        case 3: TILES(3) break;
-        case 2: TILES(2) break;
-        default: TILES(1)
-        }
-#undef TILES
+        for (; r + PR <= r1; r += PR) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, PR, t, PT, bits);
+        for (; r < r1; r++) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 1, t, PT, bits);
+    }
+    /* decode and the remaining tokens: 8 rows x 1 token, many weight streams in flight */
+    for (; t < n; t++) {
+        int64_t r = r0;
+        for (; r + 8 <= r1; r += 8) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 8, t, 1, bits);
+        for (; r < r1; r++) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 1, t, 1, bits);
     }
 }
 
