@@ -12,6 +12,7 @@ static const struct {
     {"accuracy", cmd_accuracy, "token accuracy against a reference (.refpt), teacher forced"},
     {"cache", cmd_cache, "build, list or clear the weight caches of the BFP profiles"},
     {"demo", cmd_demo, "the seed demos: batch-1/32, long context, ci-eval, token accuracy"},
+    {"export", cmd_export, "write a model as a GGUF file for llama.cpp"},
     {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},
     {"plan", cmd_plan, "the largest context that fits this machine, per profile and batch"},
     {"info", cmd_info, "describe a model directory or checkpoint file"},
