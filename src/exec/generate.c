@@ -54,11 +54,11 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
     const mlm_exec_params *p = mlm_exec_get_params(e);
     int32_t V = mlm_model_config(mlm_exec_model(e))->n_vocab;
     memset(stats, 0, sizeof *stats);
-    memset(out, 0, (size_t)(n_users > 0 ? n_users : 0) * sizeof *out);
     if (n_users < 1 || n_users > p->max_seqs || n_users > p->max_step_tokens)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                            "generate: %d users, the executor takes 1 to %d (max_seqs)", n_users,
                            p->max_seqs);
+    memset(out, 0, (size_t)n_users * sizeof *out);
     for (int32_t u = 0; u < n_users; u++) {
         if (users[u].n_prompt < 1 || users[u].max_new_tokens < 1)
             return mlm_err_set(err, MLM_ERR_INVALID_ARG,

@@ -3,8 +3,9 @@
  *
  *   header   4096 bytes: "MLMCACHE", version, file size, index offset and size
  *   tensors  each at a 4096-aligned offset, in index order
- *   index    the key text (source files with sizes and mtimes, profile types, mesh), then one
- *            entry per tensor: name, type, rows, cols, offset, bytes, hash of the bytes
+ *   index    the key text (source files with sizes and mtimes, profile types, mesh; its length,
+ *            then its bytes NUL-padded to 8), then one entry per tensor: name, type, rows,
+ *            cols, offset, bytes, hash of the bytes (8-byte aligned)
  *   trailer  "MLMCEND", hash of header + index
  *
  * Everything is written in one sequential pass to a temporary file that is fsynced and
@@ -26,7 +27,7 @@
 #include "format/writer_safetensors.h"
 #include "model/model.h"
 
-#define VERSION 1
+#define VERSION 2
 #define HEADER_BYTES 4096
 #define ALIGN 4096
 #define TRAILER_BYTES 64
@@ -237,7 +238,7 @@ static mlm_status plan_make(mlm_model *m, size_t key_len, plan *pl, mlm_error *e
         off = align_up(off + e->bytes);
     }
     pl->index_offset = off;
-    pl->index_bytes = 8 + key_len + 8 + (uint64_t)pl->n * sizeof(entry);
+    pl->index_bytes = 8 + (key_len + 7) / 8 * 8 + 8 + (uint64_t)pl->n * sizeof(entry);
     pl->file_bytes = off + pl->index_bytes + TRAILER_BYTES;
     return MLM_OK;
 }
@@ -321,9 +322,11 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
         mlm_hash_init(&hs, SEED);
         mlm_hash_update(&hs, hbuf, sizeof hbuf);
         uint64_t kl = key_len, ne = (uint64_t)pl.n;
-        const void *parts[] = {&kl, key, &ne, pl.e};
-        size_t sizes[] = {8, key_len, 8, (size_t)pl.n * sizeof(entry)};
-        for (int i = 0; i < 4 && !st; i++) {
+        static const char zeros[8];
+        const void *parts[] = {&kl, key, zeros, &ne, pl.e};
+        size_t sizes[] = {8, key_len, (key_len + 7) / 8 * 8 - key_len, 8,
+                          (size_t)pl.n * sizeof(entry)};
+        for (int i = 0; i < 5 && !st; i++) {
             mlm_hash_update(&hs, parts[i], sizes[i]);
             st = mlm_outfile_write(&f, parts[i], sizes[i], err);
         }
@@ -382,14 +385,17 @@ static mlm_status read_frame(const mlm_mapfile *f, const char **key, size_t *key
     const unsigned char *ix = f->data + h.index_offset;
     uint64_t kl, ne;
     memcpy(&kl, ix, 8);
-    if (kl > h.index_bytes - 16)
+    if (kl > h.index_bytes - 16 || (kl + 7) / 8 * 8 > h.index_bytes - 16)
         return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: corrupt index", f->path);
-    memcpy(&ne, ix + 8 + kl, 8);
-    if (ne > (h.index_bytes - 16 - kl) / sizeof(entry) ||
-        16 + kl + ne * sizeof(entry) != h.index_bytes)
+    uint64_t padded = (kl + 7) / 8 * 8;
+    memcpy(&ne, ix + 8 + padded, 8);
+    if (ne > (h.index_bytes - 16 - padded) / sizeof(entry) ||
+        16 + padded + ne * sizeof(entry) != h.index_bytes || h.index_offset % 8)
         return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: corrupt index", f->path);
+    /* entries are 8-byte aligned in the file (the index starts on a 4096 boundary and the key
+     * is padded), so they can be read in place */
     *key = (const char *)ix + 8, *key_len = (size_t)kl;
-    *index = (const entry *)(ix + 16 + kl), *n = ne;
+    *index = (const entry *)(const void *)(ix + 16 + padded), *n = ne;
     return MLM_OK;
 }
 
