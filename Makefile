@@ -33,6 +33,7 @@ TEST_SRC  := $(wildcard tests/unit/*.c tests/kernels/*.c)
 TEST_BIN  := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TEST_SRC))))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+BENCH_COMMON := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/common/*.c))
 
 LIB := $(BUILD)/libmeshlm.a
 CLI := $(BUILD)/meshlm
@@ -69,9 +70,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/kernels/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_COMMON) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_LDFLAGS) $< $(BENCH_COMMON) $(LIB) $(LDLIBS) -o $@
 
 # Every test binary prints "N passed, N failed[, N skipped]" last; the runner sums them.
 test: $(TEST_BIN) $(CLI)

@@ -12,7 +12,12 @@
  *   MESHLM_BENCH_DECODE    decode tokens after a 128-token prompt (default 32)
  * A profile's weight cache is built by the first load if needed (timed apart); the load time
  * reported is a second, warm load that maps it. Decode tok/s excludes the first decode step,
- * as the demos do; effective GB/s = weight bytes read per token x tok/s. */
+ * as the demos do; effective GB/s = weight bytes read per token x tok/s.
+ *
+ * With LLAMA_BENCH=path/to/llama-bench, llama.cpp runs on the same weights (exported to GGUF
+ * by meshlm, quantized with llama-quantize --pure) in the same run: Q8_0 (8.5 bits/weight)
+ * next to the accuracy profile (BFP8, 8.5 bits/weight), Q4_0 next to performance, with the
+ * ratios the issue sets targets for. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +28,7 @@
 #include <omp.h>
 #endif
 
+#include "common/llamacpp.h"
 #include "meshlm.h"
 
 static double now(void) {
@@ -115,8 +121,12 @@ static double run(mlm_exec *e, const int32_t *tokens, int32_t start, int n, int 
     return now() - t;
 }
 
+typedef struct figures {
+    double decode_tps, bytes, prefill_tps[16];
+} figures;
+
 static int bench_profile(const char *dir, const char *profile, double bw, const int *prefills,
-                         int n_prefills, int n_decode) {
+                         int n_prefills, int n_decode, figures *fig) {
     mlm_model_params mp = mlm_model_default_params();
     mp.optimizations = profile;
     mlm_error err;
@@ -164,11 +174,13 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     double tps = n_decode > 1 && dsum > 0 ? (n_decode - 1) / dsum : 0;
     printf("  decode batch 1                 %8.2f tok/s = %.2f GB/s = %.0f%% of read bandwidth\n",
            tps, bytes * tps / 1e9, bw > 0 ? 100.0 * bytes * tps / 1e9 / bw : 0);
+    fig->decode_tps = tps, fig->bytes = bytes;
     for (int i = 0; i < n_prefills; i++) {
         mlm_exec_seq_reset(e, 0, 0, &err);
         double s = run(e, tokens, 0, prefills[i], 512, logits);
         printf("  prefill %5d tokens            %8.1f tok/s (%.2f s)\n", prefills[i],
                s > 0 ? prefills[i] / s : 0, s);
+        fig->prefill_tps[i] = s > 0 ? prefills[i] / s : 0;
     }
     free(tokens), free(logits);
     mlm_exec_free(e);
@@ -201,8 +213,37 @@ int main(int argc, char **argv) {
     char list[256];
     snprintf(list, sizeof list, "%s", profiles);
     int rc = 0;
+    figures perf = {0}, acc = {0}, other = {0};
     for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
-        rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode);
+        rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode,
+                            !strcmp(name, "performance") ? &perf
+                            : !strcmp(name, "accuracy")  ? &acc
+                                                         : &other);
+    if (getenv("LLAMA_BENCH")) {
+        const char *q[2] = {"Q8_0", "Q4_0"};
+        const figures *ours[2] = {&acc, &perf};
+        const char *names[2] = {"accuracy", "performance"};
+        for (int k = 0; k < 2; k++) {
+            llamacpp_result r = llamacpp_measure(dir, q[k], threads, prefills, n_prefills, n_decode);
+            if (!r.ok) continue;
+            const figures *f = ours[k];
+            printf("llama.cpp %s (llama-bench, same weights, %d threads); %.1f MB read per token\n",
+                   q[k], threads, r.bytes_per_token / 1e6);
+            printf("  decode batch 1                 %8.2f tok/s = %.2f GB/s = %.0f%% of read bandwidth\n",
+                   r.decode_tps, r.bytes_per_token * r.decode_tps / 1e9,
+                   bw > 0 ? 100.0 * r.bytes_per_token * r.decode_tps / 1e9 / bw : 0);
+            for (int i = 0; i < n_prefills; i++)
+                printf("  prefill %5d tokens            %8.1f tok/s\n", prefills[i], r.prefill_tps[i]);
+            if (f->decode_tps <= 0) continue;
+            printf("  meshlm %s / llama.cpp %s: decode %.2fx tok/s, %.2fx effective bytes/s",
+                   names[k], q[k], f->decode_tps / r.decode_tps,
+                   f->decode_tps * f->bytes / (r.decode_tps * r.bytes_per_token));
+            for (int i = 0; i < n_prefills; i++)
+                printf(", prefill %d %.2fx", prefills[i],
+                       r.prefill_tps[i] > 0 ? f->prefill_tps[i] / r.prefill_tps[i] : 0);
+            printf("\n");
+        }
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("peak RSS                         %8.2f GB\n", (double)ru.ru_maxrss / 1e6 * 1.024);

@@ -1,0 +1,101 @@
+/* bench/llamacpp.c: running llama.cpp's llama-bench on meshlm's GGUF export (see llamacpp.h). */
+#include "llamacpp.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format/gguf.h"
+#include "meshlm.h"
+
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static int sh(const char *cmd) {
+    fprintf(stderr, "+ %s\n", cmd);
+    return system(cmd);
+}
+
+/* Bytes a decode step reads: every tensor, less the embedding when an output tensor exists
+ * (only one embedding row is read then). */
+static double decode_bytes(const char *gguf_path) {
+    mlm_gguf *g;
+    mlm_error err;
+    if (mlm_gguf_open(gguf_path, &g, &err)) return 0;
+    double total = 0;
+    int has_output = mlm_gguf_find_tensor(g, "output.weight") != NULL;
+    for (int64_t i = 0; i < mlm_gguf_n_tensors(g); i++) {
+        const mlm_gguf_tensor *t = mlm_gguf_tensor_at(g, i);
+        if (has_output && !strcmp(t->name, "token_embd.weight")) continue;
+        total += (double)t->nbytes;
+    }
+    mlm_gguf_free(g);
+    return total;
+}
+
+llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threads,
+                                 const int *prefills, int n_prefills, int n_gen) {
+    llamacpp_result r = {0};
+    const char *bench = getenv("LLAMA_BENCH");
+    if (!bench) return r;
+    char quant[1024], src[1024], dst[1024], cmd[4096];
+    if (getenv("LLAMA_QUANTIZE")) snprintf(quant, sizeof quant, "%s", getenv("LLAMA_QUANTIZE"));
+    else {
+        snprintf(quant, sizeof quant, "%s", bench);
+        char *slash = strrchr(quant, '/');
+        snprintf(slash ? slash + 1 : quant, sizeof quant - (size_t)(slash ? slash + 1 - quant : 0),
+                 "llama-quantize");
+    }
+    snprintf(src, sizeof src, "%s/meshlm-export.bf16.gguf", dir);
+    snprintf(dst, sizeof dst, "%s/meshlm-export.%s.gguf", dir, qtype);
+    if (!exists(dst)) {
+        if (!exists(src)) {
+            mlm_error err;
+            fprintf(stderr, "bench: exporting %s to %s\n", dir, src);
+            if (mlm_export_gguf(dir, src, MLM_DTYPE_BF16, &err)) {
+                fprintf(stderr, "bench: GGUF export failed: %s\n", err.msg);
+                return r;
+            }
+        }
+        snprintf(cmd, sizeof cmd, "'%s' --pure '%s' '%s' %s %d > /dev/null 2>&1", quant, src, dst,
+                 qtype, n_threads);
+        if (sh(cmd) != 0 || !exists(dst)) {
+            fprintf(stderr, "bench: %s failed\n", quant);
+            return r;
+        }
+    }
+    r.bytes_per_token = decode_bytes(dst);
+    char plist[256] = "";
+    for (int i = 0; i < n_prefills; i++)
+        snprintf(plist + strlen(plist), sizeof plist - strlen(plist), "%s%d", i ? "," : "", prefills[i]);
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p %s -n %d -r 2 -o json 2>/dev/null", bench, dst,
+             n_threads, plist, n_gen);
+    fprintf(stderr, "+ %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    if (!p) return r;
+    json_error_t jerr;
+    json_t *j = json_loadf(p, 0, &jerr);
+    pclose(p);
+    if (!json_is_array(j)) {
+        fprintf(stderr, "bench: llama-bench gave no JSON (%s)\n", jerr.text);
+        json_decref(j);
+        return r;
+    }
+    size_t i;
+    json_t *row;
+    json_array_foreach(j, i, row) {
+        int np = (int)json_integer_value(json_object_get(row, "n_prompt"));
+        int ng = (int)json_integer_value(json_object_get(row, "n_gen"));
+        double ts = json_number_value(json_object_get(row, "avg_ts"));
+        if (ng > 0 && np == 0) r.decode_tps = ts;
+        for (int k = 0; k < n_prefills; k++)
+            if (ng == 0 && np == prefills[k]) r.prefill_tps[k] = ts;
+    }
+    json_decref(j);
+    r.ok = r.decode_tps > 0;
+    return r;
+}

@@ -1,0 +1,25 @@
+/* bench/llamacpp.h: llama.cpp side by side, for the benchmarks. With LLAMA_BENCH=path/to/
+ * llama-bench, the model is exported to GGUF with meshlm's own exporter (once, cached beside
+ * the synthetic checkpoint), quantized with llama-quantize --pure (from $LLAMA_QUANTIZE or
+ * llama-bench's folder) and measured with llama-bench on the same machine in the same run.
+ * llama.cpp is never built or shipped by this project. */
+#ifndef MESHLM_BENCH_LLAMACPP_H
+#define MESHLM_BENCH_LLAMACPP_H
+
+#include <stdint.h>
+
+typedef struct llamacpp_result {
+    double decode_tps;        /* tg: tokens/s at batch 1 */
+    double prefill_tps[16];   /* pp: tokens/s, one per prompt length asked for */
+    double bytes_per_token;   /* weight bytes a decode step reads (all tensors but the
+                                 embedding when an output tensor exists) */
+    int ok;
+} llamacpp_result;
+
+/* Measures the model in DIR quantized to QTYPE ("Q8_0", "Q4_0") with N_THREADS threads:
+ * decode over N_GEN tokens and prefill at each of PREFILLS[0..N_PREFILLS). Returns ok = 0
+ * (after a message on stderr) when anything is missing or fails. */
+llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threads,
+                                 const int *prefills, int n_prefills, int n_gen);
+
+#endif
