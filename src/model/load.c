@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "model/model.h"
@@ -332,6 +333,8 @@ static mlm_status load_bfp(mlm_model *m, const char *dir, const mlm_model_params
     if (mlm_is_file(m->cache_path)) {
         if (!mlm_cache_map(m, m->cache_path, key, &why)) return MLM_OK;
         say(p, "%s; rebuilding it%s", why.msg, "");
+        /* an invalid cache is worth nothing: free its space before writing the new one */
+        unlink(m->cache_path);
     }
     if ((st = bind_checkpoint(m, dir, err)) || (st = mlm_cache_write(m, m->cache_path, key, p, err)))
         return st;
