@@ -604,7 +604,8 @@ const char *mlm_synth_presets(void);
  * when the embedding is tied) or "phi3" (Phi-4: fused attn_qkv and ffn_up = gate then up);
  * tokenizer "gpt2" with pre "llama-bpe" (Llama 3) or "dbrx" (Phi-4), tokens, types, merges,
  * special ids and chat template. DTYPE (MLM_DTYPE_F32, _F16 or _BF16) is the matrices' type;
- * norms and rope_freqs are f32. The model is held in f32 while writing (4 bytes a parameter).
+ * norms and rope_freqs are f32. A bf16 checkpoint is read zero-copy (mapped) and converted row
+ * by row; other checkpoints are held in f32 while writing (4 bytes a parameter).
  * The file is written to a temporary name and renamed when complete. INVALID_ARG for another
  * dtype; IO (no tokenizer, unwritable path), FORMAT, UNSUPPORTED (a pre-tokenizer llama.cpp
  * has no name for) or NOMEM with a message naming the file. */

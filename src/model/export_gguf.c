@@ -25,6 +25,7 @@
 #include "format/json.h"
 #include "model/export_gguf.h"
 #include "model/model.h"
+#include "tensor/dtype.h"
 
 // ---- element conversions ----
 
@@ -213,9 +214,10 @@ static mlm_status make_plan(const mlm_model *m, uint32_t type, plan *p, mlm_erro
     for (int i = 0; i < p->n; i++) {
         const xtensor *t = &p->t[i];
         for (int k = 0; k < t->n_w; k++)
-            if (t->w[k]->type != MLM_W_F32 || !t->w[k]->data || t->w[k]->cols != t->cols)
+            if ((t->w[k]->type != MLM_W_F32 && t->w[k]->type != MLM_W_BF16) || !t->w[k]->data ||
+                t->w[k]->cols != t->cols || t->w[k]->type != t->w[0]->type)
                 return mlm_err_set(err, MLM_ERR_INTERNAL,
-                                   "export: tensor '%s': the f32 model has a %s weight", t->name,
+                                   "export: tensor '%s': the model has a %s weight", t->name,
                                    mlm_wtype_name(t->w[k]->type));
         if ((t->kind != X_MATRIX && !t->vec) ||
             (t->permute_heads && t->rows % (2 * t->permute_heads)))
@@ -228,8 +230,9 @@ static mlm_status make_plan(const mlm_model *m, uint32_t type, plan *p, mlm_erro
 
 // ---- writing the data ----
 
-/* Row R of tensor T as f32 (a pointer into the model). */
-static const float *row_of(const xtensor *t, int64_t r) {
+/* Row R of tensor T (a pointer into the model): f32, or bf16 when *BF16 is set. */
+static const void *row_of(const xtensor *t, int64_t r, int *bf16) {
+    *bf16 = 0;
     if (t->kind != X_MATRIX) return t->vec;
     if (t->permute_heads) {
         /* GGUF row h*hd + i*2 + j holds HF row h*hd + j*hd/2 + i (convert's permute) */
@@ -237,7 +240,10 @@ static const float *row_of(const xtensor *t, int64_t r) {
         r = h * hd + (k % 2) * (hd / 2) + k / 2;
     }
     for (int k = 0; k < t->n_w; k++) {
-        if (r < t->w[k]->rows) return (const float *)t->w[k]->data + r * t->cols;
+        if (r < t->w[k]->rows) {
+            *bf16 = t->w[k]->type == MLM_W_BF16;
+            return (const char *)t->w[k]->data + (size_t)(r * t->cols) * (*bf16 ? 2 : 4);
+        }
         r -= t->w[k]->rows;
     }
     return NULL;
@@ -248,13 +254,28 @@ static mlm_status write_data(mlm_gguf_writer *w, const plan *p, mlm_error *err) 
     for (int i = 0; i < p->n; i++)
         if (p->t[i].cols > max_cols) max_cols = p->t[i].cols;
     unsigned char *buf = malloc((size_t)max_cols * 4);
-    if (!buf) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    float *wide = malloc((size_t)max_cols * 4);
+    if (!buf || !wide) {
+        free(buf), free(wide);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    }
     mlm_status st = MLM_OK;
     for (int i = 0; i < p->n && !st; i++) {
         const xtensor *t = &p->t[i];
         for (int64_t r = 0; r < t->rows && !st; r++) {
-            const float *src = row_of(t, r);
+            int bf16;
+            const void *row = row_of(t, r, &bf16);
             size_t bytes;
+            if (bf16 && t->type == MLM_GGML_BF16) { /* the checkpoint's own bits */
+                st = mlm_gguf_writer_write(w, row, (size_t)t->cols * 2, err);
+                continue;
+            }
+            const float *src = row;
+            if (bf16) { /* widening bf16 is exact: the same values an f32 load gives */
+                for (int64_t k = 0; k < t->cols; k++)
+                    wide[k] = mlm_bf16_to_f32(((const uint16_t *)row)[k]);
+                src = wide;
+            }
             if (t->type == MLM_GGML_F32) {
                 memcpy(buf, src, (size_t)t->cols * 4);
                 bytes = (size_t)t->cols * 4;
@@ -267,7 +288,7 @@ static mlm_status write_data(mlm_gguf_writer *w, const plan *p, mlm_error *err) 
             st = mlm_gguf_writer_write(w, buf, bytes, err);
         }
     }
-    free(buf);
+    free(buf), free(wide);
     return st;
 }
 
@@ -487,6 +508,17 @@ static mlm_status write_phi3(mlm_gguf_writer *w, const mlm_export_files *f, cons
 
 // ---- the export ----
 
+/* Whether every tensor of the checkpoint in DIR is bf16. */
+static int all_bf16(const char *dir) {
+    mlm_checkpoint *ck;
+    if (mlm_checkpoint_open(dir, &ck, NULL)) return 0;
+    int ok = mlm_checkpoint_n_tensors(ck) > 0;
+    for (int64_t i = 0; ok && i < mlm_checkpoint_n_tensors(ck); i++)
+        ok = mlm_checkpoint_tensor(ck, i)->dtype == MLM_DTYPE_BF16;
+    mlm_checkpoint_free(ck);
+    return ok;
+}
+
 mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtype dtype,
                            mlm_error *err) {
     if (!model_dir || !out_path)
@@ -510,8 +542,10 @@ mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtyp
             st = mlm_json_load_file(path, 16u << 20, i ? &f.generation : &f.config, err);
         free(path);
     }
+    /* A bf16 checkpoint is bound zero-copy in bf16 (2 bytes a parameter, mapped) and widened
+     * row by row; anything else is held in f32 (4 bytes a parameter). Both give the same bits. */
     mlm_model_params mp = mlm_model_default_params();
-    mp.dtype = MLM_DTYPE_F32;
+    mp.dtype = st ? MLM_DTYPE_F32 : all_bf16(model_dir) ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     if (!st) st = mlm_model_load(model_dir, &mp, &m, err);
     uint32_t type = dtype == MLM_DTYPE_F32   ? MLM_GGML_F32
                     : dtype == MLM_DTYPE_F16 ? MLM_GGML_F16
