@@ -92,6 +92,7 @@ static const char *default_model(void) {
     p.out_dir = dir;
     p.dtype = MLM_DTYPE_BF16;
     p.progress = progress;
+    p.tokenizer = "tests/data/tokenizer/llama3/tokenizer.model"; /* for the GGUF export */
     mlm_error err;
     if (mlm_synth(&p, &err) != MLM_OK) {
         fprintf(stderr, "bench/decode: synth failed: %s\n", err.msg);
