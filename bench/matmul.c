@@ -68,8 +68,8 @@ int main(void) {
         wh[i] = (uint16_t)(u >> 16);
     }
     for (int64_t r = 0; r < rows; r++) {
-        mlm_bfp_encode_row(wf + r * cols, cols, 8, w8 + r * mlm_wtype_bytes(MLM_W_BFP8, 1, cols));
-        mlm_bfp_encode_row(wf + r * cols, cols, 4, w4 + r * mlm_wtype_bytes(MLM_W_BFP4, 1, cols));
+        mlm_bfp_encode_matrix_row(wf + r * cols, cols, 8, r, w8);
+        mlm_bfp_encode_matrix_row(wf + r * cols, cols, 4, r, w4);
     }
     for (int64_t i = 0; i < n_pre * cols; i++) x[i] = (float)((i % 7) - 3) * 0.1f;
     mlm_q8_quantize(x, n_pre, cols, xq, xd);

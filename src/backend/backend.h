@@ -15,8 +15,11 @@ typedef enum mlm_wtype { MLM_W_F32 = 0, MLM_W_BF16, MLM_W_BFP8, MLM_W_BFP4, MLM_
 
 /* "f32", "bf16", "bfp8", "bfp4". */
 const char *mlm_wtype_name(mlm_wtype t);
-/* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout. */
+/* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout (BFP matrices interleave
+ * rows in blocks of 8 and pad the row count to a multiple of 8), and of one lone row (a KV
+ * entry). */
 int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols);
+int64_t mlm_wtype_row_bytes(mlm_wtype t, int64_t cols);
 
 /* OUT[t * out_stride + r] = sum_k W[r, k] * X[t * cols + k], for tokens t in [0, n) and rows
  * r in [r0, r1). W is row-major (rows, cols) of type WTYPE. Every output element is computed
@@ -24,7 +27,7 @@ int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols);
 typedef void (*mlm_matmul_fn)(float *out, int64_t out_stride, const void *w, const float *x,
                               int64_t n, int64_t cols, int64_t r0, int64_t r1);
 
-/* The same contract for BFP weights (W in the BFP row layout; MLM_W_BFP8 or MLM_W_BFP4 by
+/* The same contract for BFP weights (W a BFP matrix, rows interleaved by 8 (tensor/bfp.h); MLM_W_BFP8 or MLM_W_BFP4 by
  * table slot) against int8 activations: token t's are XQ + t * mlm_q8_cols(cols) with scales
  * XD + t * mlm_q8_cols(cols) / 32. Integer block sums are exact; each output is
  * sum over blocks of isum * (weight scale * activation scale), in a fixed order per kernel. */
@@ -33,7 +36,7 @@ typedef void (*mlm_matmul_q8_fn)(float *out, int64_t out_stride, const void *w, 
 
 /* One layer's paged KV pools: K and V each (n_blocks, block_size) entries of ROW =
  * n_kv_head * head_dim values, in f32, bf16 or BFP8 (an entry is then one row in the BFP
- * kernel layout: ROW_BYTES = mlm_bfp_row_bytes(row, 8)). Which blocks a sequence uses is its
+ * row layout: ROW_BYTES = mlm_bfp_row_bytes(row, 8)). Which blocks a sequence uses is its
  * page table. */
 typedef struct mlm_paged_kv {
     void *k, *v;

@@ -58,7 +58,16 @@ int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols) {
     switch (t) {
     case MLM_W_F32: return rows * cols * 4;
     case MLM_W_BF16: return rows * cols * 2;
-    case MLM_W_BFP8: return rows * mlm_bfp_row_bytes(cols, 8);
-    default: return rows * mlm_bfp_row_bytes(cols, 4);
+    case MLM_W_BFP8: return mlm_bfp_matrix_bytes(rows, cols, 8);
+    default: return mlm_bfp_matrix_bytes(rows, cols, 4);
+    }
+}
+
+int64_t mlm_wtype_row_bytes(mlm_wtype t, int64_t cols) {
+    switch (t) {
+    case MLM_W_F32: return cols * 4;
+    case MLM_W_BF16: return cols * 2;
+    case MLM_W_BFP8: return mlm_bfp_row_bytes(cols, 8);
+    default: return mlm_bfp_row_bytes(cols, 4);
     }
 }

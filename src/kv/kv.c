@@ -15,7 +15,7 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type,
     kv->max_num_blocks = max_num_blocks;
     kv->max_seqs = max_seqs;
     kv->max_blocks_per_seq = (max_seq_len + block_size - 1) / block_size;
-    size_t row_bytes = (size_t)mlm_wtype_bytes(type, 1, row);
+    size_t row_bytes = (size_t)mlm_wtype_row_bytes(type, row);
     size_t per_pool = (size_t)max_num_blocks * (size_t)block_size * row_bytes;
     kv->pool_bytes = per_pool * 2 * (size_t)n_layer;
     kv->pool = calloc(1, kv->pool_bytes ? kv->pool_bytes : 1);

@@ -27,7 +27,7 @@
 #include "format/writer_safetensors.h"
 #include "model/model.h"
 
-#define VERSION 2
+#define VERSION 3
 #define HEADER_BYTES 4096
 #define ALIGN 4096
 #define TRAILER_BYTES 64
@@ -277,7 +277,8 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
     memcpy(hbuf, &h, sizeof h);
     st = mlm_outfile_write(&f, hbuf, sizeof hbuf, err);
     const size_t chunk_max = 64u << 20;
-    void *chunk = malloc(chunk_max);
+    size_t chunk_cap = chunk_max;
+    void *chunk = malloc(chunk_cap);
     if (!chunk && !st) st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
     uint64_t total = pl.index_offset, done = HEADER_BYTES;
     for (int i = 0; i < pl.n && !st; i++) {
@@ -290,12 +291,22 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
             st = mlm_outfile_write(&f, v, e->bytes, err);
         } else {
             const mlm_weight *w = pl.w[i - pl.n_norms].w;
-            int64_t row_bytes = mlm_wtype_bytes((mlm_wtype)e->type, 1, e->cols);
-            int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1);
-            if (rows_per < 1) rows_per = 1;
+            int64_t row_bytes = mlm_wtype_row_bytes((mlm_wtype)e->type, e->cols);
+            /* chunks of whole 8-row blocks (BFP matrices interleave rows by 8) */
+            int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1) / 8 * 8;
+            if (rows_per < 8) rows_per = 8;
+            size_t need = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, rows_per, e->cols);
+            if (need > chunk_cap) { /* rows wider than 8 MB: one block at a time still fits */
+                void *bigger = realloc(chunk, need);
+                if (!bigger) {
+                    st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
+                    break;
+                }
+                chunk = bigger, chunk_cap = need;
+            }
             for (int64_t r = 0; r < e->rows && !st; r += rows_per) {
                 int64_t r1 = r + rows_per < e->rows ? r + rows_per : e->rows;
-                size_t bytes = (size_t)((r1 - r) * row_bytes);
+                size_t bytes = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, r1 - r, e->cols);
                 if (w->type == (mlm_wtype)e->type) {
                     const char *src = (const char *)w->data + r * row_bytes;
                     mlm_hash_update(&hs, src, bytes);

@@ -50,7 +50,10 @@ static uint16_t f32_to_bf16(float f) {
 
 void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
                              void *dst) {
-    int64_t cols = src->cols, out_bytes = mlm_wtype_bytes(to, 1, cols);
+    int64_t cols = src->cols, out_bytes = mlm_wtype_row_bytes(to, cols);
+    int bfp = to == MLM_W_BFP8 || to == MLM_W_BFP4;
+    if (bfp && (r1 - r0) % MLM_BFP_ROWS) /* the padding rows of the last block are zeros */
+        memset(dst, 0, (size_t)mlm_wtype_bytes(to, r1 - r0, cols));
 #pragma omp parallel
     {
         float *row = malloc((size_t)cols * sizeof *row);
@@ -69,8 +72,8 @@ void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, in
             case MLM_W_BF16:
                 for (int64_t k = 0; k < cols; k++) ((uint16_t *)o)[k] = f32_to_bf16(row[k]);
                 break;
-            case MLM_W_BFP8: mlm_bfp_encode_row(row, cols, 8, o); break;
-            default: mlm_bfp_encode_row(row, cols, 4, o);
+            case MLM_W_BFP8: mlm_bfp_encode_matrix_row(row, cols, 8, r - r0, dst); break;
+            default: mlm_bfp_encode_matrix_row(row, cols, 4, r - r0, dst);
             }
         }
         free(row);

@@ -67,7 +67,8 @@ typedef struct mlm_norm_ref {
 int mlm_model_norms(mlm_model *m, mlm_norm_ref *out);
 
 /* Converts rows [R0, R1) of SRC (f32 or bf16) to type TO into DST (which holds those rows
- * only, in TO's layout). */
+ * only, in TO's layout, mlm_wtype_bytes(TO, R1 - R0, cols) bytes). For BFP types R0 must be a
+ * multiple of 8 (rows are interleaved in blocks of 8). */
 void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
                              void *dst);
 

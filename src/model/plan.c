@@ -45,7 +45,7 @@ mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
     memset(plan, 0, sizeof *plan);
     plan->weights = mlm_profile_weight_bytes(&prof, c, 1);
     plan->kv = (int64_t)c->n_layer * 2 * (int64_t)p.max_num_blocks * p.block_size *
-               mlm_wtype_bytes(kvt, 1, (int64_t)c->n_kv_head * c->head_dim);
+               mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
     plan->scratch = (int64_t)mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits,
                                                       p.max_seq_len, threads);
     plan->total = plan->weights + plan->kv + plan->scratch + PROCESS_ALLOWANCE;

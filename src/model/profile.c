@@ -186,7 +186,8 @@ int64_t mlm_profile_weight_bytes(const mlm_profile *p, const mlm_config *c, int 
     }
     int shared = c->tied_embeddings && p->head == p->emb;
     total += mlm_wtype_bytes(p->head, V, d);
-    if (!shared || !resident) total += mlm_wtype_bytes(p->emb, resident ? V : 1, d);
+    if (!shared || !resident)
+        total += resident ? mlm_wtype_bytes(p->emb, V, d) : mlm_wtype_row_bytes(p->emb, d);
     return total;
 }
 

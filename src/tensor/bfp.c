@@ -90,3 +90,26 @@ void mlm_bfp_decode_row(const uint8_t *src, int64_t cols, int bits, float *out) 
         out[k] = mlm_bfp_decode(g[cbytes + j / 16], code, bits);
     }
 }
+
+// ---- matrices: rows interleaved in blocks of 8 (see bfp.h) ----
+
+void mlm_bfp_encode_matrix_row(const float *x, int64_t cols, int bits, int64_t r, uint8_t *w) {
+    const int64_t gbytes = bits == 8 ? 68 : 36;
+    uint8_t tmp[68 * 64]; /* one row's groups, 4096 columns at a time */
+    for (int64_t g0 = 0; g0 * MLM_BFP_GROUP < cols; g0 += 64) {
+        int64_t c0 = g0 * MLM_BFP_GROUP, n = cols - c0 < 64 * MLM_BFP_GROUP ? cols - c0 : 64 * MLM_BFP_GROUP;
+        mlm_bfp_encode_row(x + c0, n, bits, tmp);
+        for (int64_t g = 0; g * MLM_BFP_GROUP < n; g++)
+            memcpy(w + mlm_bfp_group_offset(r, g0 + g, cols, bits), tmp + g * gbytes, (size_t)gbytes);
+    }
+}
+
+void mlm_bfp_decode_matrix_row(const uint8_t *w, int64_t cols, int bits, int64_t r, float *out) {
+    const int64_t gbytes = bits == 8 ? 68 : 36;
+    uint8_t tmp[68];
+    for (int64_t g = 0; g * MLM_BFP_GROUP < cols; g++) {
+        int64_t c0 = g * MLM_BFP_GROUP, n = cols - c0 < MLM_BFP_GROUP ? cols - c0 : MLM_BFP_GROUP;
+        memcpy(tmp, w + mlm_bfp_group_offset(r, g, cols, bits), (size_t)gbytes);
+        mlm_bfp_decode_row(tmp, n, bits, out + c0);
+    }
+}

@@ -37,6 +37,28 @@ static inline int64_t mlm_bfp_row_bytes(int64_t cols, int bits) {
     return (cols + MLM_BFP_GROUP - 1) / MLM_BFP_GROUP * (bits == 8 ? 68 : 36);
 }
 
+/* Matrices interleave their rows in blocks of MLM_BFP_ROWS: block b holds rows 8b..8b+7 as
+ * group 0 of each of the 8 rows, then group 1 of each, and so on, so a kernel reading 8 rows
+ * at once streams one contiguous run of memory. The row count is padded to a multiple of 8
+ * with zero rows. (KV cache entries are single rows: they use the row layout alone.) */
+#define MLM_BFP_ROWS 8
+
+/* Bytes of a (ROWS, COLS) matrix: ROWS rounded up to a multiple of 8, times the row bytes. */
+static inline int64_t mlm_bfp_matrix_bytes(int64_t rows, int64_t cols, int bits) {
+    return (rows + MLM_BFP_ROWS - 1) / MLM_BFP_ROWS * MLM_BFP_ROWS * mlm_bfp_row_bytes(cols, bits);
+}
+
+/* Byte offset of group G of row R in a matrix of COLS columns. */
+static inline int64_t mlm_bfp_group_offset(int64_t r, int64_t g, int64_t cols, int bits) {
+    int64_t gbytes = bits == 8 ? 68 : 36;
+    return r / MLM_BFP_ROWS * MLM_BFP_ROWS * mlm_bfp_row_bytes(cols, bits) +
+           (g * MLM_BFP_ROWS + r % MLM_BFP_ROWS) * gbytes;
+}
+
+/* Encodes COLS floats of X as row R of the matrix at W / decodes row R of it. */
+void mlm_bfp_encode_matrix_row(const float *x, int64_t cols, int bits, int64_t r, uint8_t *w);
+void mlm_bfp_decode_matrix_row(const uint8_t *w, int64_t cols, int bits, int64_t r, float *out);
+
 /* Encodes COLS floats of X into one row of the kernels' layout at DST. */
 void mlm_bfp_encode_row(const float *x, int64_t cols, int bits, uint8_t *dst);
 /* Decodes the first COLS values of a kernels'-layout row. */

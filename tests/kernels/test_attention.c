@@ -26,7 +26,7 @@ static void check(const char *name, mlm_attention_fn fn) {
                 mlm_wtype type = types[ti];
                 int n_head = shapes[si][0], n_kv = shapes[si][1], hd = shapes[si][2];
                 int32_t n_ctx = ctxs[ci], bs = 16, n_blocks = (n_ctx + bs - 1) / bs + 3;
-                int64_t row = (int64_t)n_kv * hd, rb = mlm_wtype_bytes(type, 1, row);
+                int64_t row = (int64_t)n_kv * hd, rb = mlm_wtype_row_bytes(type, row);
                 size_t pool = (size_t)(n_blocks * bs * rb), fpool = (size_t)(n_blocks * bs * row) * 4;
                 mlm_paged_kv kv = {malloc(pool), malloc(pool), type, bs, row, rb};
                 mlm_paged_kv dec = {malloc(fpool), malloc(fpool), MLM_W_F32, bs, row, row * 4};

@@ -97,8 +97,8 @@ static void check_bfp_table(const mlm_kernels *kt) {
                 for (size_t ni = 0; ni < sizeof n_list / sizeof *n_list; ni++) {
                     int64_t cols = cols_list[ci], rows = rows_list[ri], n = n_list[ni];
                     if (rows * cols > (1 << 22) || (rows == 4096 && n > 2)) continue;
-                    int64_t rb = mlm_bfp_row_bytes(cols, bits), pc = mlm_q8_cols(cols);
-                    uint8_t *w = malloc((size_t)(rows * rb));
+                    int64_t pc = mlm_q8_cols(cols);
+                    uint8_t *w = malloc((size_t)mlm_bfp_matrix_bytes(rows, cols, bits));
                     float *wf = malloc((size_t)cols * 4), *x = malloc((size_t)(n * cols) * 4);
                     int8_t *q = malloc((size_t)(n * pc));
                     float *d = malloc((size_t)(n * pc / 32) * 4);
@@ -113,7 +113,7 @@ static void check_bfp_table(const mlm_kernels *kt) {
                             if ((k * 5 + r) % 29 == 0) v *= 1e-6f;
                             wf[k] = v;
                         }
-                        mlm_bfp_encode_row(wf, cols, bits, w + r * rb);
+                        mlm_bfp_encode_matrix_row(wf, cols, bits, r, w);
                     }
                     for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 5 ? 1.0f : 8.0f);
                     mlm_q8_quantize(x, n, cols, q, d);
@@ -123,7 +123,7 @@ static void check_bfp_table(const mlm_kernels *kt) {
                      * against the reference, relative to the sum of |terms| */
                     double worst_ref = 0, worst = 0;
                     for (int64_t r = 0; r < rows; r++) {
-                        mlm_bfp_decode_row(w + r * rb, cols, bits, wf);
+                        mlm_bfp_decode_matrix_row(w, cols, bits, r, wf);
                         for (int64_t t = 0; t < n; t++) {
                             double sum = 0, mag = 1e-30;
                             for (int64_t k = 0; k < cols; k++) {

@@ -86,7 +86,9 @@ INLINE void tile(float *out, int64_t out_stride, const uint8_t *W, int64_t row_b
         _Pragma("GCC unroll 8") for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
         _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
-            const uint8_t *grp = W + (r + i) * row_bytes + g * gbytes;
+            /* rows interleaved by 8: the 8 rows of a decode tile are one stream */
+            const uint8_t *grp = W + ((r + i) / MLM_BFP_ROWS) * MLM_BFP_ROWS * row_bytes +
+                                 (g * MLM_BFP_ROWS + (r + i) % MLM_BFP_ROWS) * gbytes;
             wgroup w = load_group(grp, bits);
             _Pragma("GCC unroll 8") for (int j = 0; j < T; j++)
                 acc[i][j] = dot_group(&w, xq + (t + j) * pc + g * MLM_BFP_GROUP,

@@ -1,4 +1,4 @@
-/* backend/cpu/matmul_bfp_ref.c: BFP8 / BFP4 weights (tensor/bfp.h row layout) against int8
+/* backend/cpu/matmul_bfp_ref.c: BFP8 / BFP4 weights (tensor/bfp.h matrix layout) against int8
  * activations (tensor/q8.h), scalar reference. For each block of 16 columns the integer sum
  * of code x activation is exact; the output is the sum over blocks, in column order, of
  * isum * (2^(exp - 127 - (bits - 2)) * activation scale). */
@@ -17,16 +17,14 @@ static inline int code_value(unsigned c, int bits) {
 static void matmul_bfp_ref(float *out, int64_t out_stride, const void *w, const int8_t *xq,
                            const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1,
                            int bits) {
-    const int64_t pc = mlm_q8_cols(cols), gbytes = bits == 8 ? 68 : 36, cbytes = gbytes - 4;
-    const int64_t row_bytes = mlm_bfp_row_bytes(cols, bits);
+    const int64_t pc = mlm_q8_cols(cols), cbytes = (bits == 8 ? 68 : 36) - 4;
     for (int64_t t = 0; t < n; t++) {
         const int8_t *q = xq + t * pc;
         const float *d = xd + t * (pc / MLM_Q8_BLOCK);
         for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *row = (const uint8_t *)w + r * row_bytes;
             float acc = 0;
             for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
-                const uint8_t *grp = row + g * gbytes;
+                const uint8_t *grp = (const uint8_t *)w + mlm_bfp_group_offset(r, g, cols, bits);
                 for (int b = 0; b < 4; b++) {
                     int32_t isum = 0;
                     for (int j = 16 * b; j < 16 * b + 16; j++) {
