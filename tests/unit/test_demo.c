@@ -177,6 +177,11 @@ TEST(bad_input_fails_before_compute) {
     EXPECT("demo --sampling-params -1,0.9", 2, "--sampling-params");
     EXPECT("demo --preset nope", 2, "unknown preset");
     EXPECT("demo --max-generated-tokens 2000", 2, "--max-generated-tokens");
+    /* memory planning refuses, before loading, what cannot fit, naming what would */
+    EXPECT("demo -m tests/data/configs/Llama-3.1-8B-Instruct --batch-size 32 --max-seq-len 131072 "
+           "--page-params 32,131072",
+           1, "--max-seq-len");
+    CHECKF(strstr(out, "would fit") && strstr(out, "KV cache"), "%s", out);
 }
 
 int main(void) {
