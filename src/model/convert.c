@@ -40,14 +40,6 @@ int mlm_model_norms(mlm_model *m, mlm_norm_ref *out) {
     return n;
 }
 
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1);                                            /* nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
                              void *dst) {
     int64_t cols = src->cols, out_bytes = mlm_wtype_row_bytes(to, cols);
@@ -70,7 +62,7 @@ void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, in
             switch (to) {
             case MLM_W_F32: memcpy(o, row, (size_t)cols * 4); break;
             case MLM_W_BF16:
-                for (int64_t k = 0; k < cols; k++) ((uint16_t *)o)[k] = f32_to_bf16(row[k]);
+                for (int64_t k = 0; k < cols; k++) ((uint16_t *)o)[k] = mlm_f32_to_bf16(row[k]);
                 break;
             case MLM_W_BFP8: mlm_bfp_encode_matrix_row(row, cols, 8, r - r0, dst); break;
             default: mlm_bfp_encode_matrix_row(row, cols, 4, r - r0, dst);

@@ -118,14 +118,6 @@ static float elem(const mlm_tensor_view *t, int64_t r, int64_t c) {
     }
 }
 
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1);                                            /* nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 /* The type to bind ROLE (layer L) in, for a source tensor of dtype SRC: the profile's when it
  * is f32 or bf16; for BFP the exact source values (bf16 stays bf16, anything else f32), which
  * the conversion to BFP reads afterwards. */
@@ -187,7 +179,7 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
             int s = split_cols ? (int)(c / scols) : (int)(src / srows);
             float f = elem(v[s], split_cols ? src : src % srows, split_cols ? c % scols : c);
             if (want == MLM_DTYPE_F32) ((float *)buf)[i * cols + c] = f;
-            else ((uint16_t *)buf)[i * cols + c] = f32_to_bf16(f);
+            else ((uint16_t *)buf)[i * cols + c] = mlm_f32_to_bf16(f);
         }
     }
     out->data = buf;

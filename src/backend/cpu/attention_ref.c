@@ -6,21 +6,7 @@
 
 #include "backend/backend.h"
 #include "tensor/bfp.h"
-
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
+#include "tensor/dtype.h"
 
 void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k_row,
                   const float *v_row) {
@@ -31,8 +17,8 @@ void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, co
     } else if (kv->type == MLM_W_BF16) {
         uint16_t *k = (uint16_t *)((char *)kv->k + off), *v = (uint16_t *)((char *)kv->v + off);
         for (int64_t i = 0; i < kv->row; i++) {
-            k[i] = f32_to_bf16(k_row[i]);
-            v[i] = f32_to_bf16(v_row[i]);
+            k[i] = mlm_f32_to_bf16(k_row[i]);
+            v[i] = mlm_f32_to_bf16(v_row[i]);
         }
     } else {
         memcpy((char *)kv->k + off, k_row, (size_t)kv->row * 4);
@@ -43,7 +29,7 @@ void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, co
 /* Value I of an entry at BASE. */
 static inline float load(const void *base, mlm_wtype type, int64_t i) {
     if (type == MLM_W_F32) return ((const float *)base)[i];
-    if (type == MLM_W_BF16) return bf16_to_f32(((const uint16_t *)base)[i]);
+    if (type == MLM_W_BF16) return mlm_bf16_to_f32(((const uint16_t *)base)[i]);
     const uint8_t *g = (const uint8_t *)base + i / MLM_BFP_GROUP * 68;
     int j = (int)(i % MLM_BFP_GROUP);
     return mlm_bfp_decode(g[64 + j / 16], g[j], 8);

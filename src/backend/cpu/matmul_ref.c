@@ -3,13 +3,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#include "tensor/dtype.h"
 
 void mlm_matmul_f32_ref(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
                         int64_t cols, int64_t r0, int64_t r1) {
@@ -31,7 +25,7 @@ void mlm_matmul_bf16_ref(float *out, int64_t out_stride, const void *w, const fl
             const uint16_t *wr = W + r * cols;
             const float *xt = x + t * cols;
             float acc = 0;
-            for (int64_t k = 0; k < cols; k++) acc += bf16_to_f32(wr[k]) * xt[k];
+            for (int64_t k = 0; k < cols; k++) acc += mlm_bf16_to_f32(wr[k]) * xt[k];
             out[t * out_stride + r] = acc;
         }
 }
