@@ -136,6 +136,19 @@ static inline int harness_run_meshlm(const char *args, char *out, size_t size) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Runs "meshlm ARGS" into the char array OUT and checks its exit status is CODE and, unless
+ * NEEDLE is NULL, that the output contains NEEDLE. */
+#define HARNESS_EXPECT_MESHLM(out, args, code, needle)                                          \
+    do {                                                                                        \
+        const char *needle_ = (needle);                                                         \
+        int rc_ = harness_run_meshlm(args, out, sizeof out);                                    \
+        CHECKF(rc_ == (code), "meshlm %s: exit %d, want %d; output: %.600s", args, rc_, code,   \
+               out);                                                                            \
+        if (needle_)                                                                            \
+            CHECKF(strstr(out, needle_) != NULL, "meshlm %s: output lacks '%s': %.600s", args,  \
+                   needle_, out);                                                               \
+    } while (0)
+
 /* Removes DIR and everything under it (tests' scratch space only). */
 static inline void harness_rmtree(const char *dir) {
     char cmd[512];

@@ -13,14 +13,7 @@ static char out[1 << 16];
 /* Runs "meshlm ARGS" with stderr merged into OUT; returns the exit status. */
 static int run(const char *args) { return harness_run_meshlm(args, out, sizeof out); }
 
-#define EXPECT(args, code, needle)                                                        \
-    do {                                                                                  \
-        int rc_ = run(args);                                                              \
-        CHECKF(rc_ == (code), "meshlm %s: exit %d, want %d; output: %.300s", args, rc_,  \
-               code, out);                                                                \
-        if (needle) CHECKF(strstr(out, needle) != NULL, "meshlm %s: output lacks '%s': %.300s", \
-                           args, (const char *)needle, out);                              \
-    } while (0)
+#define EXPECT(args, code, needle) HARNESS_EXPECT_MESHLM(out, args, code, needle)
 
 TEST(usage_and_help) {
     EXPECT("", 2, "usage: meshlm");

@@ -10,13 +10,7 @@
 
 static char out[1 << 16], tmp[256];
 
-#define EXPECT(args, rc_want, needle)                                                          \
-    do {                                                                                      \
-        int rc_ = harness_run_meshlm(args, out, sizeof out);                                  \
-        CHECKF(rc_ == (rc_want), "meshlm %s: exit %d, want %d\n%s", args, rc_, rc_want, out); \
-        CHECKF(strstr(out, needle) != NULL, "meshlm %s: output lacks '%s'\n%s", args, needle, \
-               out);                                                                          \
-    } while (0)
+#define EXPECT(args, code, needle) HARNESS_EXPECT_MESHLM(out, args, code, needle)
 
 static json_t *report(const char *name) {
     char path[400];
