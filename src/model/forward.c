@@ -1,7 +1,8 @@
 /* model/forward.c: the Llama 3 decoder forward pass over a flat batch of tokens from any
  * sequences (prefill, decode or both), with attention over paged KV.
  * Activations are f32; weights f32 or bf16 through the backend's matmul kernels, or BFP8/BFP4
- * against the activations quantized to int8 once per product; the pass splits the rows between
+ * against the activations quantized to int8 once per input (q, k and v share one quantization,
+ * as do gate and up); the pass splits the rows between
  * threads (OpenMP). Every token's numbers are computed the same
  * way whatever else is in the batch, so batched and one-by-one runs agree bit for bit.
  * Scratch comes from the caller (sized by mlm_forward_scratch_size); nothing is allocated. */
@@ -61,39 +62,36 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t
     }
 }
 
-/* OUT (n, w->rows) = X (n, w->cols) . W^T, rows split between threads. Q8 is scratch for
- * the int8 activations of BFP weights. */
+static int is_bfp(const mlm_weight *w) { return w->type == MLM_W_BFP8 || w->type == MLM_W_BFP4; }
+
+/* Quantizes the N rows of X (COLS wide) to int8 into Q8 (scales first, then the codes), once
+ * for every BFP product that reads X. */
+static void quantize(const float *x, int64_t n, int64_t cols, float *q8, int n_threads) {
+    int64_t pc = mlm_q8_cols(cols);
+    int8_t *xq = (int8_t *)(q8 + n * (pc / MLM_Q8_BLOCK));
+#pragma omp parallel for num_threads(n_threads) schedule(static) if (n > 1)
+    for (int64_t t = 0; t < n; t++)
+        mlm_q8_quantize(x + t * cols, 1, cols, xq + t * pc, q8 + t * (pc / MLM_Q8_BLOCK));
+}
+
+/* OUT (n, w->rows) = X (n, w->cols) . W^T, rows split between threads. For BFP weights Q8
+ * must hold X quantized (quantize()). */
 static void matmul(const mlm_model *m, float *out, const mlm_weight *w, const float *x, int64_t n,
-                   int n_threads, float *q8) {
+                   int n_threads, const float *q8) {
     int64_t rows = w->rows, cols = w->cols;
     /* Chunks of 16 rows keep each thread's work a multiple of the kernels' 4-row blocks; they
      * are handed out dynamically, so a thread the OS delays does not hold the others at the
      * barrier (every chunk computes the same numbers whichever thread runs it). */
-    int64_t n_chunks = (rows + 15) / 16;
-    int par = n * rows * cols > 32768;
-    if (w->type == MLM_W_F32 || w->type == MLM_W_BF16) {
-        mlm_matmul_fn fn = m->kernels->matmul[w->type];
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 4) if (par)
-        for (int64_t ch = 0; ch < n_chunks; ch++) {
-            int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
-            fn(out, rows, w->data, x, n, cols, r0, r1);
-        }
-        return;
-    }
-    mlm_matmul_q8_fn fn = m->kernels->matmul_q8[w->type];
-    int64_t pc = mlm_q8_cols(cols);
-    float *xd = q8;
-    int8_t *xq = (int8_t *)(q8 + n * (pc / MLM_Q8_BLOCK));
-#pragma omp parallel num_threads(n_threads) if (par)
-    {
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < n; t++)
-            mlm_q8_quantize(x + t * cols, 1, cols, xq + t * pc, xd + t * (pc / MLM_Q8_BLOCK));
-#pragma omp for schedule(dynamic, 4)
-        for (int64_t ch = 0; ch < n_chunks; ch++) {
-            int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
-            fn(out, rows, w->data, xq, xd, n, cols, r0, r1);
-        }
+    int64_t n_chunks = (rows + 15) / 16, pc = mlm_q8_cols(cols);
+    const int8_t *xq = (const int8_t *)(q8 + n * (pc / MLM_Q8_BLOCK));
+    int bfp = is_bfp(w);
+    mlm_matmul_fn fn = bfp ? NULL : m->kernels->matmul[w->type];
+    mlm_matmul_q8_fn fq = bfp ? m->kernels->matmul_q8[w->type] : NULL;
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 4) if (n * rows * cols > 32768)
+    for (int64_t ch = 0; ch < n_chunks; ch++) {
+        int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
+        if (bfp) fq(out, rows, w->data, xq, q8, n, cols, r0, r1);
+        else fn(out, rows, w->data, x, n, cols, r0, r1);
     }
 }
 
@@ -138,6 +136,7 @@ void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv 
         const mlm_layer *L = &m->layers[l];
         /* attention block */
         rmsnorm(xb, x, L->attn_norm, n, d, c->norm_eps);
+        if (is_bfp(&L->wq) || is_bfp(&L->wk) || is_bfp(&L->wv)) quantize(xb, n, d, q8, n_threads);
         matmul(m, q, &L->wq, xb, n, n_threads, q8);
         matmul(m, k, &L->wk, xb, n, n_threads, q8);
         matmul(m, v, &L->wv, xb, n, n_threads, q8);
@@ -158,13 +157,16 @@ void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv 
                                   b->kv_idx[t] + 1, c->n_head, c->n_kv_head, (int)hd,
                                   scores + (size_t)tid * per_thread);
         }
+        if (is_bfp(&L->wo)) quantize(att, n, qdim, q8, n_threads);
         matmul(m, xb, &L->wo, att, n, n_threads, q8);
         for (int64_t i = 0; i < n * d; i++) x[i] += xb[i];
         /* MLP block */
         rmsnorm(xb, x, L->ffn_norm, n, d, c->norm_eps);
+        if (is_bfp(&L->w1) || is_bfp(&L->w3)) quantize(xb, n, d, q8, n_threads);
         matmul(m, gate, &L->w1, xb, n, n_threads, q8);
         matmul(m, up, &L->w3, xb, n, n_threads, q8);
         for (int64_t i = 0; i < n * f; i++) gate[i] = silu(gate[i]) * up[i];
+        if (is_bfp(&L->w2)) quantize(gate, n, f, q8, n_threads);
         matmul(m, xb, &L->w2, gate, n, n_threads, q8);
         for (int64_t i = 0; i < n * d; i++) x[i] += xb[i];
     }
@@ -174,5 +176,6 @@ void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv 
     int32_t j = 0;
     for (int32_t t = 0; t < n; t++)
         if (b->want_logits[t]) rmsnorm(xf + (j++) * d, x + t * d, m->norm, 1, d, c->norm_eps);
+    if (is_bfp(&m->output)) quantize(xf, n_logits, d, q8, n_threads);
     matmul(m, logits, &m->output, xf, n_logits, n_threads, q8);
 }
