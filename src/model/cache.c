@@ -114,18 +114,15 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_
 }
 
 /* The folder for DIR's caches: PARAMS' cache_dir, $MESHLM_CACHE, DIR/meshlm-cache when DIR is
- * writable, else the user cache folder. *SHARED is set when the folder may hold other
- * models' caches. */
+ * writable, else the user cache folder. */
 static mlm_status cache_dir(const char *dir, const mlm_model_params *p, char *out, size_t size,
-                            int *shared, mlm_error *err) {
+                            mlm_error *err) {
     const char *env = getenv("MESHLM_CACHE");
     int n;
-    *shared = 1;
     if (p && p->cache_dir && p->cache_dir[0]) n = snprintf(out, size, "%s", p->cache_dir);
     else if (env && env[0]) n = snprintf(out, size, "%s", env);
     else if (dir && access(dir, W_OK) == 0) {
         n = snprintf(out, size, "%s/meshlm-cache", dir);
-        *shared = 0;
     } else {
         const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
         if (xdg && xdg[0]) n = snprintf(out, size, "%s/meshlm", xdg);
@@ -141,39 +138,41 @@ static mlm_status cache_dir(const char *dir, const mlm_model_params *p, char *ou
     return MLM_OK;
 }
 
+mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
+                              const mlm_model_params *params, char *path, size_t size,
+                              mlm_error *err) {
+    char real[PATH_MAX], folder[PATH_MAX], types[1024], id[PATH_MAX + 1100];
+    if (!realpath(dir, real))
+        return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
+    mlm_status st = cache_dir(dir, params, folder, sizeof folder, err);
+    if (st) return st;
+    mlm_profile_describe(prof, types, sizeof types);
+    snprintf(id, sizeof id, "%s\n%s\nmesh 1", real, types);
+    const char *base = strrchr(real, '/');
+    base = base && base[1] ? base + 1 : "model";
+    int n = snprintf(path, size, "%s/%s.%s.%08x.mlmc", folder, base, prof->name,
+                     (unsigned)(mlm_hash64(id, strlen(id), SEED) & 0xffffffffu));
+    if (n < 0 || (size_t)n >= size)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "cache: path too long");
+    return MLM_OK;
+}
+
 mlm_status mlm_cache_path(const char *dir, const mlm_model_params *params, char *path,
                           size_t size, mlm_error *err) {
     mlm_model_params p = params ? *params : mlm_model_default_params();
     mlm_config cfg;
     mlm_profile prof;
-    const char *name = p.optimizations ? p.optimizations
-                                       : p.dtype == MLM_DTYPE_F32 ? "f32" : "bf16";
     mlm_status st = mlm_config_load(dir, &cfg, err);
-    if (!st) st = mlm_profile_init(&prof, name, &cfg, p.decoder_config, err);
+    if (!st) st = mlm_profile_init(&prof, mlm_model_params_profile(&p), &cfg, p.decoder_config, err);
     if (st) return st;
-    char real[PATH_MAX], folder[PATH_MAX], types[1024], id[PATH_MAX + 1100];
-    int shared;
-    if (!realpath(dir, real)) st = mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
-    if (!st) st = cache_dir(dir, &p, folder, sizeof folder, &shared, err);
-    if (!st) {
-        mlm_profile_describe(&prof, types, sizeof types);
-        snprintf(id, sizeof id, "%s\n%s\nmesh 1", real, types);
-        const char *base = strrchr(real, '/');
-        base = base && base[1] ? base + 1 : "model";
-        int n = snprintf(path, size, "%s/%s.%s.%08x.mlmc", folder, base, prof.name,
-                         (unsigned)(mlm_hash64(id, strlen(id), SEED) & 0xffffffffu));
-        (void)shared;
-        if (n < 0 || (size_t)n >= size)
-            st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "cache: path too long");
-    }
+    st = mlm_cache_path_for(dir, &prof, &p, path, size, err);
     mlm_profile_deinit(&prof);
     return st;
 }
 
 mlm_status mlm_cache_dirs(const char *dir, char dirs[][1024], int *n, mlm_error *err) {
-    int shared;
     *n = 0;
-    mlm_status st = cache_dir(dir, NULL, dirs[0], 1024, &shared, err);
+    mlm_status st = cache_dir(dir, NULL, dirs[0], 1024, err);
     if (st) return st;
     *n = 1;
     return MLM_OK;

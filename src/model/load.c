@@ -282,6 +282,11 @@ mlm_model_params mlm_model_default_params(void) {
     return p;
 }
 
+const char *mlm_model_params_profile(const mlm_model_params *p) {
+    if (p->optimizations) return p->optimizations;
+    return p->dtype == MLM_DTYPE_F32 ? "f32" : "bf16";
+}
+
 /* Binds the checkpoint in DIR: f32/bf16 roles in their types, BFP roles in the source's. */
 static mlm_status bind_checkpoint(mlm_model *m, const char *dir, mlm_error *err) {
     mlm_status st = mlm_checkpoint_open(dir, &m->ckpt, err);
@@ -319,7 +324,7 @@ static mlm_status load_bfp(mlm_model *m, const char *dir, const mlm_model_params
     }
     char key[4096];
     mlm_status st = mlm_cache_key(dir, &m->profile, key, sizeof key, err);
-    if (!st) st = mlm_cache_path(dir, p, m->cache_path, sizeof m->cache_path, err);
+    if (!st) st = mlm_cache_path_for(dir, &m->profile, p, m->cache_path, sizeof m->cache_path, err);
     if (st) return st;
     mlm_error why = {0};
     if (mlm_is_file(m->cache_path)) {
@@ -346,14 +351,11 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
                           mlm_error *err) {
     *out = NULL;
     mlm_model_params p = params ? *params : mlm_model_default_params();
-    const char *name = p.optimizations;
-    if (!name) {
-        if (p.dtype != MLM_DTYPE_F32 && p.dtype != MLM_DTYPE_BF16)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "model: dtype %s is not a compute dtype (f32, bf16)",
-                               mlm_dtype_name(p.dtype));
-        name = p.dtype == MLM_DTYPE_F32 ? "f32" : "bf16";
-    }
+    if (!p.optimizations && p.dtype != MLM_DTYPE_F32 && p.dtype != MLM_DTYPE_BF16)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "model: dtype %s is not a compute dtype (f32, bf16)",
+                           mlm_dtype_name(p.dtype));
+    const char *name = mlm_model_params_profile(&p);
     mlm_model *m = calloc(1, sizeof *m);
     if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
     m->kernels = mlm_kernels_best();

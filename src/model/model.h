@@ -90,6 +90,13 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
  * index, index bounds) and returns its key text and tensor count (for fuzzing and listing). */
 mlm_status mlm_cache_read_frame(const mlm_mapfile *f, const char **key, size_t *key_len,
                                 uint64_t *n_tensors, mlm_error *err);
+/* The cache file for the model in DIR with the resolved profile PROF (mlm_cache_path without
+ * reading the config again). */
+mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
+                              const mlm_model_params *params, char *path, size_t size,
+                              mlm_error *err);
+/* The profile PARAMS name: optimizations, else the one dtype implies (f32 or bf16). */
+const char *mlm_model_params_profile(const mlm_model_params *params);
 /* The cache key of the model in DIR with profile P: source file names, sizes and mtimes,
  * the profile's types, the mesh and the format version. */
 mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_t size,
