@@ -48,6 +48,21 @@ static int push(const mlm_gen_user *u, mlm_gen_output *o, int32_t id) {
     return o->stopped || o->n >= u->max_new_tokens;
 }
 
+/* Runs the step of S's first N entries and lets each of the N_LOGITS users that asked for
+ * logits (S->owner, in batch order) sample its next token. */
+static mlm_status step_and_sample(mlm_exec *e, state *s, int32_t n, int32_t n_logits,
+                                  const mlm_gen_user *users, mlm_gen_output *out, uint8_t *done,
+                                  int32_t V, mlm_error *err) {
+    mlm_batch b = {.n = n, .tokens = s->tok, .seq = s->seq, .pos = s->pos, .logits = s->want};
+    mlm_status st = mlm_exec_step(e, &b, s->logits, err);
+    for (int32_t k = 0; !st && k < n_logits; k++) {
+        int32_t w = s->owner[k];
+        done[w] = (uint8_t)push(&users[w], &out[w],
+                                mlm_sampler_sample(&s->samplers[w], s->logits + (size_t)k * V));
+    }
+    return st;
+}
+
 mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_users,
                              const int32_t *const *pages, int32_t n_pages, mlm_gen_output *out,
                              mlm_gen_stats *stats, mlm_error *err) {
@@ -113,13 +128,7 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
                 off += take;
             }
         }
-        mlm_batch b = {.n = n, .tokens = s.tok, .seq = s.seq, .pos = s.pos, .logits = s.want};
-        st = mlm_exec_step(e, &b, s.logits, err);
-        for (int32_t k = 0; !st && k < n_logits; k++) {
-            int32_t w = s.owner[k];
-            done[w] = (uint8_t)push(&users[w], &out[w],
-                                    mlm_sampler_sample(&s.samplers[w], s.logits + (size_t)k * V));
-        }
+        st = step_and_sample(e, &s, n, n_logits, users, out, done, V, err);
         stats->prefill_tokens += n;
     }
     stats->prefill_s = now() - t0;
@@ -136,13 +145,7 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
                 n++;
             }
             if (!n) break;
-            mlm_batch b = {.n = n, .tokens = s.tok, .seq = s.seq, .pos = s.pos, .logits = s.want};
-            st = mlm_exec_step(e, &b, s.logits, err);
-            for (int32_t k = 0; !st && k < n; k++) {
-                int32_t w = s.owner[k];
-                done[w] = (uint8_t)push(&users[w], &out[w],
-                                        mlm_sampler_sample(&s.samplers[w], s.logits + (size_t)k * V));
-            }
+            st = step_and_sample(e, &s, n, n, users, out, done, V, err);
             live += n;
         }
         if (!live) break;

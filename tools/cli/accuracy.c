@@ -17,9 +17,8 @@ static int32_t argmax(const float *x, int32_t n) {
     return best;
 }
 
-int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m,
-                        const mlm_tokenizer *tok, double *top1, double *top5, int *n_steps) {
-    (void)tok;
+int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, double *top1,
+                        double *top5) {
     char path[2048];
     if (c->reference) snprintf(path, sizeof path, "%s", c->reference);
     else snprintf(path, sizeof path, "%s/reference.refpt", model);
@@ -102,7 +101,6 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m,
     if (!rc) {
         *top1 = steps ? (double)hit1 / (double)steps : 0;
         *top5 = steps ? (double)hit5 / (double)steps : 0;
-        *n_steps = (int)steps;
         printf("token accuracy: %s, prompt %lld tokens, %lld teacher-forced steps\n", path,
                (long long)prompt_len, (long long)steps);
     }

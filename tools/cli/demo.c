@@ -168,8 +168,8 @@ static char *model_dir(const demo_config *c) {
 }
 
 /* A random disjoint page table per user, as the seeds build it: a permutation of the pool
- * (seeded, so runs repeat) cut into BATCH rows of BLOCKS / BATCH. */
-static int32_t *page_tables(int32_t blocks, int32_t batch, uint64_t seed) {
+ * (seeded, so runs repeat), which the caller cuts into rows of blocks / batch. */
+static int32_t *page_tables(int32_t blocks, uint64_t seed) {
     int32_t *perm = malloc((size_t)blocks * sizeof *perm);
     if (!perm) return NULL;
     for (int32_t i = 0; i < blocks; i++) perm[i] = i;
@@ -178,21 +178,25 @@ static int32_t *page_tables(int32_t blocks, int32_t batch, uint64_t seed) {
         int32_t j = (int32_t)((seed >> 33) % (uint64_t)(i + 1)), t = perm[i];
         perm[i] = perm[j], perm[j] = t;
     }
-    (void)batch;
     return perm;
 }
 
-/* Where generation stopped for the guard: the output's tokens up to (not including) the
- * turn boundary; a special token before it fails the run. For ChatML the text is cut at
- * <|im_end|> / <|im_start|> first, as the Phi-4 seed does. Returns the offending index or -1. */
-static int32_t guard(const mlm_tokenizer *tok, const mlm_config *cfg, const mlm_gen_output *o) {
-    int32_t stops[16], n_stops = mlm_tokenizer_chat_stop_ids(tok, stops, 8);
-    for (int i = 0; i < cfg->n_stop_ids && n_stops < 16; i++) stops[n_stops++] = cfg->stop_ids[i];
-    int32_t im_start = mlm_tokenizer_special_id(tok, "<|im_start|>");
+/* The ids that end a turn: the config's stop ids and the chat format's (for ChatML
+ * <|im_end|> and <|im_start|>); at most 16 into IDS, the count returned. */
+static int32_t end_of_turn_ids(const mlm_tokenizer *tok, const mlm_config *cfg, int32_t *ids) {
+    int32_t n = 0;
+    for (int i = 0; i < cfg->n_stop_ids && n < 8; i++) ids[n++] = cfg->stop_ids[i];
+    return n + mlm_tokenizer_chat_stop_ids(tok, ids + n, 16 - n);
+}
+
+/* The special-token guard: the output is read up to its turn boundary (one of the N_ENDS
+ * ids ENDS; for ChatML that cuts at <|im_end|> / <|im_start|>, as the Phi-4 seed does); a
+ * special token before it fails the run. Returns the offending index or -1. */
+static int32_t guard(const mlm_tokenizer *tok, const int32_t *ends, int32_t n_ends,
+                     const mlm_gen_output *o) {
     for (int32_t i = 0; i < o->n; i++) {
-        int boundary = o->tokens[i] == im_start;
-        for (int k = 0; k < n_stops; k++) boundary |= o->tokens[i] == stops[k];
-        if (boundary) return -1;
+        for (int32_t k = 0; k < n_ends; k++)
+            if (o->tokens[i] == ends[k]) return -1;
         if (mlm_tokenizer_is_special(tok, o->tokens[i])) return i;
     }
     return -1;
@@ -204,21 +208,6 @@ static char *text_of(const mlm_tokenizer *tok, const int32_t *ids, int32_t n) {
     if (mlm_tokenizer_decode(tok, ids, n, &s, &len, NULL)) return strdup("?");
     return s;
 }
-
-/* One line of at most MAX characters of S, for the report. */
-static void shorten(const char *s, int max, char *out, size_t size) {
-    size_t o = 0;
-    for (const char *p = s; *p && o + 4 < size && (int)o < max; p++)
-        out[o++] = *p == '\n' || *p == '\t' ? ' ' : *p;
-    if (strlen(s) > o && o + 4 < size) out[o++] = '.', out[o++] = '.', out[o++] = '.';
-    out[o] = 0;
-}
-
-int demo_report(const demo_config *c, const char *model, const mlm_model *m,
-                const demo_metrics *mt, const char *failures, int n_users, char **prompts,
-                char **outputs, double top1, double top5);
-int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m,
-                        const mlm_tokenizer *tok, double *top1, double *top5, int *n_steps);
 
 int cmd_demo(int argc, char **argv) {
     demo_config c;
@@ -291,8 +280,7 @@ int cmd_demo(int argc, char **argv) {
         rc = cli_fail(&err);
     } else if (c.token_accuracy) {
         double top1 = 0, top5 = 0;
-        int steps = 0;
-        rc = demo_token_accuracy(&c, dir, m, tok, &top1, &top5, &steps);
+        rc = demo_token_accuracy(&c, dir, m, &top1, &top5);
         if (rc == CLI_OK) {
             struct rusage ru;
             getrusage(RUSAGE_SELF, &ru);
@@ -315,11 +303,8 @@ int cmd_demo(int argc, char **argv) {
             }
         }
         if (!st) st = mlm_exec_create(m, &xp, &e, &err);
-        int32_t stops[16], n_stops = 0;
-        if (c.stop_at_eos) {
-            for (int i = 0; i < cfg->n_stop_ids; i++) stops[n_stops++] = cfg->stop_ids[i];
-            n_stops += mlm_tokenizer_chat_stop_ids(tok, stops + n_stops, 16 - n_stops);
-        }
+        int32_t ends[16], n_ends = end_of_turn_ids(tok, cfg, ends);
+        int32_t n_stops = c.stop_at_eos ? n_ends : 0; /* users stop at the same ids */
         int B = c.batch_size, R = c.repeat_batches;
         mlm_gen_user *users = calloc((size_t)B, sizeof *users);
         mlm_gen_output *outs = calloc((size_t)(B * R), sizeof *outs);
@@ -337,7 +322,7 @@ int cmd_demo(int argc, char **argv) {
                 int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
                 users[u].prompt = ids->ids + skip, users[u].n_prompt = (int32_t)(n - skip);
                 users[u].max_new_tokens = c.max_generated_tokens;
-                users[u].stop_ids = stops, users[u].n_stop_ids = n_stops;
+                users[u].stop_ids = ends, users[u].n_stop_ids = n_stops;
                 mlm_sampler_params sp = mlm_sampler_default_params();
                 if (c.per_user_sampling && B > 1) { /* the seeds' batch-32 linspace */
                     sp.temperature = (float)u / (float)(B - 1);
@@ -354,7 +339,7 @@ int cmd_demo(int argc, char **argv) {
             }
             int32_t per_user = c.max_num_blocks / B, *perm = NULL;
             const int32_t *pages[32];
-            if (c.paged_attention && (perm = page_tables(c.max_num_blocks, B, 1234 + (uint64_t)r)))
+            if (c.paged_attention && (perm = page_tables(c.max_num_blocks, 1234 + (uint64_t)r)))
                 for (int u = 0; u < B; u++) pages[u] = perm + (size_t)u * per_user;
             mlm_gen_stats gs;
             /* a user's table holds max_num_blocks / batch blocks; it uses what max_seq_len needs */
@@ -370,7 +355,7 @@ int cmd_demo(int argc, char **argv) {
         if (st) rc = cli_fail(&err);
         /* the guard, then determinism: every prompt's outputs identical across repeats */
         for (int i = 0; !rc && i < B * R; i++) {
-            int32_t bad = guard(tok, cfg, &outs[i]);
+            int32_t bad = guard(tok, ends, n_ends, &outs[i]);
             if (bad >= 0) {
                 size_t len;
                 const char *t = mlm_tokenizer_token_bytes(tok, outs[i].tokens[bad], &len);
@@ -431,5 +416,3 @@ int cmd_demo(int argc, char **argv) {
     free(dir), free(prompt_path);
     return rc;
 }
-
-void demo_shorten(const char *s, int max, char *out, size_t size) { shorten(s, max, out, size); }

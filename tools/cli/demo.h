@@ -57,4 +57,13 @@ typedef struct demo_metrics {
     int determinism_checks; /* pairs of outputs of the same prompt compared */
 } demo_metrics;
 
+/* Prints the report (and writes --report / checks --expect); top1 < 0 when there is no token
+ * accuracy. Returns the exit code: 1 when FAILURES is not empty or a target is missed. */
+int demo_report(const demo_config *c, const char *model, const mlm_model *m,
+                const demo_metrics *mt, const char *failures, int n_users, char **prompts,
+                char **outputs, double top1, double top5);
+/* Token accuracy of the loaded model against C's reference (accuracy.c). */
+int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, double *top1,
+                        double *top5);
+
 #endif

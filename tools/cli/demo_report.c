@@ -6,7 +6,14 @@
 
 #include "demo.h"
 
-void demo_shorten(const char *s, int max, char *out, size_t size);
+/* One line of at most MAX characters of S, for the report. */
+static void shorten(const char *s, int max, char *out, size_t size) {
+    size_t o = 0;
+    for (const char *p = s; *p && o + 4 < size && (int)o < max; p++)
+        out[o++] = *p == '\n' || *p == '\t' ? ' ' : *p;
+    if (strlen(s) > o && o + 4 < size) out[o++] = '.', out[o++] = '.', out[o++] = '.';
+    out[o] = 0;
+}
 
 static void json_str_field(FILE *f, const char *key, const char *v, int comma) {
     fprintf(f, "\"%s\":", key);
@@ -67,8 +74,8 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
     if (!c->quiet)
         for (int i = 0; i < n_users; i++) {
             char p[200], o[400];
-            demo_shorten(prompts[i], 120, p, sizeof p);
-            demo_shorten(outputs[i], 300, o, sizeof o);
+            shorten(prompts[i], 120, p, sizeof p);
+            shorten(outputs[i], 300, o, sizeof o);
             printf("user %d (batch %d)\n  prompt: %s\n  output: %s\n", i % c->batch_size,
                    i / c->batch_size, p, o);
         }
