@@ -246,21 +246,13 @@ int cmd_demo(int argc, char **argv) {
     xp.max_step_logits = c.batch_size;
     xp.n_threads = c.n_threads;
     if (!cli_memory_fits("demo", dir, &c.prec, &xp)) {
-        /* the largest max_seq_len that fits, by halving */
         mlm_config cfg;
-        mlm_memory_plan plan;
-        if (!mlm_config_load(dir, &cfg, NULL))
-            for (int32_t s = c.max_seq_len / 2; s >= 256; s /= 2) {
-                mlm_exec_params t = xp;
-                t.max_seq_len = s;
-                t.max_num_blocks = (int32_t)((int64_t)c.max_num_blocks * s / c.max_seq_len);
-                if (!mlm_memory_plan_for(&cfg, c.prec.optimizations, c.prec.decoder_config, &t,
-                                         &plan, NULL) &&
-                    plan.total <= plan.available) {
-                    fprintf(stderr, "  --max-seq-len %d would fit\n", s);
-                    break;
-                }
-            }
+        int32_t fit = mlm_config_load(dir, &cfg, NULL)
+                          ? 0
+                          : cli_largest_seq_len(&cfg, &c.prec, &xp, c.max_seq_len);
+        if (fit > 0)
+            fprintf(stderr, "  --max-seq-len %d --page-params %d,%d would fit\n", fit, c.block_size,
+                    c.batch_size * (fit / c.block_size));
         demo_prompts_free(prompts, n_prompts);
         free(dir), free(prompt_path);
         return CLI_RUNTIME;

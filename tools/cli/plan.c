@@ -7,19 +7,14 @@
 
 #include "cli.h"
 
-static int fits(const mlm_config *cfg, const char *profile, int32_t batch, int32_t seq,
-                int64_t *total, int64_t *avail) {
+/* The exec params of a demo-like run with BATCH users (block size 32). */
+static mlm_exec_params params_for(int32_t batch) {
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seqs = batch;
-    xp.max_seq_len = seq;
     xp.block_size = 32;
-    xp.max_num_blocks = batch * ((seq + 31) / 32);
     xp.max_step_tokens = 512;
     xp.max_step_logits = batch;
-    mlm_memory_plan p;
-    if (mlm_memory_plan_for(cfg, profile, NULL, &xp, &p, NULL)) return 0;
-    *total = p.total, *avail = p.available;
-    return p.available < 0 || p.total <= p.available;
+    return xp;
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -49,24 +44,22 @@ int cmd_plan(int argc, char **argv) {
     int32_t cap = cfg.n_ctx_train > 0 ? cfg.n_ctx_train : 131072;
     static const char *profiles[] = {"performance", "accuracy", "bf16"};
     static const int32_t batches[] = {1, 2, 4, 8, 16, 32};
-    int64_t total = 0, avail = 0;
-    fits(&cfg, "performance", 1, 32, &total, &avail);
+    mlm_exec_params xp = params_for(1);
+    mlm_memory_plan now;
+    mlm_memory_plan_for(&cfg, "performance", NULL, &xp, &now, NULL);
     printf("%s: %s, %d layers, context up to %d; memory available now %.1f GB\n", model,
-           mlm_family_name(cfg.family), cfg.n_layer, cap, avail / 1e9);
+           mlm_family_name(cfg.family), cfg.n_layer, cap, now.available / 1e9);
     printf("largest max_seq_len per user (positions):\n%-12s", "profile");
     for (int b = 0; b < 6; b++) printf(" %9s%-2d", "batch ", batches[b]);
     printf("\n");
     for (int p = 0; p < 3; p++) {
         printf("%-12s", profiles[p]);
+        cli_precision prec = {.optimizations = profiles[p]};
         for (int b = 0; b < 6; b++) {
-            int32_t lo = 0, hi = cap / 32; /* in blocks of 32 */
-            while (lo < hi) {
-                int32_t mid = (lo + hi + 1) / 2;
-                if (fits(&cfg, profiles[p], batches[b], mid * 32, &total, &avail)) lo = mid;
-                else hi = mid - 1;
-            }
-            if (lo == 0) printf(" %11s", "no fit");
-            else printf(" %11d", lo * 32);
+            xp = params_for(batches[b]);
+            int32_t fit = cli_largest_seq_len(&cfg, &prec, &xp, cap);
+            if (fit == 0) printf(" %11s", "no fit");
+            else printf(" %11d", fit);
         }
         printf("\n");
     }
