@@ -57,6 +57,17 @@ INLINE const float *row_f32(const mlm_paged_kv *kv, const char *e, int64_t off, 
     return dst;
 }
 
+/* Rows of entries [J0, J0 + TILE) (clipped at N_CTX) of POOL as f32 into ROWS, decoded into
+ * TILE where needed; returns how many. */
+INLINE int load_tile(const mlm_paged_kv *kv, const void *pool, const int32_t *blocks, int32_t j0,
+                     int32_t n_ctx, int64_t off, int hd, float *tile, const float **rows) {
+    int nj = n_ctx - j0 < TILE ? n_ctx - j0 : TILE;
+    for (int jj = 0; jj < nj; jj++)
+        rows[jj] = row_f32(kv, (const char *)pool + mlm_kv_entry_offset(kv, blocks, j0 + jj), off,
+                           hd, tile + jj * hd);
+    return nj;
+}
+
 void mlm_attention_avx2(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
                         int32_t n_ctx, int n_head, int n_kv_head, int head_dim, float *scratch) {
     int group = n_head / n_kv_head, hd = head_dim;
@@ -73,10 +84,7 @@ void mlm_attention_avx2(float *out, const float *q, const mlm_paged_kv *kv, cons
         float *og = out + off * group;
         /* scores: s[hh * n_ctx + j] */
         for (int32_t j0 = 0; j0 < n_ctx; j0 += TILE) {
-            int nj = n_ctx - j0 < TILE ? n_ctx - j0 : TILE;
-            for (int jj = 0; jj < nj; jj++)
-                rows[jj] = row_f32(kv, (const char *)kv->k + mlm_kv_entry_offset(kv, blocks, j0 + jj),
-                                   off, hd, tile + jj * hd);
+            int nj = load_tile(kv, kv->k, blocks, j0, n_ctx, off, hd, tile, rows);
             for (int hh = 0; hh < group; hh++) {
                 const float *qh = qg + hh * hd;
                 for (int jj = 0; jj < nj; jj++) {
@@ -100,10 +108,7 @@ void mlm_attention_avx2(float *out, const float *q, const mlm_paged_kv *kv, cons
         }
         memset(og, 0, (size_t)(group * hd) * sizeof *og);
         for (int32_t j0 = 0; j0 < n_ctx; j0 += TILE) {
-            int nj = n_ctx - j0 < TILE ? n_ctx - j0 : TILE;
-            for (int jj = 0; jj < nj; jj++)
-                rows[jj] = row_f32(kv, (const char *)kv->v + mlm_kv_entry_offset(kv, blocks, j0 + jj),
-                                   off, hd, tile + jj * hd);
+            int nj = load_tile(kv, kv->v, blocks, j0, n_ctx, off, hd, tile, rows);
             for (int hh = 0; hh < group; hh++) {
                 const float *s = scratch + (int64_t)hh * n_ctx + j0;
                 float *oh = og + hh * hd;
