@@ -54,6 +54,12 @@ $(BUILD)/%_avx2.o: %_avx2.c
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+$(BUILD)/%_avxvnni.o: %_avxvnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(AVX2_FLAGS) -mavxvnni -c $< -o $@
+$(BUILD)/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(AVX512_FLAGS) -mamx-tile -mamx-int8 -mamx-bf16 -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

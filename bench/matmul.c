@@ -1,18 +1,17 @@
 /* bench/matmul.c: the matmul kernels alone: decode (1 token, weight bytes/s) and prefill
- * (many tokens, GFLOP/s) on a 8192 x 2048 weight, for every weight type and kernel table this
- * CPU runs. Prints figures; never fails on speed. Threads: OpenMP over row blocks, as the
- * model does; MESHLM_BENCH_THREADS=1 gives one core's figures. BFP timings include nothing but
- * the product (activations are quantized once, outside the timing). */
+ * (96 and 512 tokens, GFLOP/s) on a 8192 x 2048 weight, for every weight type and every
+ * kernel level this CPU runs, on the thread pool the model uses (chunks of 64 rows, as the
+ * forward pass hands them out). MESHLM_BENCH_THREADS=1 gives one core's figures. Activations
+ * are prepared once, outside the timing. Prints figures; never fails on speed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "backend/backend.h"
+#include "core/pool.h"
 #include "tensor/bfp.h"
+#include "tensor/dtype.h"
 #include "tensor/q8.h"
 
 static double now(void) {
@@ -25,24 +24,24 @@ typedef struct job {
     const mlm_kernels *k;
     mlm_wtype wt;
     const void *w;
-    const float *x;
-    const int8_t *xq;
-    const float *xd;
+    mlm_acts x;
     float *out;
-    int64_t rows, cols;
+    int64_t rows;
 } job;
 
-static double run(const job *j, int64_t n) {
+static void task(void *ctx, int64_t i, int thread) {
+    (void)thread;
+    const job *j = ctx;
+    int64_t r1 = (i + 1) * 64 < j->rows ? (i + 1) * 64 : j->rows;
+    j->k->matmul[j->wt](j->out, j->rows, j->w, &j->x, i * 64, r1);
+}
+
+static double run(mlm_pool *pool, job *j, int64_t n, int reps) {
     double best = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
+    j->x.n = n;
+    for (int rep = 0; rep < reps; rep++) {
         double t = now();
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < j->rows; r += 16) {
-            if (j->wt <= MLM_W_BF16)
-                j->k->matmul[j->wt](j->out, j->rows, j->w, j->x, n, j->cols, r, r + 16);
-            else
-                j->k->matmul_q8[j->wt](j->out, j->rows, j->w, j->xq, j->xd, n, j->cols, r, r + 16);
-        }
+        mlm_pool_run(pool, (j->rows + 63) / 64, task, j);
         t = now() - t;
         if (t < best) best = t;
     }
@@ -50,44 +49,54 @@ static double run(const job *j, int64_t n) {
 }
 
 int main(void) {
-    const int64_t rows = 8192, cols = 2048, n_pre = 96;
-#ifdef _OPENMP
-    if (getenv("MESHLM_BENCH_THREADS")) omp_set_num_threads(atoi(getenv("MESHLM_BENCH_THREADS")));
-#endif
+    const int64_t rows = 8192, cols = 2048, n_max = 512, pc = mlm_q8_cols(cols);
+    int threads = getenv("MESHLM_BENCH_THREADS") ? atoi(getenv("MESHLM_BENCH_THREADS")) : mlm_cpu_count();
+    mlm_pool *pool = NULL;
+    mlm_error err;
+    if (mlm_pool_create(threads, &pool, &err)) {
+        fprintf(stderr, "bench/matmul: %s\n", err.msg);
+        return 1;
+    }
     float *wf = malloc((size_t)(rows * cols) * 4);
     uint16_t *wh = malloc((size_t)(rows * cols) * 2);
-    uint8_t *w8 = malloc((size_t)mlm_wtype_bytes(MLM_W_BFP8, rows, cols));
-    uint8_t *w4 = malloc((size_t)mlm_wtype_bytes(MLM_W_BFP4, rows, cols));
-    float *x = malloc((size_t)(n_pre * cols) * 4), *out = malloc((size_t)(n_pre * rows) * 4);
-    int8_t *xq = malloc((size_t)(n_pre * mlm_q8_cols(cols)));
-    float *xd = malloc((size_t)(n_pre * mlm_q8_cols(cols) / 32) * 4);
+    uint8_t *w8 = calloc(1, (size_t)mlm_wtype_bytes(MLM_W_BFP8, rows, cols));
+    uint8_t *w4 = calloc(1, (size_t)mlm_wtype_bytes(MLM_W_BFP4, rows, cols));
+    float *x = malloc((size_t)(n_max * cols) * 4), *out = malloc((size_t)(n_max * rows) * 4);
+    int8_t *xq = malloc((size_t)(n_max * pc));
+    uint8_t *xu = malloc((size_t)(n_max * pc));
+    float *xd = malloc((size_t)(n_max * pc / 32) * 4);
+    uint16_t *xh = calloc((size_t)(n_max * mlm_bf16_cols(cols)), 2);
     for (int64_t i = 0; i < rows * cols; i++) {
         wf[i] = (float)((i % 13) - 6) * 0.01f;
-        uint32_t u;
-        memcpy(&u, &wf[i], 4);
-        wh[i] = (uint16_t)(u >> 16);
+        wh[i] = mlm_f32_to_bf16(wf[i]);
     }
     for (int64_t r = 0; r < rows; r++) {
         mlm_bfp_encode_matrix_row(wf + r * cols, cols, 8, r, w8);
         mlm_bfp_encode_matrix_row(wf + r * cols, cols, 4, r, w4);
     }
-    for (int64_t i = 0; i < n_pre * cols; i++) x[i] = (float)((i % 7) - 3) * 0.1f;
-    mlm_q8_quantize(x, n_pre, cols, xq, xd);
+    for (int64_t i = 0; i < n_max * cols; i++) x[i] = (float)((i % 7) - 3) * 0.1f;
+    mlm_q8_quantize(x, n_max, cols, xq, xu, xd);
+    for (int64_t t = 0; t < n_max; t++)
+        for (int64_t k = 0; k < cols; k++) xh[t * mlm_bf16_cols(cols) + k] = mlm_f32_to_bf16(x[t * cols + k]);
     const void *ws[] = {wf, wh, w8, w4};
-    const char *names[] = {"ref", "avx2", "avx512"};
-    printf("bench/matmul: %lld x %lld weights\n", (long long)rows, (long long)cols);
-    printf("kernels  weights  decode GB/s  prefill(%lld) GFLOP/s\n", (long long)n_pre);
-    for (int ki = 0; ki < 3; ki++) {
-        const mlm_kernels *k = mlm_kernels_get(names[ki]);
+    printf("bench/matmul: %lld x %lld weights, %d threads\n", (long long)rows, (long long)cols, threads);
+    printf("level    kernel               decode GB/s  prefill 96 GFLOP/s  prefill 512 GFLOP/s\n");
+    for (int li = 0; mlm_kernel_levels[li]; li++) {
+        const mlm_kernels *k = mlm_kernels_get(mlm_kernel_levels[li], NULL);
         if (!k) continue;
+        int ref = !strcmp(k->name, "ref");
         for (int wt = 0; wt < MLM_W_COUNT; wt++) {
-            job j = {k, (mlm_wtype)wt, ws[wt], x, xq, xd, out, rows, cols};
-            double t1 = run(&j, 1), tp = ki == 0 ? 0 : run(&j, n_pre);
-            printf("%-8s %-7s  %11.2f  %10.1f\n", names[ki], mlm_wtype_name((mlm_wtype)wt),
+            job j = {k, (mlm_wtype)wt, ws[wt],
+                     {.cols = cols, .x = x, .h = xh, .q = xq, .u = xu, .d = xd}, out, rows};
+            double t1 = run(pool, &j, 1, ref ? 1 : 5);
+            double t96 = ref ? 0 : run(pool, &j, 96, 3), t512 = ref ? 0 : run(pool, &j, 512, 2);
+            printf("%-8s %-20s %11.2f  %18.1f  %19.1f\n", k->name, k->matmul_name[wt],
                    (double)mlm_wtype_bytes((mlm_wtype)wt, rows, cols) / t1 / 1e9,
-                   tp > 0 ? 2.0 * (double)(rows * cols * n_pre) / tp / 1e9 : 0);
+                   t96 > 0 ? 2.0 * (double)(rows * cols * 96) / t96 / 1e9 : 0,
+                   t512 > 0 ? 2.0 * (double)(rows * cols * 512) / t512 / 1e9 : 0);
         }
     }
-    free(wf), free(wh), free(w8), free(w4), free(x), free(out), free(xq), free(xd);
+    mlm_pool_free(pool);
+    free(wf), free(wh), free(w8), free(w4), free(x), free(out), free(xq), free(xu), free(xd), free(xh);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* backend/backend.h: the CPU kernel table. Kernels know nothing of models: they multiply
- * matrices, normalize rows and run attention over paged KV. Each kernel has a scalar _ref
- * twin (cpu/matmul_ref.c and friends) that stays forever; the table is filled once from CPU features.
+ * matrices and run attention over paged KV. Each kernel has a scalar _ref twin (cpu/<family>_ref.c)
+ * that stays forever and defines its arithmetic; the table is picked once from what the CPU
+ * and the OS support (backend/kernels.c).
  * Thread safety: kernels are pure functions of their arguments. */
 #ifndef MESHLM_BACKEND_H
 #define MESHLM_BACKEND_H
@@ -8,31 +9,49 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Weight element types the kernels take. f32 and bf16 weights multiply f32 activations;
- * BFP8 and BFP4 weights (rows in tensor/bfp.h's kernel layout) multiply int8 activations
- * (tensor/q8.h). */
+#include "meshlm.h"
+
+/* Weight element types the kernels take. f32 and bf16 matrices are row-major; BFP8 and BFP4
+ * matrices are in tensor/bfp.h's panel layout and multiply int8 activations (tensor/q8.h). */
 typedef enum mlm_wtype { MLM_W_F32 = 0, MLM_W_BF16, MLM_W_BFP8, MLM_W_BFP4, MLM_W_COUNT } mlm_wtype;
 
 /* "f32", "bf16", "bfp8", "bfp4". */
 const char *mlm_wtype_name(mlm_wtype t);
-/* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout (BFP matrices interleave
- * rows in blocks of 8 and pad the row count to a multiple of 8), and of one lone row (a KV
- * entry). */
+/* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout (BFP matrices pad the row
+ * count to a multiple of 16), and of one lone row in the row layout (a KV entry). */
 int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols);
 int64_t mlm_wtype_row_bytes(mlm_wtype t, int64_t cols);
 
-/* OUT[t * out_stride + r] = sum_k W[r, k] * X[t * cols + k], for tokens t in [0, n) and rows
- * r in [r0, r1). W is row-major (rows, cols) of type WTYPE. Every output element is computed
- * the same way whatever n, r0 and r1 are, so results do not depend on batching or threads. */
-typedef void (*mlm_matmul_fn)(float *out, int64_t out_stride, const void *w, const float *x,
-                              int64_t n, int64_t cols, int64_t r0, int64_t r1);
+/* The form of the activations a matmul kernel reads. */
+typedef enum mlm_act_kind {
+    MLM_ACT_F32 = 0, /* x only */
+    MLM_ACT_BF16,    /* h: x rounded to bf16 (nearest even), rows padded with zeros to 32 */
+    MLM_ACT_Q8       /* q, u, d: tensor/q8.h */
+} mlm_act_kind;
 
-/* The same contract for BFP weights (W a BFP matrix, rows interleaved by 8 (tensor/bfp.h); MLM_W_BFP8 or MLM_W_BFP4 by
- * table slot) against int8 activations: token t's are XQ + t * mlm_q8_cols(cols) with scales
- * XD + t * mlm_q8_cols(cols) / 32. Integer block sums are exact; each output is
- * sum over blocks of isum * (weight scale * activation scale), in a fixed order per kernel. */
-typedef void (*mlm_matmul_q8_fn)(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                                 const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
+/* Columns of a bf16 activation row: COLS rounded up to a multiple of 32. */
+static inline int64_t mlm_bf16_cols(int64_t cols) { return (cols + 31) / 32 * 32; }
+
+/* N rows of COLS activations, in the forms the product needs (borrowed). */
+typedef struct mlm_acts {
+    int64_t n, cols;
+    const float *x;    /* (n, cols) */
+    const uint16_t *h; /* (n, mlm_bf16_cols(cols)) */
+    const int8_t *q;   /* (n, mlm_q8_cols(cols)) */
+    const uint8_t *u;  /* (n, mlm_q8_cols(cols)): q + 128 */
+    const float *d;    /* (n, mlm_q8_cols(cols) / 32) */
+} mlm_acts;
+
+/* OUT[t * out_stride + r] = sum_k W[r, k] * X[t, k], for the X->n tokens t and rows r in
+ * [R0, R1); R0 is a multiple of 16 (a BFP panel). Each output is computed in one canonical
+ * order whatever n, r0 and r1 are, so results do not depend on batching or threads:
+ *   BFP: for each block of 16 columns in order, the exact int32 sum I of code x q, then
+ *        acc = fma((float)I * ws, d, acc), with ws = 2^(e - 127) (from the exponent's bits)
+ *        times 2^-(bits - 2) and d the token's scale for those columns; acc starts at +0.
+ *        This is one order for every ISA level, so all levels agree bit for bit.
+ *   bf16 and f32: as each level's _ref twin says (cpu/matmul_ref.c). */
+typedef void (*mlm_matmul_fn)(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                              int64_t r0, int64_t r1);
 
 /* One layer's paged KV pools: K and V each (n_blocks, block_size) entries of ROW =
  * n_kv_head * head_dim values, in f32, bf16 or BFP8 (an entry is then one row in the BFP
@@ -57,54 +76,106 @@ static inline size_t mlm_kv_entry_offset(const mlm_paged_kv *kv, const int32_t *
 void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k_row,
                   const float *v_row);
 
-/* Causal attention of one query token over entries 0..N_CTX-1 of a sequence's paged KV:
- * for each of N_HEAD heads (query head h reads KV head h / (n_head / n_kv_head)),
- * OUT[h*hd..] = softmax(q_h . k / sqrt(hd)) . v, in f32 with max subtraction (BFP8 entries
- * are decoded exactly to f32 first). SCRATCH holds at least N_CTX * (n_head / n_kv_head)
- * floats. */
-typedef void (*mlm_attention_fn)(float *out, const float *q, const mlm_paged_kv *kv,
-                                 const int32_t *blocks, int32_t n_ctx, int n_head, int n_kv_head,
-                                 int head_dim, float *scratch);
-void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
-                       int32_t n_ctx, int n_head, int n_kv_head, int head_dim, float *scratch);
-void mlm_attention_avx2(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
-                        int32_t n_ctx, int n_head, int n_kv_head, int head_dim, float *scratch);
+/* Flash attention of N_Q consecutive query tokens of one sequence for one KV head: query i
+ * sits at KV entry Q0 + i and reads entries 0..Q0 + i (causal). Its query heads are
+ * KV_HEAD * GROUP + HH0 .. + N_HH - 1 (all read the KV head's entries, decoded once per tile
+ * for every query and head of the job). Query head h of token i is at Q + i * Q_STRIDE +
+ * h * HEAD_DIM, its output at OUT + i * OUT_STRIDE + h * HEAD_DIM.
+ * The canonical order (every level; cpu/attention_flash_ref.c): entries in tiles of
+ * MLM_ATT_KT from entry 0; per (query, head) an online softmax in base 2 over the tiles. */
+#define MLM_ATT_KT 64  /* KV entries per tile */
+#define MLM_ATT_QT 16  /* at most this many query tokens per job */
+#define MLM_ATT_HH 8   /* at most this many query heads per job */
+#define MLM_ATT_HD 256 /* head_dim at most this (and a multiple of 16) */
+typedef struct mlm_attn_job {
+    float *out;
+    int64_t out_stride;
+    const float *q;
+    int64_t q_stride;
+    const mlm_paged_kv *kv;
+    const int32_t *blocks;
+    int32_t q0, n_q;
+    int kv_head, group, hh0, n_hh, head_dim;
+} mlm_attn_job;
+/* Floats of scratch one attention job needs (the same bound for every context length). */
+#define MLM_ATT_SCRATCH \
+    (2 * MLM_ATT_KT * MLM_ATT_HD + MLM_ATT_QT * MLM_ATT_HH * (2 * MLM_ATT_HD + MLM_ATT_KT + 2))
+typedef void (*mlm_attention_fn)(const mlm_attn_job *job, float *scratch);
 
+/* The naive attention of one query token over entries 0..N_CTX-1, every head (softmax with
+ * max subtraction, expf, in f32): the oracle the flash kernels are tested against. SCRATCH
+ * holds N_CTX floats. */
+void mlm_attention_naive(float *out, const float *q, const mlm_paged_kv *kv,
+                         const int32_t *blocks, int32_t n_ctx, int n_head, int n_kv_head,
+                         int head_dim, float *scratch);
+
+/* A kernel table: one ISA level. */
 typedef struct mlm_kernels {
-    const char *name; /* "ref", "avx2", "avx512" */
-    mlm_matmul_fn matmul[MLM_W_COUNT];       /* f32 activations: F32 and BF16 slots */
-    mlm_matmul_q8_fn matmul_q8[MLM_W_COUNT]; /* int8 activations: BFP8 and BFP4 slots */
+    const char *name;                      /* "ref", "avx2", "avxvnni", "avx512", "amx" */
+    mlm_matmul_fn matmul[MLM_W_COUNT];     /* by weight type */
+    mlm_act_kind act[MLM_W_COUNT];         /* the activations each one reads */
+    const char *matmul_name[MLM_W_COUNT];  /* e.g. "bfp8_q8_avx512" */
     mlm_attention_fn attention;
+    const char *attention_name;
 } mlm_kernels;
 
-/* The best kernels for this CPU (filled once; immutable). MESHLM_KERNELS=ref|avx2|avx512 in
- * the environment forces a table (one this CPU supports) for testing and benchmarks. */
-const mlm_kernels *mlm_kernels_best(void);
-/* A specific table, or NULL if this CPU cannot run it. */
-const mlm_kernels *mlm_kernels_get(const char *name);
+/* The kernel table to use: MESHLM_KERNELS=ref|avx2|avxvnni|avx512|amx in the environment
+ * forces one (UNSUPPORTED naming the missing CPU or OS feature if this machine cannot run
+ * it, INVALID_ARG for an unknown name); otherwise the best this machine runs, highest level
+ * first. Decided once per process; the tables are immutable. */
+mlm_status mlm_kernels_pick(const mlm_kernels **out, mlm_error *err);
+/* A specific table, or NULL if this machine cannot run it (then WHY, if not NULL, names the
+ * missing feature: static text). */
+const mlm_kernels *mlm_kernels_get(const char *name, const char **why);
+/* Every level's name, best first, NULL-terminated. */
+extern const char *const mlm_kernel_levels[];
 
-/* Reference kernels (cpu/matmul_ref.c). */
-void mlm_matmul_f32_ref(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
-                        int64_t cols, int64_t r0, int64_t r1);
-void mlm_matmul_bf16_ref(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
-                         int64_t cols, int64_t r0, int64_t r1);
-/* BFP weights against int8 activations (cpu/matmul_bfp_ref.c, cpu/matmul_bfp_avx2.c). */
-void mlm_matmul_bfp8_q8_ref(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                            const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
-void mlm_matmul_bfp4_q8_ref(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                            const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
-void mlm_matmul_bfp8_q8_avx2(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                             const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
-void mlm_matmul_bfp4_q8_avx2(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                             const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1);
-/* AVX2 + FMA (cpu/matmul_avx2.c) and AVX-512F (cpu/matmul_avx512.c). */
-void mlm_matmul_f32_avx2(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
-                         int64_t cols, int64_t r0, int64_t r1);
-void mlm_matmul_bf16_avx2(float *out, int64_t out_stride, const void *w, const float *x,
-                          int64_t n, int64_t cols, int64_t r0, int64_t r1);
-void mlm_matmul_f32_avx512(float *out, int64_t out_stride, const void *w, const float *x,
-                           int64_t n, int64_t cols, int64_t r0, int64_t r1);
-void mlm_matmul_bf16_avx512(float *out, int64_t out_stride, const void *w, const float *x,
-                            int64_t n, int64_t cols, int64_t r0, int64_t r1);
+// ---- the kernels (one family per file per ISA) ----
+
+/* cpu/matmul_ref.c: f32 and bf16 weights against f32 activations, in index order; bf16
+ * weights against bf16 activations in the avx512 level's order (lanes of 16 pairs). */
+void mlm_matmul_f32_ref(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                        int64_t r0, int64_t r1);
+void mlm_matmul_bf16_ref(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                         int64_t r0, int64_t r1);
+void mlm_matmul_bf16_bf16_ref(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                              int64_t r0, int64_t r1);
+/* cpu/matmul_bfp_ref.c and its SIMD twins. */
+void mlm_matmul_bfp8_q8_ref(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                            int64_t r0, int64_t r1);
+void mlm_matmul_bfp4_q8_ref(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                            int64_t r0, int64_t r1);
+void mlm_matmul_bfp8_q8_avx2(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                             int64_t r0, int64_t r1);
+void mlm_matmul_bfp4_q8_avx2(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                             int64_t r0, int64_t r1);
+void mlm_matmul_bfp8_q8_avxvnni(float *out, int64_t out_stride, const void *w,
+                                const mlm_acts *x, int64_t r0, int64_t r1);
+void mlm_matmul_bfp4_q8_avxvnni(float *out, int64_t out_stride, const void *w,
+                                const mlm_acts *x, int64_t r0, int64_t r1);
+void mlm_matmul_bfp8_q8_avx512(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                               int64_t r0, int64_t r1);
+void mlm_matmul_bfp4_q8_avx512(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                               int64_t r0, int64_t r1);
+void mlm_matmul_bfp8_q8_amx(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                            int64_t r0, int64_t r1);
+void mlm_matmul_bfp4_q8_amx(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                            int64_t r0, int64_t r1);
+/* cpu/matmul_avx2.c (AVX2 + FMA) and cpu/matmul_avx512.c (AVX-512F, AVX512-BF16). */
+void mlm_matmul_f32_avx2(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                         int64_t r0, int64_t r1);
+void mlm_matmul_bf16_avx2(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                          int64_t r0, int64_t r1);
+void mlm_matmul_f32_avx512(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                           int64_t r0, int64_t r1);
+void mlm_matmul_bf16_avx512(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                            int64_t r0, int64_t r1);
+void mlm_matmul_bf16_bf16_avx512(float *out, int64_t out_stride, const void *w,
+                                 const mlm_acts *x, int64_t r0, int64_t r1);
+
+/* cpu/attention_flash_ref.c and its SIMD twins. */
+void mlm_attention_flash_ref(const mlm_attn_job *job, float *scratch);
+void mlm_attention_flash_avx2(const mlm_attn_job *job, float *scratch);
+void mlm_attention_flash_avx512(const mlm_attn_job *job, float *scratch);
 
 #endif

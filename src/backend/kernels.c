@@ -1,52 +1,119 @@
-/* backend/kernels.c: picks the kernel table from CPU features, once. */
+/* backend/kernels.c: the kernel tables, one per ISA level, and the choice of one from what the
+ * CPU and the OS support, once per process. Levels, best first:
+ *   amx      AVX-512 level + AMX-INT8 tiles (the Linux kernel must grant tile data)
+ *   avx512   AVX-512 F/BW/VL/DQ + VNNI (+ BF16 for bf16 weights), zmm state saved by the OS
+ *   avxvnni  AVX2 + FMA + AVX-VNNI
+ *   avx2     AVX2 + FMA
+ *   ref      the scalar twins
+ * BFP products and attention give the same bits on every level (backend.h); bf16 and f32
+ * products differ between levels by rounding only. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "core/cpu.h"
+#include "core/error.h"
 #include "tensor/bfp.h"
 
-static const mlm_kernels table_ref = {
-    "ref", {[MLM_W_F32] = mlm_matmul_f32_ref, [MLM_W_BF16] = mlm_matmul_bf16_ref},
-    {[MLM_W_BFP8] = mlm_matmul_bfp8_q8_ref, [MLM_W_BFP4] = mlm_matmul_bfp4_q8_ref},
-    mlm_attention_ref};
-static const mlm_kernels table_avx2 = {
-    "avx2", {[MLM_W_F32] = mlm_matmul_f32_avx2, [MLM_W_BF16] = mlm_matmul_bf16_avx2},
-    {[MLM_W_BFP8] = mlm_matmul_bfp8_q8_avx2, [MLM_W_BFP4] = mlm_matmul_bfp4_q8_avx2},
-    mlm_attention_avx2};
-static const mlm_kernels table_avx512 = {
-    "avx512", {[MLM_W_F32] = mlm_matmul_f32_avx512, [MLM_W_BF16] = mlm_matmul_bf16_avx512},
-    {[MLM_W_BFP8] = mlm_matmul_bfp8_q8_avx2, [MLM_W_BFP4] = mlm_matmul_bfp4_q8_avx2},
-    mlm_attention_avx2};
+const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "ref", NULL};
 
-const mlm_kernels *mlm_kernels_get(const char *name) {
-    mlm_cpu_flags f = mlm_cpu_detect();
-    if (!strcmp(name, "ref")) return &table_ref;
-    if (!strcmp(name, "avx2")) return f.avx2 && f.fma ? &table_avx2 : NULL;
-    if (!strcmp(name, "avx512")) return f.avx512f && f.avx512bw && f.avx512vl ? &table_avx512 : NULL;
+#define TABLE(nm, f32, bf16, bf16act, bfp8, bfp4, att)                                          \
+    {.name = nm,                                                                                \
+     .matmul = {[MLM_W_F32] = mlm_matmul_##f32, [MLM_W_BF16] = mlm_matmul_##bf16,              \
+                [MLM_W_BFP8] = mlm_matmul_##bfp8, [MLM_W_BFP4] = mlm_matmul_##bfp4},           \
+     .act = {[MLM_W_F32] = MLM_ACT_F32, [MLM_W_BF16] = bf16act, [MLM_W_BFP8] = MLM_ACT_Q8,     \
+             [MLM_W_BFP4] = MLM_ACT_Q8},                                                        \
+     .matmul_name = {[MLM_W_F32] = #f32, [MLM_W_BF16] = #bf16, [MLM_W_BFP8] = #bfp8,           \
+                     [MLM_W_BFP4] = #bfp4},                                                     \
+     .attention = mlm_attention_##att,                                                          \
+     .attention_name = #att}
+
+static const mlm_kernels tables[] = {
+    TABLE("amx", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_amx, bfp4_q8_amx,
+          flash_avx512),
+    TABLE("avx512", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_avx512, bfp4_q8_avx512,
+          flash_avx512),
+    /* AVX-512 with VNNI but without BF16 (Ice Lake): bf16 widened to f32 */
+    TABLE("avx512", f32_avx512, bf16_avx512, MLM_ACT_F32, bfp8_q8_avx512, bfp4_q8_avx512,
+          flash_avx512),
+    TABLE("avxvnni", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avxvnni, bfp4_q8_avxvnni,
+          flash_avx2),
+    TABLE("avx2", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avx2, bfp4_q8_avx2, flash_avx2),
+    TABLE("ref", f32_ref, bf16_ref, MLM_ACT_F32, bfp8_q8_ref, bfp4_q8_ref, flash_ref),
+};
+
+/* The first feature level NAME needs that this machine lacks, or NULL. */
+static const char *missing(const char *name, const mlm_cpu_flags *f) {
+    if (!strcmp(name, "ref")) return NULL;
+    if (!f->avx2) return "the CPU has no AVX2";
+    if (!f->fma) return "the CPU has no FMA";
+    if (!f->os_avx) return "the OS does not enable AVX state (XCR0)";
+    if (!strcmp(name, "avx2")) return NULL;
+    if (!strcmp(name, "avxvnni")) return f->avx_vnni ? NULL : "the CPU has no AVX-VNNI";
+    if (!f->avx512f) return "the CPU has no AVX-512F";
+    if (!f->avx512bw) return "the CPU has no AVX-512BW";
+    if (!f->avx512vl) return "the CPU has no AVX-512VL";
+    if (!f->avx512dq) return "the CPU has no AVX-512DQ";
+    if (!f->avx512vnni) return "the CPU has no AVX-512 VNNI";
+    if (!f->os_avx512) return "the OS does not enable AVX-512 state (XCR0 opmask/ZMM)";
+    if (!strcmp(name, "avx512")) return NULL;
+    if (!f->amx_tile || !f->amx_int8) return "the CPU has no AMX-TILE/AMX-INT8";
+    if (!f->os_amx) return "the OS does not grant AMX tile data (XCR0 / arch_prctl)";
+    if (!f->avx512bf16) return "the CPU has no AVX512-BF16";
     return NULL;
 }
 
-static const mlm_kernels *best;
-static pthread_once_t best_once = PTHREAD_ONCE_INIT;
-
-static void pick_best(void) {
-    const char *forced = getenv("MESHLM_KERNELS");
-    if (forced && mlm_kernels_get(forced)) {
-        best = mlm_kernels_get(forced);
-        return;
+const mlm_kernels *mlm_kernels_get(const char *name, const char **why) {
+    mlm_cpu_flags f = mlm_cpu_detect();
+    int known = 0;
+    for (int i = 0; mlm_kernel_levels[i]; i++) known |= !strcmp(name, mlm_kernel_levels[i]);
+    if (!known) {
+        if (why) *why = "no such kernel level";
+        return NULL;
     }
-    /* The AVX-512 kernels have not yet run on a machine with AVX-512 (the development and CI
-     * machines expose AVX2 only), so they are opt-in (MESHLM_KERNELS=avx512) until their
-     * tests have passed on such a CPU. */
-    best = mlm_kernels_get("avx2");
-    if (!best) best = &table_ref;
+    const char *m = missing(name, &f);
+    if (m) {
+        if (why) *why = m;
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        if (strcmp(tables[i].name, name)) continue;
+        /* the avx512 table with BF16 products needs AVX512-BF16; the next one does not */
+        if (tables[i].act[MLM_W_BF16] == MLM_ACT_BF16 && !f.avx512bf16) continue;
+        return &tables[i];
+    }
+    return NULL;
 }
 
-const mlm_kernels *mlm_kernels_best(void) {
-    pthread_once(&best_once, pick_best);
-    return best;
+static const mlm_kernels *picked;
+static mlm_error pick_err;
+static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
+
+static void pick(void) {
+    const char *forced = getenv("MESHLM_KERNELS");
+    if (forced && *forced) {
+        const char *why = NULL;
+        picked = mlm_kernels_get(forced, &why);
+        if (!picked && !strcmp(why, "no such kernel level"))
+            mlm_err_set(&pick_err, MLM_ERR_INVALID_ARG,
+                        "MESHLM_KERNELS=%s: not a kernel level (amx, avx512, avxvnni, avx2, ref)",
+                        forced);
+        else if (!picked)
+            mlm_err_set(&pick_err, MLM_ERR_UNSUPPORTED,
+                        "MESHLM_KERNELS=%s: this machine cannot run it: %s", forced, why);
+        return;
+    }
+    for (int i = 0; !picked && mlm_kernel_levels[i]; i++)
+        picked = mlm_kernels_get(mlm_kernel_levels[i], NULL);
+}
+
+mlm_status mlm_kernels_pick(const mlm_kernels **out, mlm_error *err) {
+    pthread_once(&pick_once, pick);
+    *out = picked;
+    if (picked) return MLM_OK;
+    if (err) *err = pick_err;
+    return pick_err.status;
 }
 
 const char *mlm_wtype_name(mlm_wtype t) {

@@ -1,13 +1,27 @@
-/* core/cpu.h: which SIMD extensions this CPU has, for filling kernel dispatch tables. */
+/* core/cpu.h: what this CPU and its OS let the kernels use, read once (CPUID for the
+ * instructions, XGETBV for the register state the OS saves, and for AMX the permission the
+ * Linux kernel grants on request). Immutable process state. */
 #ifndef MESHLM_CORE_CPU_H
 #define MESHLM_CORE_CPU_H
 
-#include "meshlm.h"
-
 typedef struct mlm_cpu_flags {
-    int avx2, fma, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
+    /* instructions (CPUID) */
+    int avx2, fma, f16c, avx_vnni;
+    int avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    int amx_tile, amx_int8, amx_bf16;
+    /* state the OS saves and restores (XCR0), and AMX tile data granted to this process */
+    int os_avx, os_avx512, os_amx;
 } mlm_cpu_flags;
 
+/* The flags (read once; later calls return the same). The first call asks Linux for
+ * permission to use AMX tile data when the CPU has AMX. */
 mlm_cpu_flags mlm_cpu_detect(void);
+
+/* The CPU's brand string ("Intel(R) Xeon(R) ...") or "unknown" (static). */
+const char *mlm_cpu_name(void);
+
+/* The features seen, space separated, with the OS state: "avx2 fma ... (os: avx avx512 amx)"
+ * (static). */
+const char *mlm_cpu_features(void);
 
 #endif

@@ -4,9 +4,6 @@
  * the model's forward pass with scratch allocated once at creation. */
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "core/error.h"
 #include "kv/kv.h"
@@ -17,6 +14,7 @@ struct mlm_exec {
     mlm_exec_params p;
     mlm_kv kv;
     void *scratch;          /* owned, for mlm_forward */
+    mlm_pool *pool;         /* owned: n_threads - 1 workers */
     int32_t *kv_idx;        /* owned (max_step_tokens) */
     const int32_t **blocks; /* owned (max_step_tokens) */
     int32_t *step_len;      /* owned (max_seqs): entries each sequence gets in this step */
@@ -34,13 +32,7 @@ mlm_exec_params mlm_exec_default_params(void) {
     return p;
 }
 
-static int default_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads(); /* OMP_NUM_THREADS, else the cores */
-#else
-    return 1;
-#endif
-}
+static int default_threads(void) { return mlm_cpu_count(); }
 
 mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params, mlm_exec **out,
                            mlm_error *err) {
@@ -76,8 +68,7 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         free(e);
         return st;
     }
-    size_t bytes = mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits,
-                                            p.max_seq_len, p.n_threads);
+    size_t bytes = mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits, p.n_threads);
     e->scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
     e->kv_idx = malloc((size_t)p.max_step_tokens * sizeof *e->kv_idx);
     e->blocks = malloc((size_t)p.max_step_tokens * sizeof *e->blocks);
@@ -87,12 +78,17 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         return mlm_err_set(err, MLM_ERR_NOMEM, "executor: cannot allocate %zu bytes of scratch",
                            bytes);
     }
+    if ((st = mlm_pool_create(p.n_threads, &e->pool, err))) {
+        mlm_exec_free(e);
+        return st;
+    }
     *out = e;
     return MLM_OK;
 }
 
 void mlm_exec_free(mlm_exec *e) {
     if (!e) return;
+    mlm_pool_free(e->pool);
     mlm_kv_deinit(&e->kv);
     free(e->scratch);
     free(e->kv_idx);
@@ -195,7 +191,7 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
                         .blocks = e->blocks,
                         .kv_idx = e->kv_idx,
                         .want_logits = b->logits};
-    mlm_forward(e->model, &fb, e->kv.layers, e->scratch, e->p.max_seq_len, e->p.n_threads, out);
+    mlm_forward(e->model, &fb, e->kv.layers, e->scratch, e->pool, out);
     for (int32_t s = 0; s < e->p.max_seqs; s++) e->kv.seqs[s].len += e->step_len[s];
     return MLM_OK;
 }

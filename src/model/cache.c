@@ -24,10 +24,11 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "tensor/bfp.h"
 #include "format/writer_safetensors.h"
 #include "model/model.h"
 
-#define VERSION 3
+#define VERSION 4
 #define HEADER_BYTES 4096
 #define ALIGN 4096
 #define TRAILER_BYTES 64
@@ -291,9 +292,9 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
         } else {
             const mlm_weight *w = pl.w[i - pl.n_norms].w;
             int64_t row_bytes = mlm_wtype_row_bytes((mlm_wtype)e->type, e->cols);
-            /* chunks of whole 8-row blocks (BFP matrices interleave rows by 8) */
-            int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1) / 8 * 8;
-            if (rows_per < 8) rows_per = 8;
+            /* chunks of whole 16-row panels (BFP matrices keep rows in panels of 16) */
+            int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1) / MLM_BFP_ROWS * MLM_BFP_ROWS;
+            if (rows_per < MLM_BFP_ROWS) rows_per = MLM_BFP_ROWS;
             size_t need = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, rows_per, e->cols);
             if (need > chunk_cap) { /* rows wider than 8 MB: one block at a time still fits */
                 void *bigger = realloc(chunk, need);

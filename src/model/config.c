@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/mapfile.h"
 #include "format/json.h"
@@ -37,6 +38,10 @@ static mlm_status check_shapes(const char *what, mlm_config *c, mlm_error *err) 
     if (c->head_dim % 2)
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: head_dim %d must be even for RoPE", what,
                            c->head_dim);
+    if (c->head_dim > MLM_ATT_HD)
+        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                           "%s: head_dim %d exceeds the attention kernels' limit of %d", what,
+                           c->head_dim, MLM_ATT_HD);
     if (!(c->norm_eps > 0) || !(c->rope_theta > 0))
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: norm eps and rope theta must be positive",
                            what);

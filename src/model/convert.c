@@ -44,7 +44,7 @@ void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, in
                              void *dst) {
     int64_t cols = src->cols, out_bytes = mlm_wtype_row_bytes(to, cols);
     int bfp = to == MLM_W_BFP8 || to == MLM_W_BFP4;
-    if (bfp && (r1 - r0) % MLM_BFP_ROWS) /* the padding rows of the last block are zeros */
+    if (bfp && (r1 - r0) % MLM_BFP_ROWS) /* the padding rows of the last panel are zeros */
         memset(dst, 0, (size_t)mlm_wtype_bytes(to, r1 - r0, cols));
 #pragma omp parallel
     {

@@ -1,97 +1,249 @@
 /* model/forward.c: the Llama 3 decoder forward pass over a flat batch of tokens from any
  * sequences (prefill, decode or both), with attention over paged KV.
- * Activations are f32; weights f32 or bf16 through the backend's matmul kernels, or BFP8/BFP4
- * against the activations quantized to int8 once per input (q, k and v share one quantization,
- * as do gate and up); the pass splits the rows between
- * threads (OpenMP). Every token's numbers are computed the same
- * way whatever else is in the batch, so batched and one-by-one runs agree bit for bit.
+ *
+ * Activations are f32. Each input of a product is prepared once in the form its kernels read
+ * (int8 for BFP weights, bf16 for the AVX512-BF16 products: backend.h), so q, k and v share
+ * one preparation, as do gate and up. The pass is a sequence of jobs on the thread pool,
+ * each split into tasks that the threads take first come, first served:
+ *   per layer: norm + prepare (by tokens); q/k/v as one job over their rows; RoPE and the KV
+ *   store (by tokens); flash attention (by sequence, KV head and query tile); prepare; wo
+ *   with the residual add in its epilogue; norm + prepare; gate/up as one job with
+ *   SiLU(gate) x up in its epilogue; prepare; w2 with the residual add.
+ * A job of one task (a decode step's token-wise work) runs on the caller without waking
+ * anyone. Every token's numbers are computed the same way whatever else is in the batch and
+ * whichever thread computes them, so batched and one-by-one runs agree bit for bit.
  * Scratch comes from the caller (sized by mlm_forward_scratch_size); nothing is allocated. */
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "model/forward.h"
 #include "tensor/dtype.h"
 #include "tensor/q8.h"
 
+#define ROW_CHUNK 64 /* rows per matmul task: 4 BFP panels */
+#define TOK_CHUNK 4  /* tokens per token-wise task */
+
 // ---- scratch ----
 
-#define N_PARTS 9
+enum { P_X, P_XB, P_Q, P_K, P_V, P_GATE, P_UP, P_ATT, P_XF, P_AQ, P_AU, P_AD, P_AH, P_ATTS, P_JOBS, N_PARTS };
 
-/* Float counts of the scratch arrays for at most N tokens (L of them wanting logits). */
-static void scratch_layout(const mlm_config *c, int32_t n, int32_t l, int32_t max_ctx,
-                           int n_threads, size_t sizes[N_PARTS]) {
+typedef struct att_tile { /* one attention task, less the layer */
+    int32_t t0, q0, n_q;  /* first token in the batch, its KV entry, query count */
+    int16_t kv_head, hh0, n_hh;
+} att_tile;
+
+static int64_t widest_input(const mlm_config *c) {
+    int64_t q = (int64_t)c->n_head * c->head_dim, w = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
+    return q > w ? q : w;
+}
+
+static int64_t max_att_tiles(const mlm_config *c, int32_t n) {
+    int hh_chunks = (c->n_head / c->n_kv_head + MLM_ATT_HH - 1) / MLM_ATT_HH;
+    return (int64_t)(n / MLM_ATT_QT + n) * c->n_kv_head * hh_chunks;
+}
+
+/* Bytes of each part for at most N tokens (L of them wanting logits). */
+static void scratch_layout(const mlm_config *c, int32_t n, int32_t l, int n_threads,
+                           size_t sizes[N_PARTS]) {
     size_t d = (size_t)c->n_embd, q = (size_t)c->n_head * c->head_dim,
-           kv = (size_t)c->n_kv_head * c->head_dim;
-    sizes[0] = (size_t)n * d;                        /* x: residual stream */
-    sizes[1] = (size_t)n * d;                        /* xb: normalized input */
-    sizes[2] = (size_t)n * q;                        /* q, later the attention output */
-    sizes[3] = (size_t)n * kv;                       /* k */
-    sizes[4] = (size_t)n * kv;                       /* v */
-    sizes[5] = (size_t)n * (size_t)c->n_ff;          /* gate */
-    sizes[6] = (size_t)n * (size_t)c->n_ff + (size_t)n * q; /* up; attention output */
-    sizes[7] = (size_t)n_threads * (size_t)max_ctx * (size_t)(c->n_head / c->n_kv_head) +
-               (size_t)l * d; /* scores; final norm */
-    /* int8 activations and their scales for the widest input (d, q or n_ff) */
-    int64_t widest = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
-    if ((int64_t)q > widest) widest = (int64_t)q;
-    size_t pc = (size_t)mlm_q8_cols(widest);
-    sizes[8] = (size_t)n * (pc / 4 + pc / MLM_Q8_BLOCK);
+           kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->n_ff, N = (size_t)n;
+    int64_t wide = widest_input(c);
+    size_t pc = (size_t)mlm_q8_cols(wide), hc = (size_t)mlm_bf16_cols(wide);
+    sizes[P_X] = N * d * 4;
+    sizes[P_XB] = N * d * 4;
+    sizes[P_Q] = N * q * 4;
+    sizes[P_K] = N * kv * 4;
+    sizes[P_V] = N * kv * 4;
+    sizes[P_GATE] = N * f * 4;
+    sizes[P_UP] = N * f * 4;
+    sizes[P_ATT] = N * q * 4;
+    sizes[P_XF] = (size_t)l * d * 4;
+    sizes[P_AQ] = N * pc;
+    sizes[P_AU] = N * pc;
+    sizes[P_AD] = N * (pc / MLM_Q8_BLOCK) * 4;
+    sizes[P_AH] = N * hc * 2;
+    sizes[P_ATTS] = (size_t)n_threads * MLM_ATT_SCRATCH * 4;
+    sizes[P_JOBS] = (size_t)max_att_tiles(c, n) * sizeof(att_tile);
 }
 
 size_t mlm_forward_scratch_size(const mlm_config *c, int32_t max_tokens, int32_t max_logits,
-                                int32_t max_ctx, int n_threads) {
+                                int n_threads) {
     size_t sizes[N_PARTS], total = 0;
-    scratch_layout(c, max_tokens, max_logits, max_ctx, n_threads, sizes);
-    for (int i = 0; i < N_PARTS; i++) total += (sizes[i] + 15) / 16 * 16; /* 64-byte aligned parts */
-    return total * sizeof(float);
+    scratch_layout(c, max_tokens, max_logits, n_threads, sizes);
+    for (int i = 0; i < N_PARTS; i++) total += (sizes[i] + 63) / 64 * 64; /* 64-byte aligned */
+    return total;
 }
+
+// ---- the step's state, shared by the tasks ----
+
+typedef enum { EPI_NONE, EPI_RESIDUAL, EPI_SWIGLU } epilogue;
+
+typedef struct seg { /* one matrix of a matmul job */
+    const mlm_weight *w;
+    float *out; /* (n, w->rows) */
+    int64_t n_chunks;
+} seg;
+
+typedef struct fwd {
+    const mlm_model *m;
+    const mlm_fwd_batch *b;
+    const mlm_paged_kv *kv; /* this layer's */
+    int32_t n;
+    float *x, *xb, *q, *k, *v, *gate, *up, *att, *xf;
+    int8_t *aq;
+    uint8_t *au;
+    float *ad;
+    uint16_t *ah;
+    float *att_scratch;
+    att_tile *tiles;
+    int64_t n_tiles;
+    /* the current prepare job: SRC (rows of COLS) normalized by NORM (or not) into DST, then
+     * the forms in FORMS (1 << mlm_act_kind) */
+    const float *src, *norm;
+    float *dst;
+    int64_t cols;
+    int forms;
+    int32_t rows; /* tokens of the prepare job */
+    mlm_acts acts;
+    /* the current matmul job */
+    seg segs[3];
+    int n_segs;
+    epilogue epi;
+} fwd;
 
 // ---- pieces ----
 
-/* Y = X * rsqrt(mean(X^2) + eps) * W, for N rows of D. */
-static void rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t d, float eps) {
-    for (int64_t t = 0; t < n; t++) {
-        const float *xt = x + t * d;
-        float ss = 0;
-        for (int64_t i = 0; i < d; i++) ss += xt[i] * xt[i];
-        float inv = 1.0f / sqrtf(ss / (float)d + eps);
-        for (int64_t i = 0; i < d; i++) y[t * d + i] = xt[i] * inv * w[i];
+/* Y = X * rsqrt(mean(X^2) + eps) * W, for one row of D. */
+static void rmsnorm(float *y, const float *x, const float *w, int64_t d, float eps) {
+    float ss = 0;
+    for (int64_t i = 0; i < d; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    for (int64_t i = 0; i < d; i++) y[i] = x[i] * inv * w[i];
+}
+
+static inline float silu(float v) { return v / (1.0f + expf(-v)); }
+
+/* The activation forms the kernels of W want. */
+static int forms_of(const mlm_model *m, const mlm_weight *w) {
+    return 1 << m->kernels->act[w->type];
+}
+
+static void task_prepare(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    const mlm_config *c = &f->m->cfg;
+    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->rows ? t0 + TOK_CHUNK : f->rows;
+    int64_t cols = f->cols, pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
+    for (int32_t t = t0; t < t1; t++) {
+        const float *row = f->src + t * cols;
+        if (f->norm) {
+            rmsnorm(f->dst + t * cols, row, f->norm, cols, c->norm_eps);
+            row = f->dst + t * cols;
+        }
+        if (f->forms & (1 << MLM_ACT_Q8))
+            mlm_q8_quantize(row, 1, cols, f->aq + t * pc, f->au + t * pc, f->ad + t * (pc / MLM_Q8_BLOCK));
+        if (f->forms & (1 << MLM_ACT_BF16)) {
+            uint16_t *h = f->ah + t * hc;
+            for (int64_t i = 0; i < cols; i++) h[i] = mlm_f32_to_bf16(row[i]);
+            for (int64_t i = cols; i < hc; i++) h[i] = 0;
+        }
     }
 }
 
-static int is_bfp(const mlm_weight *w) { return w->type == MLM_W_BFP8 || w->type == MLM_W_BFP4; }
-
-/* Quantizes the N rows of X (COLS wide) to int8 into Q8 (scales first, then the codes), once
- * for every BFP product that reads X. */
-static void quantize(const float *x, int64_t n, int64_t cols, float *q8, int n_threads) {
-    int64_t pc = mlm_q8_cols(cols);
-    int8_t *xq = (int8_t *)(q8 + n * (pc / MLM_Q8_BLOCK));
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (n > 1)
-    for (int64_t t = 0; t < n; t++)
-        mlm_q8_quantize(x + t * cols, 1, cols, xq + t * pc, q8 + t * (pc / MLM_Q8_BLOCK));
+/* Prepares ROWS rows of SRC (COLS wide): normalized by NORM into DST when NORM is given, and
+ * in FORMS for the products that read it; f->acts then describes them. */
+static void prepare(fwd *f, mlm_pool *pool, const float *src, const float *norm, float *dst,
+                    int32_t rows, int64_t cols, int forms) {
+    f->src = src, f->norm = norm, f->dst = dst, f->rows = rows, f->cols = cols, f->forms = forms;
+    mlm_pool_run(pool, (rows + TOK_CHUNK - 1) / TOK_CHUNK, task_prepare, f);
+    f->acts = (mlm_acts){.n = rows, .cols = cols, .x = norm ? dst : src, .h = f->ah, .q = f->aq,
+                         .u = f->au, .d = f->ad};
 }
 
-/* OUT (n, w->rows) = X (n, w->cols) . W^T, rows split between threads. For BFP weights Q8
- * must hold X quantized (quantize()). */
-static void matmul(const mlm_model *m, float *out, const mlm_weight *w, const float *x, int64_t n,
-                   int n_threads, const float *q8) {
-    int64_t rows = w->rows, cols = w->cols;
-    /* Chunks of 16 rows keep each thread's work a multiple of the kernels' 4-row blocks; they
-     * are handed out dynamically, so a thread the OS delays does not hold the others at the
-     * barrier (every chunk computes the same numbers whichever thread runs it). */
-    int64_t n_chunks = (rows + 15) / 16, pc = mlm_q8_cols(cols);
-    const int8_t *xq = (const int8_t *)(q8 + n * (pc / MLM_Q8_BLOCK));
-    int bfp = is_bfp(w);
-    mlm_matmul_fn fn = bfp ? NULL : m->kernels->matmul[w->type];
-    mlm_matmul_q8_fn fq = bfp ? m->kernels->matmul_q8[w->type] : NULL;
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 4) if (n * rows * cols > 32768)
-    for (int64_t ch = 0; ch < n_chunks; ch++) {
-        int64_t r0 = ch * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
-        if (bfp) fq(out, rows, w->data, xq, q8, n, cols, r0, r1);
-        else fn(out, rows, w->data, x, n, cols, r0, r1);
+static void task_matmul(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    const mlm_kernels *kt = f->m->kernels;
+    int s = 0;
+    while (task >= f->segs[s].n_chunks) task -= f->segs[s++].n_chunks;
+    int n_run = f->epi == EPI_SWIGLU ? 2 : 1; /* gate and up: the same rows of both */
+    for (int i = 0; i < n_run; i++) {
+        const seg *g = &f->segs[s + i];
+        int64_t rows = g->w->rows, r0 = task * ROW_CHUNK;
+        int64_t r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
+        kt->matmul[g->w->type](g->out, rows, g->w->data, &f->acts, r0, r1);
+    }
+    const seg *g = &f->segs[s];
+    int64_t rows = g->w->rows, r0 = task * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
+    if (f->epi == EPI_RESIDUAL) {
+        for (int32_t t = 0; t < f->n; t++)
+            for (int64_t r = r0; r < r1; r++) f->x[t * rows + r] += g->out[t * rows + r];
+    } else if (f->epi == EPI_SWIGLU) {
+        const float *up = f->segs[s + 1].out;
+        for (int32_t t = 0; t < f->n; t++)
+            for (int64_t r = r0; r < r1; r++)
+                g->out[t * rows + r] = silu(g->out[t * rows + r]) * up[t * rows + r];
+    }
+}
+
+/* Runs the products W[i] . acts into OUT[i] as one job (with SWIGLU: W[0] gate, W[1] up). */
+static void matmul(fwd *f, mlm_pool *pool, const mlm_weight *const *w, float *const *out, int n,
+                   epilogue epi) {
+    int64_t total = 0;
+    f->n_segs = n, f->epi = epi;
+    for (int i = 0; i < n; i++) {
+        f->segs[i] = (seg){w[i], out[i], (w[i]->rows + ROW_CHUNK - 1) / ROW_CHUNK};
+        if (!(epi == EPI_SWIGLU && i == 1)) total += f->segs[i].n_chunks;
+    }
+    if (epi == EPI_SWIGLU) f->segs[1].n_chunks = 0; /* its rows go with gate's tasks */
+    mlm_pool_run(pool, total, task_matmul, f);
+}
+
+static void task_rope_store(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    const mlm_config *c = &f->m->cfg;
+    int64_t qdim = (int64_t)c->n_head * c->head_dim, kvdim = (int64_t)c->n_kv_head * c->head_dim;
+    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
+    mlm_rope_apply(f->m, f->q + t0 * qdim, qdim, t1 - t0, f->b->pos + t0, c->n_head);
+    mlm_rope_apply(f->m, f->k + t0 * kvdim, kvdim, t1 - t0, f->b->pos + t0, c->n_kv_head);
+    for (int32_t t = t0; t < t1; t++)
+        mlm_kv_store(f->kv, f->b->blocks[t], f->b->kv_idx[t], f->k + t * kvdim, f->v + t * kvdim);
+}
+
+static void task_attention(void *ctx, int64_t task, int thread) {
+    fwd *f = ctx;
+    const mlm_config *c = &f->m->cfg;
+    const att_tile *a = &f->tiles[task];
+    int64_t qdim = (int64_t)c->n_head * c->head_dim;
+    mlm_attn_job job = {.out = f->att + a->t0 * qdim, .out_stride = qdim,
+                        .q = f->q + a->t0 * qdim, .q_stride = qdim, .kv = f->kv,
+                        .blocks = f->b->blocks[a->t0], .q0 = a->q0, .n_q = a->n_q,
+                        .kv_head = a->kv_head, .group = c->n_head / c->n_kv_head,
+                        .hh0 = a->hh0, .n_hh = a->n_hh, .head_dim = c->head_dim};
+    f->m->kernels->attention(&job, f->att_scratch + (size_t)thread * MLM_ATT_SCRATCH);
+}
+
+/* The attention tasks of the batch: runs of consecutive entries of one sequence, cut into
+ * query tiles, times KV heads and head chunks; the latest tiles (the most work) first. */
+static void plan_attention(fwd *f) {
+    const mlm_config *c = &f->m->cfg;
+    const mlm_fwd_batch *b = f->b;
+    int group = c->n_head / c->n_kv_head;
+    f->n_tiles = 0;
+    for (int32_t t0 = 0; t0 < b->n;) {
+        int32_t t1 = t0 + 1;
+        while (t1 < b->n && b->blocks[t1] == b->blocks[t0] && b->kv_idx[t1] == b->kv_idx[t1 - 1] + 1) t1++;
+        for (int32_t e = t1; e > t0; e -= MLM_ATT_QT) {
+            int32_t s = e - MLM_ATT_QT > t0 ? e - MLM_ATT_QT : t0;
+            for (int kvh = 0; kvh < c->n_kv_head; kvh++)
+                for (int hh = 0; hh < group; hh += MLM_ATT_HH)
+                    f->tiles[f->n_tiles++] = (att_tile){
+                        .t0 = s, .q0 = b->kv_idx[s], .n_q = e - s, .kv_head = (int16_t)kvh,
+                        .hh0 = (int16_t)hh,
+                        .n_hh = (int16_t)(group - hh < MLM_ATT_HH ? group - hh : MLM_ATT_HH)};
+        }
+        t0 = t1;
     }
 }
 
@@ -109,73 +261,57 @@ static void embed(const mlm_model *m, float *x, const int32_t *tokens, int32_t n
     }
 }
 
-static inline float silu(float v) { return v / (1.0f + expf(-v)); }
-
 // ---- the pass ----
 
 void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
-                 void *scratch, int32_t max_ctx, int n_threads, float *logits) {
+                 void *scratch, mlm_pool *pool, float *logits) {
     const mlm_config *c = &m->cfg;
     int32_t n = b->n, n_logits = 0;
     for (int32_t t = 0; t < n; t++) n_logits += b->want_logits && b->want_logits[t];
     size_t sizes[N_PARTS];
-    scratch_layout(c, n, n_logits, max_ctx, n_threads, sizes);
-    float *part[N_PARTS], *p = scratch;
+    scratch_layout(c, n, n_logits, mlm_pool_threads(pool), sizes);
+    char *part[N_PARTS], *p = scratch;
     for (int i = 0; i < N_PARTS; i++) {
         part[i] = p;
-        p += (sizes[i] + 15) / 16 * 16;
+        p += (sizes[i] + 63) / 64 * 64;
     }
-    float *x = part[0], *xb = part[1], *q = part[2], *k = part[3], *v = part[4], *gate = part[5],
-          *up = part[6], *att = part[6] + (size_t)n * c->n_ff, *scores = part[7], *q8 = part[8];
-    int64_t d = c->n_embd, hd = c->head_dim, qdim = (int64_t)c->n_head * hd,
-            kvdim = (int64_t)c->n_kv_head * hd, f = c->n_ff;
-    size_t per_thread = (size_t)max_ctx * (size_t)(c->n_head / c->n_kv_head); /* scores */
+    fwd f = {.m = m, .b = b, .n = n, .x = (float *)part[P_X], .xb = (float *)part[P_XB],
+             .q = (float *)part[P_Q], .k = (float *)part[P_K], .v = (float *)part[P_V],
+             .gate = (float *)part[P_GATE], .up = (float *)part[P_UP], .att = (float *)part[P_ATT],
+             .xf = (float *)part[P_XF], .aq = (int8_t *)part[P_AQ], .au = (uint8_t *)part[P_AU],
+             .ad = (float *)part[P_AD], .ah = (uint16_t *)part[P_AH],
+             .att_scratch = (float *)part[P_ATTS], .tiles = (att_tile *)part[P_JOBS]};
+    int64_t d = c->n_embd, qdim = (int64_t)c->n_head * c->head_dim;
+    plan_attention(&f);
 
-    embed(m, x, b->tokens, n);
+    embed(m, f.x, b->tokens, n);
     for (int l = 0; l < c->n_layer; l++) {
         const mlm_layer *L = &m->layers[l];
+        f.kv = &kv[l];
         /* attention block */
-        rmsnorm(xb, x, L->attn_norm, n, d, c->norm_eps);
-        if (is_bfp(&L->wq) || is_bfp(&L->wk) || is_bfp(&L->wv)) quantize(xb, n, d, q8, n_threads);
-        matmul(m, q, &L->wq, xb, n, n_threads, q8);
-        matmul(m, k, &L->wk, xb, n, n_threads, q8);
-        matmul(m, v, &L->wv, xb, n, n_threads, q8);
-        mlm_rope_apply(m, q, qdim, n, b->pos, c->n_head);
-        mlm_rope_apply(m, k, kvdim, n, b->pos, c->n_kv_head);
+        prepare(&f, pool, f.x, L->attn_norm, f.xb, n, d,
+                forms_of(m, &L->wq) | forms_of(m, &L->wk) | forms_of(m, &L->wv));
+        matmul(&f, pool, (const mlm_weight *[]){&L->wq, &L->wk, &L->wv},
+               (float *[]){f.q, f.k, f.v}, 3, EPI_NONE);
         /* All of the step's keys are stored before any query reads: causality comes from
          * each query reading entries 0..kv_idx of its own sequence. */
-        for (int32_t t = 0; t < n; t++)
-            mlm_kv_store(&kv[l], b->blocks[t], b->kv_idx[t], k + t * kvdim, v + t * kvdim);
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1) if (n > 1)
-        for (int32_t t = 0; t < n; t++) {
-#ifdef _OPENMP
-            int tid = omp_get_thread_num();
-#else
-            int tid = 0;
-#endif
-            m->kernels->attention(att + t * qdim, q + t * qdim, &kv[l], b->blocks[t],
-                                  b->kv_idx[t] + 1, c->n_head, c->n_kv_head, (int)hd,
-                                  scores + (size_t)tid * per_thread);
-        }
-        if (is_bfp(&L->wo)) quantize(att, n, qdim, q8, n_threads);
-        matmul(m, xb, &L->wo, att, n, n_threads, q8);
-        for (int64_t i = 0; i < n * d; i++) x[i] += xb[i];
+        mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_rope_store, &f);
+        mlm_pool_run(pool, f.n_tiles, task_attention, &f);
+        prepare(&f, pool, f.att, NULL, NULL, n, qdim, forms_of(m, &L->wo));
+        matmul(&f, pool, (const mlm_weight *[]){&L->wo}, (float *[]){f.xb}, 1, EPI_RESIDUAL);
         /* MLP block */
-        rmsnorm(xb, x, L->ffn_norm, n, d, c->norm_eps);
-        if (is_bfp(&L->w1) || is_bfp(&L->w3)) quantize(xb, n, d, q8, n_threads);
-        matmul(m, gate, &L->w1, xb, n, n_threads, q8);
-        matmul(m, up, &L->w3, xb, n, n_threads, q8);
-        for (int64_t i = 0; i < n * f; i++) gate[i] = silu(gate[i]) * up[i];
-        if (is_bfp(&L->w2)) quantize(gate, n, f, q8, n_threads);
-        matmul(m, xb, &L->w2, gate, n, n_threads, q8);
-        for (int64_t i = 0; i < n * d; i++) x[i] += xb[i];
+        prepare(&f, pool, f.x, L->ffn_norm, f.xb, n, d, forms_of(m, &L->w1) | forms_of(m, &L->w3));
+        matmul(&f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f.gate, f.up}, 2,
+               EPI_SWIGLU);
+        prepare(&f, pool, f.gate, NULL, NULL, n, c->n_ff, forms_of(m, &L->w2));
+        matmul(&f, pool, (const mlm_weight *[]){&L->w2}, (float *[]){f.xb}, 1, EPI_RESIDUAL);
     }
     if (!n_logits) return;
     /* Final norm and LM head only for the tokens that asked. */
-    float *xf = scores + (size_t)n_threads * per_thread;
     int32_t j = 0;
     for (int32_t t = 0; t < n; t++)
-        if (b->want_logits[t]) rmsnorm(xf + (j++) * d, x + t * d, m->norm, 1, d, c->norm_eps);
-    if (is_bfp(&m->output)) quantize(xf, n_logits, d, q8, n_threads);
-    matmul(m, logits, &m->output, xf, n_logits, n_threads, q8);
+        if (b->want_logits[t]) memcpy(f.xf + (j++) * d, f.x + t * d, (size_t)d * sizeof *f.xf);
+    prepare(&f, pool, f.xf, m->norm, f.xf, n_logits, d, forms_of(m, &m->output));
+    f.n = n_logits;
+    matmul(&f, pool, (const mlm_weight *[]){&m->output}, (float *[]){logits}, 1, EPI_NONE);
 }

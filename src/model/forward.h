@@ -2,6 +2,7 @@
 #ifndef MESHLM_MODEL_FORWARD_H
 #define MESHLM_MODEL_FORWARD_H
 
+#include "core/pool.h"
 #include "model/model.h"
 
 /* One step's tokens as the forward pass needs them: token ids, positions (for RoPE), and
@@ -17,14 +18,15 @@ typedef struct mlm_fwd_batch {
 } mlm_fwd_batch;
 
 /* Bytes of scratch mlm_forward needs for up to MAX_TOKENS tokens, MAX_LOGITS of them asking
- * for logits, contexts up to MAX_CTX entries, N_THREADS threads. */
+ * for logits, on a pool of N_THREADS threads (the same whatever the context length). */
 size_t mlm_forward_scratch_size(const mlm_config *c, int32_t max_tokens, int32_t max_logits,
-                                int32_t max_ctx, int n_threads);
+                                int n_threads);
 
 /* Runs the model on batch B: stores each token's K/V in KV[layer] and writes one row of
  * n_vocab logits per token that asked, in batch order, to LOGITS. The caller guarantees that
- * every page the batch touches exists and that the sizes fit the scratch. */
+ * every page the batch touches exists and that the sizes fit the scratch. POOL runs the
+ * jobs (NULL: the caller alone). */
 void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
-                 void *scratch, int32_t max_ctx, int n_threads, float *logits);
+                 void *scratch, mlm_pool *pool, float *logits);
 
 #endif

@@ -358,8 +358,8 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     const char *name = mlm_model_params_profile(&p);
     mlm_model *m = calloc(1, sizeof *m);
     if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
-    m->kernels = mlm_kernels_best();
-    mlm_status st = mlm_config_load(dir, &m->cfg, err);
+    mlm_status st = mlm_kernels_pick(&m->kernels, err);
+    if (!st) st = mlm_config_load(dir, &m->cfg, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
     if (!st) {
         mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);

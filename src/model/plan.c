@@ -3,9 +3,6 @@
  * config plus one read of /proc/meminfo. */
 #include <stdio.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "model/forward.h"
 #include "model/profile.h"
@@ -34,9 +31,7 @@ mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
         p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
     if (!p.max_step_logits) p.max_step_logits = p.max_seqs;
     int threads = p.n_threads;
-#ifdef _OPENMP
-    if (!threads) threads = omp_get_max_threads();
-#endif
+    if (!threads) threads = mlm_cpu_count();
     if (threads < 1) threads = 1;
     mlm_wtype kvt = p.kv_dtype == MLM_KV_FROM_PROFILE ? mlm_profile_kv_type(&prof)
                     : p.kv_dtype == MLM_DTYPE_BF16      ? MLM_W_BF16
@@ -47,7 +42,7 @@ mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
     plan->kv = (int64_t)c->n_layer * 2 * (int64_t)p.max_num_blocks * p.block_size *
                mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
     plan->scratch = (int64_t)mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits,
-                                                      p.max_seq_len, threads);
+                                                      threads);
     plan->total = plan->weights + plan->kv + plan->scratch + PROCESS_ALLOWANCE;
     plan->available = mem_available();
     mlm_profile_deinit(&prof);

@@ -91,25 +91,54 @@ void mlm_bfp_decode_row(const uint8_t *src, int64_t cols, int bits, float *out) 
     }
 }
 
-// ---- matrices: rows interleaved in blocks of 8 (see bfp.h) ----
+// ---- matrices: panels of 16 rows (see bfp.h) ----
+
+/* Byte of group G of the panel holding row R, and row R's place in it. */
+static uint8_t *group_at(const uint8_t *w, int64_t r, int64_t g, int64_t cols, int bits) {
+    return (uint8_t *)w + r / MLM_BFP_ROWS * mlm_bfp_panel_bytes(cols, bits) +
+           g * mlm_bfp_group_bytes(bits);
+}
+
+/* Offset of column J (0..63) of row I (0..15) inside a group: its code byte. */
+static int64_t code_at(int i, int j, int bits) {
+    int b = j / 16, c = j % 16;
+    if (bits == 8) return b * 256 + (c / 4) * 64 + 4 * i + c % 4;
+    return b * 128 + (c / 8) * 64 + 4 * i + c % 4; /* nibble: (c / 4) % 2 */
+}
 
 void mlm_bfp_encode_matrix_row(const float *x, int64_t cols, int bits, int64_t r, uint8_t *w) {
-    const int64_t gbytes = bits == 8 ? 68 : 36;
-    uint8_t tmp[68 * 64]; /* one row's groups, 4096 columns at a time */
-    for (int64_t g0 = 0; g0 * MLM_BFP_GROUP < cols; g0 += 64) {
-        int64_t c0 = g0 * MLM_BFP_GROUP, n = cols - c0 < 64 * MLM_BFP_GROUP ? cols - c0 : 64 * MLM_BFP_GROUP;
-        mlm_bfp_encode_row(x + c0, n, bits, tmp);
-        for (int64_t g = 0; g * MLM_BFP_GROUP < n; g++)
-            memcpy(w + mlm_bfp_group_offset(r, g0 + g, cols, bits), tmp + g * gbytes, (size_t)gbytes);
+    const int i = (int)(r % MLM_BFP_ROWS), ebase = bits == 8 ? 1024 : 512;
+    for (int64_t g = 0; g * MLM_BFP_GROUP < cols; g++) {
+        float v[MLM_BFP_GROUP] = {0};
+        int64_t k0 = g * MLM_BFP_GROUP, k1 = k0 + MLM_BFP_GROUP < cols ? k0 + MLM_BFP_GROUP : cols;
+        memcpy(v, x + k0, (size_t)(k1 - k0) * sizeof *v);
+        uint8_t *grp = group_at(w, r, g, cols, bits), c[MLM_BFP_BLOCK];
+        for (int b = 0; b < 4; b++) {
+            mlm_bfp_encode_block(v + 16 * b, bits, &grp[ebase + 16 * b + i], c);
+            for (int j = 0; j < 16; j++) {
+                uint8_t *at = grp + code_at(i, 16 * b + j, bits);
+                if (bits == 8) {
+                    *at = (uint8_t)(int8_t)mlm_bfp_code_value(c[j], 8);
+                } else {
+                    int hi = (j / 4) % 2;
+                    *at = (uint8_t)((*at & (hi ? 0x0f : 0xf0)) | c[j] << (hi ? 4 : 0));
+                }
+            }
+        }
     }
 }
 
 void mlm_bfp_decode_matrix_row(const uint8_t *w, int64_t cols, int bits, int64_t r, float *out) {
-    const int64_t gbytes = bits == 8 ? 68 : 36;
-    uint8_t tmp[68];
-    for (int64_t g = 0; g * MLM_BFP_GROUP < cols; g++) {
-        int64_t c0 = g * MLM_BFP_GROUP, n = cols - c0 < MLM_BFP_GROUP ? cols - c0 : MLM_BFP_GROUP;
-        memcpy(tmp, w + mlm_bfp_group_offset(r, g, cols, bits), (size_t)gbytes);
-        mlm_bfp_decode_row(tmp, n, bits, out + c0);
+    const int i = (int)(r % MLM_BFP_ROWS), ebase = bits == 8 ? 1024 : 512;
+    for (int64_t k = 0; k < cols; k++) {
+        const uint8_t *grp = group_at(w, r, k / MLM_BFP_GROUP, cols, bits);
+        int j = (int)(k % MLM_BFP_GROUP);
+        uint8_t e = grp[ebase + 16 * (j / 16) + i], at = grp[code_at(i, j, bits)];
+        if (bits == 8) {
+            int v = (int8_t)at; /* back to sign-magnitude for the decoder */
+            out[k] = mlm_bfp_decode(e, (uint8_t)(v < 0 ? 0x80 | -v : v), 8);
+        } else {
+            out[k] = mlm_bfp_decode(e, (uint8_t)((j % 16 / 4) % 2 ? at >> 4 : at & 0xf), 4);
+        }
     }
 }

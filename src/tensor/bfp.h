@@ -22,7 +22,7 @@ void mlm_bfp_pack_row(const float *x, int64_t n, int bits, uint8_t *exps, uint8_
 /* The inverse: N floats from N/16 exponents and the packed codes. */
 void mlm_bfp_unpack_row(const uint8_t *exps, const uint8_t *codes, int64_t n, int bits, float *out);
 
-/* ---- the kernels' row layout ----
+/* ---- the row layout (KV cache entries) ----
  * A weight row of COLS values is zero-padded to a multiple of 64 and stored as groups of 64
  * values (four blocks), each group's codes followed by its four exponent bytes:
  *   BFP8: 64 code bytes, element j in byte j (sign-magnitude, as encoded), then 4 exponents;
@@ -37,27 +37,44 @@ static inline int64_t mlm_bfp_row_bytes(int64_t cols, int bits) {
     return (cols + MLM_BFP_GROUP - 1) / MLM_BFP_GROUP * (bits == 8 ? 68 : 36);
 }
 
-/* Matrices interleave their rows in blocks of MLM_BFP_ROWS: block b holds rows 8b..8b+7 as
- * group 0 of each of the 8 rows, then group 1 of each, and so on, so a kernel reading 8 rows
- * at once streams one contiguous run of memory. The row count is padded to a multiple of 8
- * with zero rows. (KV cache entries are single rows: they use the row layout alone.) */
-#define MLM_BFP_ROWS 8
+/* ---- the matrix (panel) layout ----
+ * Weight matrices are stored for the kernels, not as rows: rows go in panels of 16 (the row
+ * count padded with zero rows), columns in groups of 64 (zero-padded), and a panel holds its
+ * groups in column order. A group is four blocks of 16 columns, then its 64 exponents:
+ *   BFP8, 1088 bytes: block b (256 bytes) is 4 quads of 64 bytes; in quad q, bytes 4i..4i+3
+ *         are row i's codes for columns 16b + 4q + 0..3, each as the signed int8 value it
+ *         denotes (sign-magnitude +-mag -> two's complement; -0 is 0);
+ *   BFP4, 576 bytes: block b (128 bytes) is 2 halves of 64 bytes; in half h, byte 4i + j holds
+ *         row i's column 16b + 8h + j in its low nibble and column 16b + 8h + 4 + j in its
+ *         high nibble, as the 4-bit sign-magnitude code;
+ *   then 64 exponent bytes: block b's 16 rows at 16b + 0..15.
+ * So one 64-byte vector holds 16 rows x 4 columns: a VNNI dot product feeds 16 rows at once,
+ * and a block is exactly an AMX B tile (4 rows of 64 bytes). 8.5 (BFP8) and 4.5 (BFP4) bits
+ * per weight, as the row layout. The values are those of mlm_bfp_encode_block. */
+#define MLM_BFP_ROWS 16
 
-/* Bytes of a (ROWS, COLS) matrix: ROWS rounded up to a multiple of 8, times the row bytes. */
-static inline int64_t mlm_bfp_matrix_bytes(int64_t rows, int64_t cols, int bits) {
-    return (rows + MLM_BFP_ROWS - 1) / MLM_BFP_ROWS * MLM_BFP_ROWS * mlm_bfp_row_bytes(cols, bits);
+/* Bytes of one (panel, group): 1088 (BFP8) or 576 (BFP4). */
+static inline int64_t mlm_bfp_group_bytes(int bits) { return bits == 8 ? 1088 : 576; }
+
+/* Bytes of one panel of a matrix of COLS columns. */
+static inline int64_t mlm_bfp_panel_bytes(int64_t cols, int bits) {
+    return (cols + MLM_BFP_GROUP - 1) / MLM_BFP_GROUP * mlm_bfp_group_bytes(bits);
 }
 
-/* Byte offset of group G of row R in a matrix of COLS columns. */
-static inline int64_t mlm_bfp_group_offset(int64_t r, int64_t g, int64_t cols, int bits) {
-    int64_t gbytes = bits == 8 ? 68 : 36;
-    return r / MLM_BFP_ROWS * MLM_BFP_ROWS * mlm_bfp_row_bytes(cols, bits) +
-           (g * MLM_BFP_ROWS + r % MLM_BFP_ROWS) * gbytes;
+/* Bytes of a (ROWS, COLS) matrix: ROWS rounded up to a multiple of 16 panels' worth. */
+static inline int64_t mlm_bfp_matrix_bytes(int64_t rows, int64_t cols, int bits) {
+    return (rows + MLM_BFP_ROWS - 1) / MLM_BFP_ROWS * mlm_bfp_panel_bytes(cols, bits);
 }
 
 /* Encodes COLS floats of X as row R of the matrix at W / decodes row R of it. */
 void mlm_bfp_encode_matrix_row(const float *x, int64_t cols, int bits, int64_t r, uint8_t *w);
 void mlm_bfp_decode_matrix_row(const uint8_t *w, int64_t cols, int bits, int64_t r, float *out);
+
+/* The signed value of a sign-magnitude code of BITS (8 or 4). */
+static inline int mlm_bfp_code_value(unsigned code, int bits) {
+    int mag = (int)(code & ((1u << (bits - 1)) - 1));
+    return (code >> (bits - 1)) & 1 ? -mag : mag;
+}
 
 /* Encodes COLS floats of X into one row of the kernels' layout at DST. */
 void mlm_bfp_encode_row(const float *x, int64_t cols, int bits, uint8_t *dst);

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-void mlm_q8_quantize(const float *x, int64_t n, int64_t cols, int8_t *q, float *d) {
+void mlm_q8_quantize(const float *x, int64_t n, int64_t cols, int8_t *q, uint8_t *u, float *d) {
     int64_t pc = mlm_q8_cols(cols);
     for (int64_t t = 0; t < n; t++) {
         const float *xt = x + t * cols;
@@ -20,5 +20,7 @@ void mlm_q8_quantize(const float *x, int64_t n, int64_t cols, int8_t *q, float *
                 qt[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v == v ? v : 0);
             }
         }
+        if (u)
+            for (int64_t k = 0; k < pc; k++) u[t * pc + k] = (uint8_t)(qt[k] + 128);
     }
 }

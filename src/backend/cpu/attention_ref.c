@@ -1,6 +1,7 @@
-/* backend/cpu/attention_ref.c: scalar attention over a paged KV cache (f32, bf16 or BFP8
- * entries) and the KV store. Reference for SIMD versions; f32 math, softmax with max
- * subtraction; BFP8 values decoded exactly. */
+/* backend/cpu/attention_ref.c: the KV store, and naive attention over a paged KV cache (f32,
+ * bf16 or BFP8 entries; f32 math, softmax with max subtraction and expf, BFP8 values decoded
+ * exactly): the oracle the flash kernels are tested against (attention_flash_ref.c defines
+ * their exact arithmetic). */
 #include <math.h>
 #include <string.h>
 
@@ -35,7 +36,7 @@ static inline float load(const void *base, mlm_wtype type, int64_t i) {
     return mlm_bfp_decode(g[64 + j / 16], g[j], 8);
 }
 
-void mlm_attention_ref(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
+void mlm_attention_naive(float *out, const float *q, const mlm_paged_kv *kv, const int32_t *blocks,
                        int32_t n_ctx, int n_head, int n_kv_head, int head_dim, float *scratch) {
     int group = n_head / n_kv_head;
     float scale = 1.0f / sqrtf((float)head_dim);

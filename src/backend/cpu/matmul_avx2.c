@@ -153,12 +153,12 @@ INLINE void matmul(float *out, int64_t out_stride, const void *w, const float *x
     else prefill(out, out_stride, w, row_bytes, x, n, cols, r0, r1, bf16);
 }
 
-void mlm_matmul_f32_avx2(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
-                         int64_t cols, int64_t r0, int64_t r1) {
-    matmul(out, out_stride, w, x, n, cols, r0, r1, 0);
+void mlm_matmul_f32_avx2(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                         int64_t r0, int64_t r1) {
+    matmul(out, out_stride, w, x->x, x->n, x->cols, r0, r1, 0);
 }
 
-void mlm_matmul_bf16_avx2(float *out, int64_t out_stride, const void *w, const float *x,
-                          int64_t n, int64_t cols, int64_t r0, int64_t r1) {
-    matmul(out, out_stride, w, x, n, cols, r0, r1, 1);
+void mlm_matmul_bf16_avx2(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                          int64_t r0, int64_t r1) {
+    matmul(out, out_stride, w, x->x, x->n, x->cols, r0, r1, 1);
 }

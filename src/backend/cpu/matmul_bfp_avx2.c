@@ -1,135 +1,179 @@
-/* backend/cpu/matmul_bfp_avx2.c: BFP8 / BFP4 weights against int8 activations with AVX2.
+/* backend/cpu/matmul_bfp_avx2.c: BFP8 / BFP4 weights against int8 activations with AVX2, and
+ * (compiled a second time by matmul_bfp_avxvnni.c with MLM_AVXVNNI) with AVX-VNNI.
  *
- * A 64-column group of a weight row becomes two vectors of 32 unsigned magnitudes and two of
- * signs; each token's int8 activations take the weight's sign (vpsignb), vpmaddubsw +
- * vpmaddwd give 8 exact int32 sums of 4 columns, lanes 0-3 in the group's first block of 16
- * and lanes 4-7 in its second, and one FMA per 32 columns adds them scaled by
- * (2^(exp - 127 - (bits - 2)) x activation scale) into an 8-lane f32 accumulator. The
- * canonical order per output: groups in column order, the two halves of a group in order,
- * then a fixed horizontal sum. The decode schedule (8 rows x 1 token, many weight streams in
- * flight) and the prefill one (1 row x 4 tokens, each weight group decoded once for 4 tokens)
- * both follow it, so batching and row splits never change a result. */
+ * A 32-byte half of a panel vector (tensor/bfp.h) holds 8 rows x 4 columns as signed bytes:
+ * lane i of an 8-lane int32 sum is row i. Plain AVX2 multiplies with vpmaddubsw, which wants
+ * one unsigned operand and saturates at 16 bits, so it takes |w| and the activations with
+ * the weight's sign (|q|, |w| <= 127: no saturation), then vpmaddwd adds pairs; AVX-VNNI
+ * uses vpdpbusd on q + 128 with the block sum started at -128 x sum(w), as the AVX-512 kernel
+ * does. Either way the block's int32 sum is exact and gets the canonical epilogue
+ * (backend.h), so this file agrees bit for bit with the reference. A tile is half a panel (8
+ * rows) x T tokens; the block's weights are expanded once for the T tokens. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "backend/backend.h"
 #include "tensor/bfp.h"
 #include "tensor/q8.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#define TMAX 6
 
-typedef struct wgroup {
-    __m256i mag0, mag1;   /* |code| of columns 0-31 and 32-63 */
-    __m256i sign0, sign1; /* negative where the code is negative */
-    __m256 exp0, exp1;    /* block scales per int32 lane: blocks (0, 1) and (2, 3) */
-} wgroup;
+#ifdef MLM_AVXVNNI
+#define NAME(f) f##_avxvnni
+#else
+#define NAME(f) f##_avx2
+#endif
 
-INLINE wgroup load_group(const uint8_t *g, int bits) {
-    wgroup w;
-    const uint8_t *e;
+/* The half H (rows 8h..8h+7) of block B's 4 weight vectors. */
+INLINE void load_block(const uint8_t *grp, int b, int h, int bits, __m256i wv[4]) {
     if (bits == 8) {
-        __m256i c0 = _mm256_loadu_si256((const __m256i *)g);
-        __m256i c1 = _mm256_loadu_si256((const __m256i *)(g + 32));
-        __m256i m7 = _mm256_set1_epi8(0x7f);
-        w.mag0 = _mm256_and_si256(c0, m7), w.mag1 = _mm256_and_si256(c1, m7);
-        w.sign0 = c0, w.sign1 = c1; /* bit 7 set: negative as an int8 */
-        e = g + 64;
-    } else {
-        __m256i c = _mm256_loadu_si256((const __m256i *)g), m15 = _mm256_set1_epi8(0x0f);
-        __m256i lo = _mm256_and_si256(c, m15);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m15);
-        __m256i m7 = _mm256_set1_epi8(7);
-        /* +1 for codes 0-7, -1 for 8-15 (sign bit 3) */
-        __m256i sgn = _mm256_setr_epi8(1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, 1,
-                                       1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1);
-        w.mag0 = _mm256_and_si256(lo, m7), w.mag1 = _mm256_and_si256(hi, m7);
-        w.sign0 = _mm256_shuffle_epi8(sgn, lo), w.sign1 = _mm256_shuffle_epi8(sgn, hi);
-        e = g + 32;
+        const uint8_t *p = grp + b * 256 + 32 * h;
+        _Pragma("GCC unroll 16")
+        for (int j = 0; j < 4; j++) wv[j] = _mm256_loadu_si256((const __m256i *)(p + 64 * j));
+        return;
     }
-    int32_t e4;
-    __builtin_memcpy(&e4, e, 4);
-    __m128i ex = _mm_shuffle_epi8(_mm_cvtsi32_si128(e4),
-                                  _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-    /* 2^(exp - 127) from the exponent bits, times 2^-(bits - 2): exact (powers of two) */
-    __m256 k = _mm256_set1_ps(bits == 8 ? 1.0f / 64 : 1.0f / 4);
-    w.exp0 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu8_epi32(ex), 23)), k);
-    w.exp1 = _mm256_mul_ps(
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(ex, 8)), 23)), k);
-    return w;
+    const __m256i m15 = _mm256_set1_epi8(0x0f);
+    const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, -1, -2, -3, -4, -5, -6, -7, 0,
+                                         1, 2, 3, 4, 5, 6, 7, 0, -1, -2, -3, -4, -5, -6, -7);
+    _Pragma("GCC unroll 16")
+    for (int k = 0; k < 2; k++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(grp + b * 128 + 64 * k + 32 * h));
+        wv[2 * k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m15));
+        wv[2 * k + 1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m15));
+    }
 }
 
-/* ACC + the group's contribution for one token: X its 64 activations, D its 2 scales. */
-INLINE __m256 dot_group(const wgroup *w, const int8_t *x, const float *d, __m256 acc) {
+INLINE __m256 block_scales(const uint8_t *grp, int b, int h, int bits) {
+    const uint8_t *e = grp + (bits == 8 ? 1024 : 512) + 16 * b + 8 * h;
+    int64_t e8;
+    memcpy(&e8, e, 8);
+    __m256i ei = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(e8));
+    return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(ei, 23)),
+                         _mm256_set1_ps(bits == 8 ? 1.0f / 64 : 1.0f / 4));
+}
+
+INLINE __m256i bcast4(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+#ifdef MLM_AVXVNNI
+/* The per-block values the token loop shares: the weights and the start -128 x sum(w). */
+typedef struct shared { __m256i w[4], start; } shared;
+INLINE void prepare(shared *s, const __m256i wv[4]) {
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256i sum = _mm256_setzero_si256();
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 4; j++) s->w[j] = wv[j], sum = _mm256_dpbusd_avx_epi32(sum, ones, wv[j]);
+    s->start = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum, 7));
+}
+/* The exact block sum for one token: U its 16 activations + 128. */
+INLINE __m256i block_sum(const shared *s, const uint8_t *u, const int8_t *q) {
+    (void)q;
+    __m256i acc = s->start;
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 4; j++) acc = _mm256_dpbusd_avx_epi32(acc, bcast4(u + 4 * j), s->w[j]);
+    return acc;
+}
+#else
+/* The per-block values the token loop shares: |w|, and w for the signs. */
+typedef struct shared { __m256i absw[4], w[4]; } shared;
+INLINE void prepare(shared *s, const __m256i wv[4]) {
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 4; j++) s->w[j] = wv[j], s->absw[j] = _mm256_abs_epi8(wv[j]);
+}
+INLINE __m256i block_sum(const shared *s, const uint8_t *u, const int8_t *q) {
+    (void)u;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
-    __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 32));
-    __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w->mag0, _mm256_sign_epi8(x0, w->sign0)), ones);
-    __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(w->mag1, _mm256_sign_epi8(x1, w->sign1)), ones);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(w->exp0, _mm256_set1_ps(d[0])), acc);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(w->exp1, _mm256_set1_ps(d[1])), acc);
+    __m256i acc = _mm256_setzero_si256();
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 4; j++) {
+        __m256i sx = _mm256_sign_epi8(bcast4(q + 4 * j), s->w[j]);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(s->absw[j], sx), ones));
+    }
+    return acc;
 }
+#endif
 
-INLINE float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* Outputs of rows [r, r + R) for tokens [t, t + T); DS holds the tokens' activation scales,
- * (n, pc / 32). */
-INLINE void tile(float *out, int64_t out_stride, const uint8_t *W, int64_t row_bytes,
-                 const int8_t *xq, const float *ds, int64_t pc, int64_t r, int R, int64_t t,
-                 int T, int bits) {
-    const int64_t gbytes = bits == 8 ? 68 : 36;
-    __m256 acc[8][8];
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
-        _Pragma("GCC unroll 8") for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+/* Rows [R, R + NR) (NR <= 8, half H of the panel) for tokens [T0, T0 + T). */
+INLINE void tile(float *out, int64_t out_stride, const uint8_t *panel, int h, const mlm_acts *x,
+                 int64_t pc, int64_t r, int nr, int64_t t0, int T, int bits) {
+    const int64_t gbytes = mlm_bfp_group_bytes(bits), nd = pc / MLM_Q8_BLOCK;
+    __m256 acc[TMAX];
+    _Pragma("GCC unroll 16")
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
-            /* rows interleaved by 8: the 8 rows of a decode tile are one stream */
-            const uint8_t *grp = W + ((r + i) / MLM_BFP_ROWS) * MLM_BFP_ROWS * row_bytes +
-                                 (g * MLM_BFP_ROWS + (r + i) % MLM_BFP_ROWS) * gbytes;
-            wgroup w = load_group(grp, bits);
-            _Pragma("GCC unroll 8") for (int j = 0; j < T; j++)
-                acc[i][j] = dot_group(&w, xq + (t + j) * pc + g * MLM_BFP_GROUP,
-                                      ds + (t + j) * (pc / MLM_Q8_BLOCK) + 2 * g, acc[i][j]);
+        const uint8_t *grp = panel + g * gbytes;
+        _mm_prefetch((const char *)(grp + 4 * gbytes + 32 * h), _MM_HINT_T0);
+        _Pragma("GCC unroll 16")
+        for (int b = 0; b < 4; b++) {
+            __m256i wv[4];
+            load_block(grp, b, h, bits, wv);
+            shared s;
+            prepare(&s, wv);
+            __m256 ws = block_scales(grp, b, h, bits);
+            const int64_t k = g * MLM_BFP_GROUP + 16 * b;
+            _Pragma("GCC unroll 16")
+            for (int t = 0; t < T; t++) {
+                const int64_t at = (t0 + t) * pc + k;
+                __m256i isum = block_sum(&s, x->u ? x->u + at : NULL, x->q + at);
+                __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), ws);
+                acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(x->d[(t0 + t) * nd + k / MLM_Q8_BLOCK]),
+                                         acc[t]);
+            }
         }
     }
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
-        _Pragma("GCC unroll 8") for (int j = 0; j < T; j++)
-            out[(t + j) * out_stride + r + i] = hsum(acc[i][j]);
-}
-
-/* The prefill tile: 1 row x 4 tokens keeps 4 accumulators, the row's decoded group and the
- * activations in the 16 AVX2 registers (wider tiles spilled; measured with bench/matmul). */
-#define PR 1
-#define PT 4
-
-INLINE void matmul_bfp(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                       const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1, int bits) {
-    const int64_t pc = mlm_q8_cols(cols), row_bytes = mlm_bfp_row_bytes(cols, bits);
-    const uint8_t *W = w;
-    int64_t t = 0;
-    /* prefill: PR rows x PT tokens per tile, the accumulators in registers */
-    for (; t + PT <= n; t += PT) {
-        int64_t r = r0;
-        for (; r + PR <= r1; r += PR) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, PR, t, PT, bits);
-        for (; r < r1; r++) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 1, t, PT, bits);
-    }
-    /* decode and the remaining tokens: 8 rows x 1 token, many weight streams in flight */
-    for (; t < n; t++) {
-        int64_t r = r0;
-        for (; r + 8 <= r1; r += 8) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 8, t, 1, bits);
-        for (; r < r1; r++) tile(out, out_stride, W, row_bytes, xq, xd, pc, r, 1, t, 1, bits);
+    _Pragma("GCC unroll 16")
+    for (int t = 0; t < T; t++) {
+        float *o = out + (t0 + t) * out_stride + r;
+        if (nr == 8) {
+            _mm256_storeu_ps(o, acc[t]);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, acc[t]);
+            memcpy(o, tmp, (size_t)nr * sizeof *o);
+        }
     }
 }
 
-void mlm_matmul_bfp8_q8_avx2(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                             const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1) {
-    matmul_bfp(out, out_stride, w, xq, xd, n, cols, r0, r1, 8);
+#define TILE_FN(T)                                                                              \
+    static void tile_##T(float *out, int64_t os, const uint8_t *panel, int h, const mlm_acts *x, \
+                         int64_t pc, int64_t r, int nr, int64_t t0, int bits) {                 \
+        if (bits == 8) tile(out, os, panel, h, x, pc, r, nr, t0, T, 8);                         \
+        else tile(out, os, panel, h, x, pc, r, nr, t0, T, 4);                                   \
+    }
+TILE_FN(1)
+TILE_FN(2)
+TILE_FN(3)
+TILE_FN(4)
+TILE_FN(5)
+TILE_FN(6)
+
+typedef void (*tile_fn)(float *, int64_t, const uint8_t *, int, const mlm_acts *, int64_t,
+                        int64_t, int, int64_t, int);
+static const tile_fn tiles[TMAX + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+
+static void matmul_bfp(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                       int64_t r0, int64_t r1, int bits) {
+    const int64_t pc = mlm_q8_cols(x->cols), pbytes = mlm_bfp_panel_bytes(x->cols, bits);
+    for (int64_t r = r0; r < r1; r += 8) {
+        const uint8_t *panel = (const uint8_t *)w + r / MLM_BFP_ROWS * pbytes;
+        int h = (int)(r % MLM_BFP_ROWS) / 8, nr = r1 - r < 8 ? (int)(r1 - r) : 8;
+        for (int64_t t = 0; t < x->n; t += TMAX) {
+            int T = x->n - t < TMAX ? (int)(x->n - t) : TMAX;
+            tiles[T](out, out_stride, panel, h, x, pc, r, nr, t, bits);
+        }
+    }
 }
 
-void mlm_matmul_bfp4_q8_avx2(float *out, int64_t out_stride, const void *w, const int8_t *xq,
-                             const float *xd, int64_t n, int64_t cols, int64_t r0, int64_t r1) {
-    matmul_bfp(out, out_stride, w, xq, xd, n, cols, r0, r1, 4);
+void NAME(mlm_matmul_bfp8_q8)(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                              int64_t r0, int64_t r1) {
+    matmul_bfp(out, out_stride, w, x, r0, r1, 8);
+}
+
+void NAME(mlm_matmul_bfp4_q8)(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
+                              int64_t r0, int64_t r1) {
+    matmul_bfp(out, out_stride, w, x, r0, r1, 4);
 }
