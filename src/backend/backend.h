@@ -109,6 +109,13 @@ void mlm_attention_naive(float *out, const float *q, const mlm_paged_kv *kv,
                          const int32_t *blocks, int32_t n_ctx, int n_head, int n_kv_head,
                          int head_dim, float *scratch);
 
+/* Quantizes one row of COLS activations to int8 into Q, U (q + 128, or NULL) and D exactly as
+ * mlm_q8_quantize does (tensor/q8.h): every level gives the same bits. */
+typedef void (*mlm_quantize_fn)(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d);
+void mlm_quantize_q8_ref(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d);
+void mlm_quantize_q8_avx2(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d);
+void mlm_quantize_q8_avx512(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d);
+
 /* A kernel table: one ISA level. */
 typedef struct mlm_kernels {
     const char *name;                      /* "ref", "avx2", "avxvnni", "avx512", "amx" */
@@ -117,6 +124,7 @@ typedef struct mlm_kernels {
     const char *matmul_name[MLM_W_COUNT];  /* e.g. "bfp8_q8_avx512" */
     mlm_attention_fn attention;
     const char *attention_name;
+    mlm_quantize_fn quantize;
 } mlm_kernels;
 
 /* The kernel table to use: MESHLM_KERNELS=ref|avx2|avxvnni|avx512|amx in the environment

@@ -15,10 +15,11 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "tensor/bfp.h"
+#include "tensor/q8.h"
 
 const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "ref", NULL};
 
-#define TABLE(nm, f32, bf16, bf16act, bfp8, bfp4, att)                                          \
+#define TABLE(nm, f32, bf16, bf16act, bfp8, bfp4, att, quant)                                   \
     {.name = nm,                                                                                \
      .matmul = {[MLM_W_F32] = mlm_matmul_##f32, [MLM_W_BF16] = mlm_matmul_##bf16,              \
                 [MLM_W_BFP8] = mlm_matmul_##bfp8, [MLM_W_BFP4] = mlm_matmul_##bfp4},           \
@@ -27,20 +28,22 @@ const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "re
      .matmul_name = {[MLM_W_F32] = #f32, [MLM_W_BF16] = #bf16, [MLM_W_BFP8] = #bfp8,           \
                      [MLM_W_BFP4] = #bfp4},                                                     \
      .attention = mlm_attention_##att,                                                          \
-     .attention_name = #att}
+     .attention_name = #att,                                                                    \
+     .quantize = mlm_quantize_q8_##quant}
 
 static const mlm_kernels tables[] = {
     TABLE("amx", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_amx, bfp4_q8_amx,
-          flash_avx512),
+          flash_avx512, avx512),
     TABLE("avx512", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_avx512, bfp4_q8_avx512,
-          flash_avx512),
+          flash_avx512, avx512),
     /* AVX-512 with VNNI but without BF16 (Ice Lake): bf16 widened to f32 */
     TABLE("avx512", f32_avx512, bf16_avx512, MLM_ACT_F32, bfp8_q8_avx512, bfp4_q8_avx512,
-          flash_avx512),
+          flash_avx512, avx512),
     TABLE("avxvnni", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avxvnni, bfp4_q8_avxvnni,
-          flash_avx2),
-    TABLE("avx2", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avx2, bfp4_q8_avx2, flash_avx2),
-    TABLE("ref", f32_ref, bf16_ref, MLM_ACT_F32, bfp8_q8_ref, bfp4_q8_ref, flash_ref),
+          flash_avx2, avx2),
+    TABLE("avx2", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avx2, bfp4_q8_avx2, flash_avx2,
+          avx2),
+    TABLE("ref", f32_ref, bf16_ref, MLM_ACT_F32, bfp8_q8_ref, bfp4_q8_ref, flash_ref, ref),
 };
 
 /* The first feature level NAME needs that this machine lacks, or NULL. */
@@ -62,6 +65,10 @@ static const char *missing(const char *name, const mlm_cpu_flags *f) {
     if (!f->os_amx) return "the OS does not grant AMX tile data (XCR0 / arch_prctl)";
     if (!f->avx512bf16) return "the CPU has no AVX512-BF16";
     return NULL;
+}
+
+void mlm_quantize_q8_ref(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d) {
+    mlm_q8_quantize(x, 1, cols, q, u, d);
 }
 
 const mlm_kernels *mlm_kernels_get(const char *name, const char **why) {

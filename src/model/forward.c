@@ -141,7 +141,8 @@ static void task_prepare(void *ctx, int64_t task, int thread) {
             row = f->dst + t * cols;
         }
         if (f->forms & (1 << MLM_ACT_Q8))
-            mlm_q8_quantize(row, 1, cols, f->aq + t * pc, f->au + t * pc, f->ad + t * (pc / MLM_Q8_BLOCK));
+            f->m->kernels->quantize(row, cols, f->aq + t * pc, f->au + t * pc,
+                                    f->ad + t * (pc / MLM_Q8_BLOCK));
         if (f->forms & (1 << MLM_ACT_BF16)) {
             uint16_t *h = f->ah + t * hc;
             for (int64_t i = 0; i < cols; i++) h[i] = mlm_f32_to_bf16(row[i]);

@@ -253,7 +253,44 @@ static void check_bf16_denormals(const mlm_kernels *kt) {
 }
 LEVEL_TEST(check_bf16_denormals, avx512)
 
+// ---- activation quantization ----
+
+/* The level's quantizer gives mlm_q8_quantize's bits: random rows with zeros, tiny values,
+ * infinities and NaNs, every tail length. */
+static void check_quantize_level(const mlm_kernels *kt) {
+    for (int64_t cols = 1; cols <= 300; cols += cols < 70 ? 1 : 37) {
+        int64_t pc = mlm_q8_cols(cols);
+        float *x = malloc((size_t)cols * 4);
+        int8_t *qa = malloc((size_t)pc), *qb = malloc((size_t)pc);
+        uint8_t *ua = malloc((size_t)pc), *ub = malloc((size_t)pc);
+        float *da = malloc((size_t)pc / 32 * 4), *db = malloc((size_t)pc / 32 * 4);
+        for (int rep = 0; rep < 8; rep++) {
+            for (int64_t k = 0; k < cols; k++) {
+                float v = frand() * (float)ldexp(1.0, (int)(k % 9) - 4);
+                if (rep == 1 && k % 7 == 0) v = 0;
+                if (rep == 2 && k % 11 == 3) v = 1e-42f;
+                if (rep == 3 && k == cols / 2) v = INFINITY;
+                if (rep == 4 && k == cols / 3) v = NAN;
+                if (rep == 5) v = 0;
+                if (rep == 6) v = (float)(k % 5) - 2.0f; /* ties at .5 after scaling */
+                x[k] = v;
+            }
+            mlm_q8_quantize(x, 1, cols, qa, ua, da);
+            kt->quantize(x, cols, qb, ub, db);
+            CHECKF(!memcmp(qa, qb, (size_t)pc) && !memcmp(ua, ub, (size_t)pc) &&
+                       !memcmp(da, db, (size_t)pc / 32 * 4),
+                   "%s quantize cols %lld rep %d differs from mlm_q8_quantize", kt->name,
+                   (long long)cols, rep);
+        }
+        free(x), free(qa), free(qb), free(ua), free(ub), free(da), free(db);
+    }
+}
+LEVEL_TEST(check_quantize_level, avx2)
+LEVEL_TEST(check_quantize_level, avx512)
+
 int main(void) {
+    RUN(check_quantize_level_avx2);
+    RUN(check_quantize_level_avx512);
     RUN(bfp_ref_matches_formats);
     RUN(bfp_ref_is_invariant);
     RUN(check_bfp_level_avx2);

@@ -37,6 +37,7 @@ static void help(void) {
            "  --expect FILE.json         targets {\"<preset>\": {\"decode_tps_user\": ..}}: exit 1\n"
            "                             listing any metric more than 5%% short\n"
            "  --threads N                threads (default: all cores)\n"
+           "  --prefill-chunk N          prompt tokens per step (default 2048)\n"
            "  --quiet                    no per-user text\n"
            "  -h, --help                 this help\n");
 }
@@ -58,6 +59,7 @@ static int parse(int argc, char **argv, demo_config *c) {
         return cli_usage("demo", "unknown preset '%s' (presets:%s)", preset, names);
     }
     c->prec.optimizations = "performance";
+    c->prefill_chunk = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
@@ -131,6 +133,9 @@ static int parse(int argc, char **argv, demo_config *c) {
         } else if (!strcmp(a, "--threads")) {
             INT(1, 1024);
             c->n_threads = (int)ll;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            INT(1, 1 << 20);
+            c->prefill_chunk = (int32_t)ll;
         } else if (!strcmp(a, "--quiet")) {
             c->quiet = 1;
         } else if (cli_is_precision_flag(a)) {
@@ -242,7 +247,8 @@ int cmd_demo(int argc, char **argv) {
     xp.max_seq_len = c.max_seq_len;
     xp.block_size = c.block_size;
     xp.max_num_blocks = c.max_num_blocks;
-    xp.max_step_tokens = 512;
+    xp.max_step_tokens = c.prefill_chunk < c.max_seq_len ? c.prefill_chunk : c.max_seq_len;
+    if (xp.max_step_tokens < c.batch_size) xp.max_step_tokens = c.batch_size;
     xp.max_step_logits = c.batch_size;
     xp.n_threads = c.n_threads;
     if (!cli_memory_fits("demo", dir, &c.prec, &xp)) {

@@ -26,6 +26,7 @@ typedef struct demo_config {
     const char *model;
     const char *report, *expect;
     int n_threads;
+    int32_t prefill_chunk; /* prompt tokens per step */
     int quiet;             /* no per-user output */
 } demo_config;
 

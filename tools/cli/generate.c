@@ -30,6 +30,8 @@ static void help(void) {
            "      --max-seq-len N      KV capacity in tokens, prompt included (default 4096)\n"
            CLI_PRECISION_HELP
            "      --threads N          threads (default: all cores)\n"
+           "      --prefill-chunk N    prompt tokens per step (default 2048): longer prompts are\n"
+           "                           read in chunks, so step memory does not grow with them\n"
            "      --json               print one JSON object (prompt ids, generated ids, text,\n"
            "                           stop reason, stats) instead of streaming text\n"
            "  -h, --help               this help\n"
@@ -43,7 +45,7 @@ static void help(void) {
 typedef struct gen_opts {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system;
     int instruct, json, n_threads;
-    long long max_new, max_seq_len;
+    long long max_new, max_seq_len, prefill_chunk;
     mlm_sampler_params sp;
     cli_precision prec;
 } gen_opts;
@@ -52,6 +54,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     memset(o, 0, sizeof *o);
     o->max_new = 128;
     o->max_seq_len = 4096;
+    o->prefill_chunk = 2048;
     o->sp = mlm_sampler_default_params();
     o->prec.optimizations = "performance";
     for (int i = 1; i < argc; i++) {
@@ -92,6 +95,9 @@ static int parse(int argc, char **argv, gen_opts *o) {
             VALUE();
             if (!cli_int("generate", a, v, 1, 1024, &ll)) return CLI_USAGE;
             o->n_threads = (int)ll;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            VALUE();
+            if (!cli_int("generate", a, v, 1, 1 << 20, &o->prefill_chunk)) return CLI_USAGE;
         } else if (!strcmp(a, "--temperature")) {
             VALUE();
             if (!cli_float("generate", a, v, 0, 100, &d)) return CLI_USAGE;
@@ -222,7 +228,7 @@ int cmd_generate(int argc, char **argv) {
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;
-    xp.max_step_tokens = 256;
+    xp.max_step_tokens = (int32_t)(o.prefill_chunk < o.max_seq_len ? o.prefill_chunk : o.max_seq_len);
     if (!cli_memory_fits("generate", o.model, &o.prec, &xp)) {
         free(default_model);
         return CLI_RUNTIME;

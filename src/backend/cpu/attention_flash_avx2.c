@@ -63,9 +63,9 @@ INLINE void decode_row(const mlm_paged_kv *kv, const char *e, int64_t off, int h
         }
     } else {
         for (int d = 0; d < hd; d += 8) {
-            int64_t i = off + d;
+            uint64_t i = (uint64_t)off + (uint64_t)d;
             const uint8_t *g = (const uint8_t *)e + i / MLM_BFP_GROUP * 68;
-            int j = (int)(i % MLM_BFP_GROUP);
+            unsigned j = (unsigned)(i % MLM_BFP_GROUP);
             int64_t c8;
             memcpy(&c8, g + j, 8);
             __m256i c = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(c8));
@@ -75,6 +75,18 @@ INLINE void decode_row(const mlm_paged_kv *kv, const char *e, int64_t off, int h
             __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
             _mm256_storeu_ps(dst + d, _mm256_or_ps(v, _mm256_castsi256_ps(sign)));
         }
+    }
+}
+
+/* Entries [J0, J0 + N) of POOL as f32 rows of HD into DST, one page lookup per page. */
+INLINE void decode_rows(const mlm_paged_kv *kv, const void *pool, const int32_t *blocks,
+                        int32_t j0, int n, int64_t off, int hd, float *dst) {
+    const uint32_t bs = (uint32_t)kv->block_size;
+    for (int j = 0; j < n;) {
+        uint32_t idx = (uint32_t)(j0 + j), slot = idx % bs;
+        const char *base = (const char *)pool + ((int64_t)blocks[idx / bs] * bs + slot) * kv->row_bytes;
+        int run = (int)(bs - slot) < n - j ? (int)(bs - slot) : n - j;
+        for (int r = 0; r < run; r++, j++) decode_row(kv, base + r * kv->row_bytes, off, hd, dst + (int64_t)j * hd);
     }
 }
 
@@ -105,13 +117,18 @@ INLINE void transpose8(const float *src, int64_t ss, float *dst, int64_t ds) {
 /* Scores of NR (<= 2) rows against NV (<= 4) vectors of 8 entries starting at entry J. */
 INLINE void scores(const float *qs, int nr, const float *kt, int hd, int j, int nv, float *s) {
     __m256 acc[2][4];
+    memset(acc, 0, sizeof acc);
     for (int r = 0; r < nr; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm256_setzero_ps();
     for (int d = 0; d < hd; d++) {
         __m256 k[4];
+        memset(k, 0, sizeof k);
+        _Pragma("GCC unroll 4")
         for (int v = 0; v < nv; v++) k[v] = _mm256_loadu_ps(kt + d * KT + j + 8 * v);
+        _Pragma("GCC unroll 2")
         for (int r = 0; r < nr; r++) {
             __m256 q = _mm256_set1_ps(qs[r * hd + d]);
+            _Pragma("GCC unroll 4")
             for (int v = 0; v < nv; v++) acc[r][v] = _mm256_fmadd_ps(q, k[v], acc[r][v]);
         }
     }
@@ -123,16 +140,27 @@ INLINE void scores(const float *qs, int nr, const float *kt, int hd, int j, int 
 INLINE void accumulate(float *o, int nr, const float *alpha, const float *p, const float *v,
                        int hd, int nj, int nd) {
     __m256 acc[2][4];
+    memset(acc, 0, sizeof acc);
+    _Pragma("GCC unroll 2")
     for (int r = 0; r < nr; r++)
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < nd; c++)
             acc[r][c] = _mm256_mul_ps(_mm256_loadu_ps(o + r * hd + 8 * c), _mm256_set1_ps(alpha[r]));
-    for (int j = 0; j < nj; j++)
+    for (int j = 0; j < nj; j++) {
+        __m256 vj[4];
+        memset(vj, 0, sizeof vj);
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < nd; c++) vj[c] = _mm256_loadu_ps(v + j * hd + 8 * c);
+        _Pragma("GCC unroll 2")
         for (int r = 0; r < nr; r++) {
             __m256 pj = _mm256_set1_ps(p[r * KT + j]);
-            for (int c = 0; c < nd; c++)
-                acc[r][c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * hd + 8 * c), acc[r][c]);
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < nd; c++) acc[r][c] = _mm256_fmadd_ps(pj, vj[c], acc[r][c]);
         }
+    }
+    _Pragma("GCC unroll 2")
     for (int r = 0; r < nr; r++)
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < nd; c++) _mm256_storeu_ps(o + r * hd + 8 * c, acc[r][c]);
 }
 
@@ -188,14 +216,11 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
     const int32_t last = job->q0 + job->n_q;
     for (int32_t j0 = 0; j0 < last; j0 += KT) {
         int ntile = last - j0 < KT ? last - j0 : KT;
-        for (int j = 0; j < KT; j++) {
-            if (j < ntile) decode_row(kv, (const char *)kv->k + mlm_kv_entry_offset(kv, job->blocks, j0 + j), off, hd, vt + j * hd);
-            else memset(vt + j * hd, 0, (size_t)hd * sizeof *vt);
-        }
+        decode_rows(kv, kv->k, job->blocks, j0, ntile, off, hd, vt);
+        if (ntile < KT) memset(vt + ntile * hd, 0, (size_t)((KT - ntile) * hd) * sizeof *vt);
         for (int jb = 0; jb < KT; jb += 8)
             for (int db = 0; db < hd; db += 8) transpose8(vt + jb * hd + db, hd, kt + db * KT + jb, KT);
-        for (int j = 0; j < ntile; j++)
-            decode_row(kv, (const char *)kv->v + mlm_kv_entry_offset(kv, job->blocks, j0 + j), off, hd, vt + j * hd);
+        decode_rows(kv, kv->v, job->blocks, j0, ntile, off, hd, vt);
         for (int i = 0; i < job->n_q; i++) {
             int32_t n_ctx = job->q0 + i + 1;
             if (n_ctx <= j0) continue;
@@ -203,15 +228,20 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
             float *si = s + i * nh * KT, *qi = qs + i * nh * hd, *oi = o + i * nh * hd;
             for (int r = 0; r < nh; r += 2) {
                 int nr = nh - r < 2 ? nh - r : 2;
-                for (int v0 = 0; v0 < nv; v0 += 4)
-                    scores(qi + r * hd, nr, kt, hd, 8 * v0, nv - v0 < 4 ? nv - v0 : 4, si + r * KT);
+                for (int v0 = 0; v0 < nv; v0 += 4) {
+                    int n4 = nv - v0 < 4 ? nv - v0 : 4;
+                    if (nr == 2 && n4 == 4) scores(qi + r * hd, 2, kt, hd, 8 * v0, 4, si + r * KT);
+                    else scores(qi + r * hd, nr, kt, hd, 8 * v0, n4, si + r * KT);
+                }
             }
             for (int r = 0; r < nh; r++) softmax_row(si + r * KT, nj, &m[i * nh + r], &l[i * nh + r], &alpha[r]);
             for (int c0 = 0; c0 < hd / 8; c0 += 4) {
                 int nd = hd / 8 - c0 < 4 ? hd / 8 - c0 : 4;
                 for (int r = 0; r < nh; r += 2) {
                     int nr = nh - r < 2 ? nh - r : 2;
-                    accumulate(oi + r * hd + 8 * c0, nr, alpha + r, si + r * KT, vt + 8 * c0, hd, nj, nd);
+                    float *oo = oi + r * hd + 8 * c0, *pp = si + r * KT, *vv = vt + 8 * c0;
+                    if (nr == 2 && nd == 4) accumulate(oo, 2, alpha + r, pp, vv, hd, nj, 4);
+                    else accumulate(oo, nr, alpha + r, pp, vv, hd, nj, nd);
                 }
             }
         }

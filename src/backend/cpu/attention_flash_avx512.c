@@ -62,16 +62,30 @@ INLINE void decode_row(const mlm_paged_kv *kv, const char *e, int64_t off, int h
         }
     } else { /* BFP8: 16 values share an exponent; mag x (2^(e - 127) x 2^-6), sign bit 7 */
         for (int d = 0; d < hd; d += 16) {
-            int64_t i = off + d;
+            uint64_t i = (uint64_t)off + (uint64_t)d;
             const uint8_t *g = (const uint8_t *)e + i / MLM_BFP_GROUP * 68;
-            int j = (int)(i % MLM_BFP_GROUP);
+            unsigned j = (unsigned)(i % MLM_BFP_GROUP);
             __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(g + j)));
-            __m512 scale = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_set1_epi32((int)g[64 + j / 16] << 23)),
+            __m512i ex = _mm512_set1_epi32((int)g[64 + j / 16]);
+            __m512 scale = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(ex, 23)),
                                          _mm512_set1_ps(1.0f / 64));
             __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(c, _mm512_set1_epi32(0x7f))), scale);
             __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24);
             _mm512_storeu_ps(dst + d, _mm512_or_ps(v, _mm512_castsi512_ps(sign)));
         }
+    }
+}
+
+/* Entries [J0, J0 + N) of POOL, values [OFF, OFF + HD) each, as f32 rows of HD into DST; the
+ * page of each entry is looked up once per page, not per entry. */
+INLINE void decode_rows(const mlm_paged_kv *kv, const void *pool, const int32_t *blocks,
+                        int32_t j0, int n, int64_t off, int hd, float *dst) {
+    const uint32_t bs = (uint32_t)kv->block_size;
+    for (int j = 0; j < n;) {
+        uint32_t idx = (uint32_t)(j0 + j), slot = idx % bs;
+        const char *base = (const char *)pool + ((int64_t)blocks[idx / bs] * bs + slot) * kv->row_bytes;
+        int run = (int)(bs - slot) < n - j ? (int)(bs - slot) : n - j;
+        for (int r = 0; r < run; r++, j++) decode_row(kv, base + r * kv->row_bytes, off, hd, dst + (int64_t)j * hd);
     }
 }
 
@@ -114,13 +128,18 @@ INLINE void transpose16(const float *src, int64_t ss, float *dst, int64_t ds) {
  * for NV vectors of 16 entries into S (stride KT). */
 INLINE void scores(const float *qs, int nr, const float *kt, int hd, int nv, float *s) {
     __m512 acc[4][4];
+    memset(acc, 0, sizeof acc);
     for (int r = 0; r < nr; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
     for (int d = 0; d < hd; d++) {
         __m512 k[4];
+        memset(k, 0, sizeof k);
+        _Pragma("GCC unroll 4")
         for (int v = 0; v < nv; v++) k[v] = _mm512_loadu_ps(kt + d * KT + 16 * v);
+        _Pragma("GCC unroll 4")
         for (int r = 0; r < nr; r++) {
             __m512 q = _mm512_set1_ps(qs[r * hd + d]);
+            _Pragma("GCC unroll 4")
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(q, k[v], acc[r][v]);
         }
     }
@@ -133,16 +152,27 @@ INLINE void scores(const float *qs, int nr, const float *kt, int hd, int nv, flo
 INLINE void accumulate(float *o, int nr, const float *alpha, const float *p, const float *v,
                        int hd, int nj, int nd) {
     __m512 acc[4][8];
+    memset(acc, 0, sizeof acc);
+    _Pragma("GCC unroll 4")
     for (int r = 0; r < nr; r++)
+        _Pragma("GCC unroll 8")
         for (int c = 0; c < nd; c++)
             acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * hd + 16 * c), _mm512_set1_ps(alpha[r]));
-    for (int j = 0; j < nj; j++)
+    for (int j = 0; j < nj; j++) {
+        __m512 vj[8];
+        memset(vj, 0, sizeof vj);
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < nd; c++) vj[c] = _mm512_loadu_ps(v + j * hd + 16 * c);
+        _Pragma("GCC unroll 4")
         for (int r = 0; r < nr; r++) {
             __m512 pj = _mm512_set1_ps(p[r * KT + j]);
-            for (int c = 0; c < nd; c++)
-                acc[r][c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + j * hd + 16 * c), acc[r][c]);
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < nd; c++) acc[r][c] = _mm512_fmadd_ps(pj, vj[c], acc[r][c]);
         }
+    }
+    _Pragma("GCC unroll 4")
     for (int r = 0; r < nr; r++)
+        _Pragma("GCC unroll 8")
         for (int c = 0; c < nd; c++) _mm512_storeu_ps(o + r * hd + 16 * c, acc[r][c]);
 }
 
@@ -197,14 +227,11 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
     for (int32_t j0 = 0; j0 < last; j0 += KT) {
         int ntile = last - j0 < KT ? last - j0 : KT;
         /* K rows into vt (row major, zero rows past the tile), transposed into kt */
-        for (int j = 0; j < KT; j++) {
-            if (j < ntile) decode_row(kv, (const char *)kv->k + mlm_kv_entry_offset(kv, job->blocks, j0 + j), off, hd, vt + j * hd);
-            else memset(vt + j * hd, 0, (size_t)hd * sizeof *vt);
-        }
+        decode_rows(kv, kv->k, job->blocks, j0, ntile, off, hd, vt);
+        if (ntile < KT) memset(vt + ntile * hd, 0, (size_t)((KT - ntile) * hd) * sizeof *vt);
         for (int jb = 0; jb < KT; jb += 16)
             for (int db = 0; db < hd; db += 16) transpose16(vt + jb * hd + db, hd, kt + db * KT + jb, KT);
-        for (int j = 0; j < ntile; j++)
-            decode_row(kv, (const char *)kv->v + mlm_kv_entry_offset(kv, job->blocks, j0 + j), off, hd, vt + j * hd);
+        decode_rows(kv, kv->v, job->blocks, j0, ntile, off, hd, vt);
         for (int i = 0; i < job->n_q; i++) {
             int32_t n_ctx = job->q0 + i + 1;
             if (n_ctx <= j0) continue;
@@ -212,7 +239,7 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
             float *si = s + i * nh * KT, *qi = qs + i * nh * hd, *oi = o + i * nh * hd;
             for (int r = 0; r < nh; r += 4) {
                 int nr = nh - r < 4 ? nh - r : 4;
-                if (nv == 4) scores(qi + r * hd, nr, kt, hd, 4, si + r * KT);
+                if (nr == 4 && nv == 4) scores(qi + r * hd, 4, kt, hd, 4, si + r * KT);
                 else scores(qi + r * hd, nr, kt, hd, nv, si + r * KT);
             }
             for (int r = 0; r < nh; r++) softmax_row(si + r * KT, nj, &m[i * nh + r], &l[i * nh + r], &alpha[r]);
@@ -221,8 +248,10 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
                 int nd = hd / 16 - c0 < 8 ? hd / 16 - c0 : 8, rb = nd <= 4 ? 4 : 2;
                 for (int r = 0; r < nh; r += rb) {
                     int nr = nh - r < rb ? nh - r : rb;
-                    accumulate(oi + r * hd + 16 * c0, nr, alpha + r, si + r * KT, vt + 16 * c0, hd,
-                               nj, nd);
+                    float *oo = oi + r * hd + 16 * c0, *pp = si + r * KT, *vv = vt + 16 * c0;
+                    if (nr == 4 && nd == 4) accumulate(oo, 4, alpha + r, pp, vv, hd, nj, 4);
+                    else if (nr == 2 && nd == 8) accumulate(oo, 2, alpha + r, pp, vv, hd, nj, 8);
+                    else accumulate(oo, nr, alpha + r, pp, vv, hd, nj, nd);
                 }
             }
         }

@@ -18,6 +18,7 @@
 #include "tensor/q8.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#define MAX_ND 1024 /* rows up to 32768 columns use tiles (64 KB of scales on the stack) */
 
 typedef struct tile_config {
     uint8_t palette, start_row, reserved[14];
@@ -60,79 +61,109 @@ INLINE void expand4(const uint8_t *grp, uint8_t *dst) {
         }
 }
 
-/* Rows [R, R + NR) of one panel for the 16 tokens from T0. */
-INLINE void tile16(float *out, int64_t out_stride, const uint8_t *panel, const mlm_acts *x,
-                   int64_t pc, int64_t r, int nr, int64_t t0, int bits) {
-    const int64_t gbytes = mlm_bfp_group_bytes(bits), nd = pc / MLM_Q8_BLOCK;
-    const int8_t *q = x->q + t0 * pc;
-    const float *d = x->d + t0 * nd;
+/* Loads the A and B tiles of block K (0..nb-1) and multiplies them into C tile CT. */
+#define BLOCK_TDP(CT, AT, BT, k)                                                                \
+    do {                                                                                        \
+        _tile_loadd(AT, q + (k) * 16, pc);                                                      \
+        _tile_loadd(BT, wblock(panel, (k), bits, wexp), 64);                                    \
+        _tile_zero(CT);                                                                         \
+        _tile_dpbssd(CT, AT, BT);                                                               \
+    } while (0)
+
+/* The 256 bytes of block K of a panel as signed bytes (BFP4 expanded into WEXP's slot). */
+INLINE const uint8_t *wblock(const uint8_t *panel, int64_t k, int bits, uint8_t (*wexp)[256]) {
+    const uint8_t *grp = panel + k / 4 * mlm_bfp_group_bytes(bits);
+    if (bits == 8) return grp + (k % 4) * 256;
+    const __m512i m15 = _mm512_set1_epi8(0x0f);
+    const __m512i lut = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, -1, -2, -3, -4, -5, -6, -7));
+    uint8_t *dst = wexp[k % 4];
+    for (int h = 0; h < 2; h++) {
+        __m512i v = _mm512_loadu_si512((const void *)(grp + (k % 4) * 128 + 64 * h));
+        _mm512_storeu_si512((void *)(dst + 128 * h), _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m15)));
+        _mm512_storeu_si512((void *)(dst + 128 * h + 64),
+                            _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m15)));
+    }
+    return dst;
+}
+
+/* The canonical epilogue of block K for the 16 tokens: C holds its int32 sums. */
+INLINE void epilogue(__m512 acc[16], const int32_t (*c)[16], const uint8_t *panel, int64_t k,
+                     const float *dl, int bits) {
+    const uint8_t *grp = panel + k / 4 * mlm_bfp_group_bytes(bits);
+    __m512 ws = block_scales(grp, (int)(k % 4), bits);
+    const float *dk = dl + k / 2 * 16; /* the 16 tokens' scales of these columns */
+    _Pragma("GCC unroll 16")
+    for (int t = 0; t < 16; t++) {
+        __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[t])), ws);
+        acc[t] = _mm512_fmadd_ps(p, _mm512_set1_ps(dk[t]), acc[t]);
+    }
+}
+
+/* Rows [R, R + NR) of one panel for the 16 tokens from T0. Blocks go in pairs through two
+ * pairs of C tiles, so the tile unit multiplies pair p + 2 while the vector unit adds up
+ * pair p. DL holds the 16 tokens' activation scales by column block (pc / 32 x 16). */
+INLINE void tile16(float *out, int64_t out_stride, const uint8_t *panel, const int8_t *q,
+                   const float *dl, int64_t pc, int64_t r, int nr, int64_t t0, int bits) {
+    const int64_t nb = pc / 16; /* blocks, a multiple of 4 */
     _Alignas(64) int32_t c[4][16][16];
-    _Alignas(64) uint8_t wexp[1024];
+    _Alignas(64) uint8_t wexp[4][256];
     __m512 acc[16];
     _Pragma("GCC unroll 16")
     for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
-        const uint8_t *grp = panel + g * gbytes, *wb = grp;
-        if (bits == 4) expand4(grp, wexp), wb = wexp;
-        const int8_t *qa = q + g * MLM_BFP_GROUP;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        _tile_loadd(4, qa, pc);
-        _tile_loadd(6, wb, 64);
-        _tile_dpbssd(0, 4, 6);
-        _tile_loadd(5, qa + 16, pc);
-        _tile_loadd(7, wb + 256, 64);
-        _tile_dpbssd(1, 5, 7);
-        _tile_loadd(4, qa + 32, pc);
-        _tile_loadd(6, wb + 512, 64);
-        _tile_dpbssd(2, 4, 6);
-        _tile_loadd(5, qa + 48, pc);
-        _tile_loadd(7, wb + 768, 64);
-        _tile_dpbssd(3, 5, 7);
+    BLOCK_TDP(0, 4, 6, 0);
+    BLOCK_TDP(1, 5, 7, 1);
+    BLOCK_TDP(2, 4, 6, 2);
+    BLOCK_TDP(3, 5, 7, 3);
+    for (int64_t k = 0; k < nb; k += 4) {
         _tile_stored(0, c[0], 64);
         _tile_stored(1, c[1], 64);
+        if (k + 4 < nb) {
+            BLOCK_TDP(0, 4, 6, k + 4);
+            BLOCK_TDP(1, 5, 7, k + 5);
+        }
+        epilogue(acc, (const int32_t(*)[16])c[0], panel, k, dl, bits);
+        epilogue(acc, (const int32_t(*)[16])c[1], panel, k + 1, dl, bits);
         _tile_stored(2, c[2], 64);
         _tile_stored(3, c[3], 64);
-        _Pragma("GCC unroll 16")
-        for (int b = 0; b < 4; b++) {
-            __m512 ws = block_scales(grp, b, bits);
-            const int64_t k = g * MLM_BFP_GROUP + 16 * b;
-            _Pragma("GCC unroll 16")
-            for (int t = 0; t < 16; t++) {
-                __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[b][t])), ws);
-                acc[t] = _mm512_fmadd_ps(p, _mm512_set1_ps(d[t * nd + k / MLM_Q8_BLOCK]), acc[t]);
-            }
+        if (k + 4 < nb) {
+            BLOCK_TDP(2, 4, 6, k + 6);
+            BLOCK_TDP(3, 5, 7, k + 7);
         }
+        epilogue(acc, (const int32_t(*)[16])c[2], panel, k + 2, dl, bits);
+        epilogue(acc, (const int32_t(*)[16])c[3], panel, k + 3, dl, bits);
     }
     const __mmask16 m = (__mmask16)(nr == 16 ? 0xffff : (1u << nr) - 1);
     _Pragma("GCC unroll 16")
     for (int t = 0; t < 16; t++) _mm512_mask_storeu_ps(out + (t0 + t) * out_stride + r, m, acc[t]);
 }
 
-static void tile16_8(float *out, int64_t os, const uint8_t *panel, const mlm_acts *x, int64_t pc,
-                     int64_t r, int nr, int64_t t0) {
-    tile16(out, os, panel, x, pc, r, nr, t0, 8);
+static void tile16_8(float *out, int64_t os, const uint8_t *panel, const int8_t *q,
+                     const float *dl, int64_t pc, int64_t r, int nr, int64_t t0) {
+    tile16(out, os, panel, q, dl, pc, r, nr, t0, 8);
 }
 
-static void tile16_4(float *out, int64_t os, const uint8_t *panel, const mlm_acts *x, int64_t pc,
-                     int64_t r, int nr, int64_t t0) {
-    tile16(out, os, panel, x, pc, r, nr, t0, 4);
+static void tile16_4(float *out, int64_t os, const uint8_t *panel, const int8_t *q,
+                     const float *dl, int64_t pc, int64_t r, int nr, int64_t t0) {
+    tile16(out, os, panel, q, dl, pc, r, nr, t0, 4);
 }
 
 static void matmul_bfp(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
                        int64_t r0, int64_t r1, int bits) {
     const int64_t pc = mlm_q8_cols(x->cols), pbytes = mlm_bfp_panel_bytes(x->cols, bits);
-    const int64_t n16 = x->n / 16 * 16;
+    const int64_t nd = pc / MLM_Q8_BLOCK;
+    const int64_t n16 = nd <= MAX_ND ? x->n / 16 * 16 : 0;
     if (n16) {
         configure();
-        for (int64_t r = r0; r < r1; r += MLM_BFP_ROWS) {
-            const uint8_t *panel = (const uint8_t *)w + r / MLM_BFP_ROWS * pbytes;
-            int nr = r1 - r < MLM_BFP_ROWS ? (int)(r1 - r) : MLM_BFP_ROWS;
-            for (int64_t t = 0; t < n16; t += 16) {
-                if (bits == 8) tile16_8(out, out_stride, panel, x, pc, r, nr, t);
-                else tile16_4(out, out_stride, panel, x, pc, r, nr, t);
+        float dl[16 * MAX_ND]; /* a token tile's scales, by column block */
+        for (int64_t t = 0; t < n16; t += 16) {
+            for (int64_t b = 0; b < nd; b++)
+                for (int i = 0; i < 16; i++) dl[b * 16 + i] = x->d[(t + i) * nd + b];
+            for (int64_t r = r0; r < r1; r += MLM_BFP_ROWS) {
+                const uint8_t *panel = (const uint8_t *)w + r / MLM_BFP_ROWS * pbytes;
+                int nr = r1 - r < MLM_BFP_ROWS ? (int)(r1 - r) : MLM_BFP_ROWS;
+                if (bits == 8) tile16_8(out, out_stride, panel, x->q + t * pc, dl, pc, r, nr, t);
+                else tile16_4(out, out_stride, panel, x->q + t * pc, dl, pc, r, nr, t);
             }
         }
         _tile_release();
