@@ -24,10 +24,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <unistd.h>
 
+#include "common/bandwidth.h"
 #include "common/llamacpp.h"
 #include "meshlm.h"
 
@@ -40,35 +39,6 @@ static double now(void) {
 static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     return v && atoi(v) > 0 ? atoi(v) : dflt;
-}
-
-/* Read bandwidth: all threads sum a 1 GiB buffer (far larger than the caches) with eight
- * independent integer accumulators, so the adds keep up with memory; best of 5. */
-static double read_bandwidth_gbs(void) {
-    size_t n = (size_t)1 << 27; /* 2^27 uint64 = 1 GiB */
-    uint64_t *buf = malloc(n * sizeof *buf);
-    if (!buf) return 0;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) buf[i] = i;
-    double best = 0;
-    uint64_t sink = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        double t = now();
-        uint64_t total = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
-        for (size_t i = 0; i < n; i += 8) {
-            uint64_t s0 = buf[i], s1 = buf[i + 1], s2 = buf[i + 2], s3 = buf[i + 3];
-            uint64_t s4 = buf[i + 4], s5 = buf[i + 5], s6 = buf[i + 6], s7 = buf[i + 7];
-            total += ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
-        }
-        t = now() - t;
-        sink += total;
-        double gbs = (double)(n * sizeof *buf) / t / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    free(buf);
-    if (sink == 42) printf(" "); /* keep the sums alive */
-    return best;
 }
 
 static void progress(void *ctx, int64_t done, int64_t total) {
@@ -204,13 +174,11 @@ int main(int argc, char **argv) {
         if (!p) break;
         p++;
     }
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
-    double bw = read_bandwidth_gbs();
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *how = "";
+    double bw = bench_read_bandwidth(threads, &how);
     printf("bench/decode: %s, %d threads\n", dir, threads);
-    printf("machine read bandwidth           %8.2f GB/s (sum over a 1 GiB buffer, best of 5)\n", bw);
+    printf("machine read bandwidth           %8.2f GB/s (1 GiB read, best %s)\n", bw, how);
     char list[256];
     snprintf(list, sizeof list, "%s", profiles);
     int rc = 0;

@@ -51,9 +51,32 @@ const char *mlm_version(void);
 
 /* ---- CPU features ---- */
 
-/* Instruction-set extensions found at start-up, as a space-separated list
- * ("avx2 fma f16c avx512f avx512bw avx512vl avx512vnni avx512bf16"), static string. */
+/* Instruction-set extensions found at start-up, as a space-separated list, then the register
+ * state the OS saves ("avx2 fma f16c avx_vnni avx512f ... amx_int8 (os saves: ymm zmm amx
+ * tiles)"), static string. MESHLM_CPU_DISABLE=feature,... hides features (avx512, amx,
+ * avx_vnni, avx2, ...), to try the lower kernel levels on any machine. */
 const char *mlm_cpu_features(void);
+/* The CPU's brand string, or "unknown" (static). */
+const char *mlm_cpu_name(void);
+
+/* One kernel level: the ISA a kernel table needs, best first amx, avx512, avxvnni, avx2, ref
+ * (the scalar twins). BFP products and attention give the same bits on every level; bf16 and
+ * f32 products differ between levels by rounding. */
+typedef struct mlm_kernel_level {
+    const char *name;
+    int available;          /* this CPU and OS run it */
+    const char *missing;    /* when not: the missing CPU or OS feature (static text) */
+    const char *matmul[4];  /* the kernels for f32, bf16, bfp8, bfp4 weights (NULL if n/a) */
+    const char *attention;  /* the attention kernel */
+} mlm_kernel_level;
+
+/* Levels 0..N-1, best first; returns N. */
+int mlm_kernel_levels_count(void);
+void mlm_kernel_level_info(int i, mlm_kernel_level *out);
+/* The level models load with: MESHLM_KERNELS=name if set (UNSUPPORTED naming the missing
+ * feature when this machine cannot run it, INVALID_ARG for an unknown name), else the best
+ * available one. */
+mlm_status mlm_kernels_chosen(const char **name, mlm_error *err);
 
 /* ---- dtypes ---- */
 

@@ -145,3 +145,32 @@ int64_t mlm_wtype_row_bytes(mlm_wtype t, int64_t cols) {
     default: return mlm_bfp_row_bytes(cols, 4);
     }
 }
+
+// ---- the public description (meshlm.h) ----
+
+int mlm_kernel_levels_count(void) {
+    int n = 0;
+    while (mlm_kernel_levels[n]) n++;
+    return n;
+}
+
+void mlm_kernel_level_info(int i, mlm_kernel_level *out) {
+    memset(out, 0, sizeof *out);
+    if (i < 0 || i >= mlm_kernel_levels_count()) return;
+    out->name = mlm_kernel_levels[i];
+    const mlm_kernels *k = mlm_kernels_get(out->name, &out->missing);
+    out->available = k != NULL;
+    if (!k) { /* what it would run: the first table of that name */
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0] && !k; t++)
+            if (!strcmp(tables[t].name, out->name)) k = &tables[t];
+    }
+    for (int w = 0; w < MLM_W_COUNT && k; w++) out->matmul[w] = k->matmul_name[w];
+    out->attention = k ? k->attention_name : NULL;
+}
+
+mlm_status mlm_kernels_chosen(const char **name, mlm_error *err) {
+    const mlm_kernels *k;
+    mlm_status st = mlm_kernels_pick(&k, err);
+    *name = st ? NULL : k->name;
+    return st;
+}

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,12 +62,34 @@ static void detect(mlm_cpu_flags *f) {
 static void detect(mlm_cpu_flags *f) { (void)f; }
 #endif
 
+/* MESHLM_CPU_DISABLE=name,...: features to treat as absent (for trying lower levels). */
+static void disable_from_env(mlm_cpu_flags *f) {
+    const char *env = getenv("MESHLM_CPU_DISABLE");
+    if (!env) return;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", env);
+    for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        int all512 = !strcmp(t, "avx512"), amx = !strcmp(t, "amx") || all512;
+        if (!strcmp(t, "avx2")) f->avx2 = 0;
+        if (!strcmp(t, "fma")) f->fma = 0;
+        if (!strcmp(t, "avx_vnni")) f->avx_vnni = 0;
+        if (all512 || !strcmp(t, "avx512f")) f->avx512f = 0;
+        if (all512 || !strcmp(t, "avx512bw")) f->avx512bw = 0;
+        if (all512 || !strcmp(t, "avx512vl")) f->avx512vl = 0;
+        if (all512 || !strcmp(t, "avx512dq")) f->avx512dq = 0;
+        if (all512 || !strcmp(t, "avx512_vnni")) f->avx512vnni = 0;
+        if (all512 || !strcmp(t, "avx512_bf16")) f->avx512bf16 = 0;
+        if (amx) f->amx_tile = f->amx_int8 = f->amx_bf16 = f->os_amx = 0;
+    }
+}
+
 static mlm_cpu_flags flags;
 static char name_buf[64] = "unknown", features_buf[256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void fill(void) {
     detect(&flags);
+    disable_from_env(&flags);
 #if defined(__x86_64__) || defined(__i386__)
     unsigned r[12];
     if (__get_cpuid(0x80000000u, &r[0], &r[1], &r[2], &r[3]) && r[0] >= 0x80000004u) {

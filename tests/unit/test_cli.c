@@ -27,7 +27,7 @@ TEST(usage_and_help) {
                                "--parse-special", "--decode", "--json", "--help"};
     EXPECT("tokenize --help", 0, "usage: meshlm tokenize");
     for (int i = 0; i < 10; i++) CHECKF(strstr(out, tok_flags[i]), "tokenize --help lacks %s", tok_flags[i]);
-    EXPECT("info", 2, "-m PATH is required");
+    EXPECT("info", 2, "-m PATH or --system is required");
     EXPECT("info -m", 2, "-m needs a path");
     EXPECT("tokenize -m tests/data/tokenizer/llama3", 2, "give TEXT");
     EXPECT("tokenize --tokenizer x --frob y", 2, "unknown option '--frob'");

@@ -3,11 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 static void help(void) {
     printf("usage: meshlm info -m PATH [--json]\n"
+           "       meshlm info --system [--json]\n"
            "\n"
            "Describes a model: PATH is a model directory (HF config.json + *.safetensors, or\n"
            "Meta params.json + consolidated.NN.pth + tokenizer.model) or one checkpoint file\n"
@@ -15,7 +17,11 @@ static void help(void) {
            "Prints the detected format and family, the configuration, the parameter count,\n"
            "bytes per dtype and the files. Nothing is loaded beyond mapping the files.\n"
            "\n"
-           "  -m, --model PATH   model directory or checkpoint file (required)\n"
+           "  -m, --model PATH   model directory or checkpoint file\n"
+           "      --system       this machine instead: the CPU, the features it and the OS\n"
+           "                     offer, every kernel level (runs here or what is missing,\n"
+           "                     and its kernels) and the level models load with\n"
+           "                     (MESHLM_KERNELS=amx|avx512|avxvnni|avx2|ref forces one)\n"
            "      --json         one JSON object on stdout instead of text\n"
            "  -h, --help         this help\n");
 }
@@ -134,9 +140,62 @@ static void print_json(const info *in) {
     printf("}\n");
 }
 
+static int cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* `meshlm info --system`: exit 1 when MESHLM_KERNELS names a level this machine lacks. */
+static int system_info(int json) {
+    mlm_error err = {0};
+    const char *chosen = NULL;
+    mlm_status st = mlm_kernels_chosen(&chosen, &err);
+    static const char *wnames[4] = {"f32", "bf16", "bfp8", "bfp4"};
+    if (json) {
+        printf("{\"cpu\":");
+        cli_json_string(stdout, mlm_cpu_name(), strlen(mlm_cpu_name()));
+        printf(",\"cores\":%d,\"features\":", cores());
+        cli_json_string(stdout, mlm_cpu_features(), strlen(mlm_cpu_features()));
+        printf(",\"levels\":[");
+    } else {
+        printf("cpu:        %s, %d cores\n", mlm_cpu_name(), cores());
+        printf("features:   %s\n", mlm_cpu_features());
+        printf("kernel levels, best first:\n");
+    }
+    for (int i = 0; i < mlm_kernel_levels_count(); i++) {
+        mlm_kernel_level l;
+        mlm_kernel_level_info(i, &l);
+        if (json) {
+            printf("%s{\"name\":\"%s\",\"available\":%s", i ? "," : "", l.name,
+                   l.available ? "true" : "false");
+            if (!l.available) {
+                printf(",\"missing\":");
+                cli_json_string(stdout, l.missing, strlen(l.missing));
+            }
+            for (int w = 0; w < 4; w++) printf(",\"%s\":\"%s\"", wnames[w], l.matmul[w] ? l.matmul[w] : "");
+            printf(",\"attention\":\"%s\"}", l.attention ? l.attention : "");
+        } else {
+            printf("  %-8s %s\n", l.name, l.available ? "runs here" : l.missing);
+            printf("           f32 %s, bf16 %s, bfp8 %s, bfp4 %s, attention %s\n", l.matmul[0],
+                   l.matmul[1], l.matmul[2], l.matmul[3], l.attention);
+        }
+    }
+    const char *forced = getenv("MESHLM_KERNELS");
+    if (json) {
+        printf("],\"kernels\":");
+        if (st) cli_json_string(stdout, err.msg, strlen(err.msg));
+        else printf("\"%s\"", chosen);
+        printf("}\n");
+    } else if (!st) {
+        printf("kernels:    %s (%s)\n", chosen,
+               forced && *forced ? "forced by MESHLM_KERNELS" : "the best this machine runs");
+    }
+    return st ? cli_fail(&err) : CLI_OK;
+}
+
 int cmd_info(int argc, char **argv) {
     info in = {0};
-    int json = 0;
+    int json = 0, sys = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             help();
@@ -145,11 +204,15 @@ int cmd_info(int argc, char **argv) {
             if (!(in.path = cli_value(argc, argv, &i))) return cli_usage("info", "-m needs a path");
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--system")) {
+            sys = 1;
         } else {
             return cli_usage("info", "unknown argument '%s'", argv[i]);
         }
     }
-    if (!in.path) return cli_usage("info", "-m PATH is required");
+    if (sys && in.path) return cli_usage("info", "give -m PATH or --system, not both");
+    if (sys) return system_info(json);
+    if (!in.path) return cli_usage("info", "-m PATH or --system is required");
     mlm_error err = {0};
     int dir = is_dir(in.path);
     if (dir) {
