@@ -182,17 +182,20 @@ int main(int argc, char **argv) {
     char list[256];
     snprintf(list, sizeof list, "%s", profiles);
     int rc = 0;
-    figures perf = {0}, acc = {0}, other = {0};
+    figures perf = {0}, acc = {0}, bf = {0}, other = {0};
     for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
         rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode,
                             !strcmp(name, "performance") ? &perf
                             : !strcmp(name, "accuracy")  ? &acc
+                            : !strcmp(name, "bf16")      ? &bf
                                                          : &other);
     if (getenv("LLAMA_BENCH")) {
-        const char *q[2] = {"Q8_0", "Q4_0"};
-        const figures *ours[2] = {&acc, &perf};
-        const char *names[2] = {"accuracy", "performance"};
-        for (int k = 0; k < 2; k++) {
+        /* equal bits: Q8_0 and BFP8 (8.5 bits), BF16 and bf16; Q4_0 (4.5) next to performance */
+        const char *q[3] = {"Q8_0", "Q4_0", "bf16"};
+        const figures *ours[3] = {&acc, &perf, &bf};
+        const char *names[3] = {"accuracy", "performance", "bf16"};
+        for (int k = 0; k < 3; k++) {
+            if (ours[k]->decode_tps <= 0) continue; /* that profile was not measured */
             llamacpp_result r = llamacpp_measure(dir, q[k], threads, prefills, n_prefills, n_decode);
             if (!r.ok) continue;
             const figures *f = ours[k];

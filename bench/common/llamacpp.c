@@ -72,8 +72,8 @@ llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threa
     char plist[256] = "";
     for (int i = 0; i < n_prefills; i++)
         snprintf(plist + strlen(plist), sizeof plist - strlen(plist), "%s%d", i ? "," : "", prefills[i]);
-    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p %s -n %d -r 2 -o json 2>/dev/null", bench, dst,
-             n_threads, plist, n_gen);
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p %s -n %d -fa 0,1 -r 2 -o json 2>/dev/null",
+             bench, dst, n_threads, plist, n_gen);
     fprintf(stderr, "+ %s\n", cmd);
     FILE *p = popen(cmd, "r");
     if (!p) return r;
@@ -91,9 +91,10 @@ llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threa
         int np = (int)json_integer_value(json_object_get(row, "n_prompt"));
         int ng = (int)json_integer_value(json_object_get(row, "n_gen"));
         double ts = json_number_value(json_object_get(row, "avg_ts"));
-        if (ng > 0 && np == 0) r.decode_tps = ts;
+        /* rows with flash attention off and on: the better of the two */
+        if (ng > 0 && np == 0 && ts > r.decode_tps) r.decode_tps = ts;
         for (int k = 0; k < n_prefills; k++)
-            if (ng == 0 && np == prefills[k]) r.prefill_tps[k] = ts;
+            if (ng == 0 && np == prefills[k] && ts > r.prefill_tps[k]) r.prefill_tps[k] = ts;
     }
     json_decref(j);
     r.ok = r.decode_tps > 0;

@@ -1,7 +1,8 @@
 /* bench/llamacpp.h: llama.cpp side by side, for the benchmarks. With LLAMA_BENCH=path/to/
  * llama-bench, the model is exported to GGUF with meshlm's own exporter (once, cached beside
  * the synthetic checkpoint), quantized with llama-quantize --pure (from $LLAMA_QUANTIZE or
- * llama-bench's folder) and measured with llama-bench on the same machine in the same run.
+ * llama-bench's folder) and measured with llama-bench on the same machine in the same run,
+ * with flash attention off and on (the better figure of the two is kept).
  * llama.cpp is never built or shipped by this project. */
 #ifndef MESHLM_BENCH_LLAMACPP_H
 #define MESHLM_BENCH_LLAMACPP_H
@@ -16,7 +17,8 @@ typedef struct llamacpp_result {
     int ok;
 } llamacpp_result;
 
-/* Measures the model in DIR quantized to QTYPE ("Q8_0", "Q4_0") with N_THREADS threads:
+/* Measures the model in DIR quantized to QTYPE ("Q8_0", "Q4_0"; "bf16" is the export itself)
+ * with N_THREADS threads:
  * decode over N_GEN tokens and prefill at each of PREFILLS[0..N_PREFILLS). Returns ok = 0
  * (after a message on stderr) when anything is missing or fails. */
 llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threads,
