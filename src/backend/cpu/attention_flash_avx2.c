@@ -16,21 +16,6 @@
 #define KT MLM_ATT_KT
 _Static_assert(KT == 64, "the tile sum is written for 64 entries");
 
-INLINE float exp2c(float x) {
-    if (!(x >= MLM_EXP2_MIN)) return 0.0f;
-    float n = nearbyintf(x), f = x - n, p = MLM_EXP2_P0;
-    p = fmaf(p, f, MLM_EXP2_P1);
-    p = fmaf(p, f, MLM_EXP2_P2);
-    p = fmaf(p, f, MLM_EXP2_P3);
-    p = fmaf(p, f, MLM_EXP2_P4);
-    p = fmaf(p, f, MLM_EXP2_P5);
-    p = fmaf(p, f, 1.0f);
-    uint32_t u = (uint32_t)((int)n + 127) << 23;
-    float s;
-    memcpy(&s, &u, 4);
-    return p * s;
-}
-
 /* Lanes of mask LEFT (the first LEFT of 8) as an all-ones/zeros vector. */
 INLINE __m256 first_lanes(int left) {
     __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -180,7 +165,7 @@ INLINE void softmax_row(float *s, int nj, float *m, float *l, float *alpha) {
         mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv[v], ok));
     }
     float mt = hmax(mx), mn = *m > mt ? *m : mt;
-    *alpha = *m == -INFINITY ? 0.0f : exp2c(*m - mn);
+    *alpha = *m == -INFINITY ? 0.0f : mlm_exp2c(*m - mn);
     __m256 lo = _mm256_setzero_ps(), hi = lo, mnv = _mm256_set1_ps(mn);
     _Pragma("GCC unroll 16")
     for (int v = 0; v < 8; v++) {

@@ -20,21 +20,6 @@
 #define KT MLM_ATT_KT
 _Static_assert(KT == 64, "the tile sum is written for 64 entries");
 
-INLINE float exp2c(float x) {
-    if (!(x >= MLM_EXP2_MIN)) return 0.0f;
-    float n = nearbyintf(x), f = x - n, p = MLM_EXP2_P0;
-    p = fmaf(p, f, MLM_EXP2_P1);
-    p = fmaf(p, f, MLM_EXP2_P2);
-    p = fmaf(p, f, MLM_EXP2_P3);
-    p = fmaf(p, f, MLM_EXP2_P4);
-    p = fmaf(p, f, MLM_EXP2_P5);
-    p = fmaf(p, f, 1.0f);
-    uint32_t u = (uint32_t)((int)n + 127) << 23;
-    float s;
-    memcpy(&s, &u, 4);
-    return p * s;
-}
-
 /* exp2c on 16 lanes, lanes outside VALID 0. */
 INLINE __m512 exp2v(__m512 x, __mmask16 valid) {
     valid &= _mm512_cmp_ps_mask(x, _mm512_set1_ps(MLM_EXP2_MIN), _CMP_GE_OQ);
@@ -188,7 +173,7 @@ INLINE void softmax_row(float *s, int nj, float *m, float *l, float *alpha) {
         mx = _mm512_mask_max_ps(mx, k, mx, sv[v]);
     }
     float mt = _mm512_reduce_max_ps(mx), mn = *m > mt ? *m : mt;
-    *alpha = *m == -INFINITY ? 0.0f : exp2c(*m - mn);
+    *alpha = *m == -INFINITY ? 0.0f : mlm_exp2c(*m - mn);
     __m512 lane = _mm512_setzero_ps(), mnv = _mm512_set1_ps(mn);
     _Pragma("GCC unroll 16")
     for (int v = 0; v < 4; v++) {

@@ -18,21 +18,6 @@
 #include "tensor/bfp.h"
 #include "tensor/dtype.h"
 
-static float exp2c(float x) {
-    if (!(x >= MLM_EXP2_MIN)) return 0.0f;
-    float n = nearbyintf(x), f = x - n, p = MLM_EXP2_P0;
-    p = fmaf(p, f, MLM_EXP2_P1);
-    p = fmaf(p, f, MLM_EXP2_P2);
-    p = fmaf(p, f, MLM_EXP2_P3);
-    p = fmaf(p, f, MLM_EXP2_P4);
-    p = fmaf(p, f, MLM_EXP2_P5);
-    p = fmaf(p, f, 1.0f);
-    uint32_t u = (uint32_t)((int)n + 127) << 23;
-    float s;
-    memcpy(&s, &u, 4);
-    return p * s;
-}
-
 /* Value I of the entry at BASE. */
 static float load(const void *base, mlm_wtype type, int64_t i) {
     if (type == MLM_W_F32) return ((const float *)base)[i];
@@ -82,8 +67,8 @@ void mlm_attention_flash_ref(const mlm_attn_job *job, float *scratch) {
                 p[jj] = sc;
                 mt = sc > mt ? sc : mt;
             }
-            float mn = m[r] > mt ? m[r] : mt, alpha = m[r] == -INFINITY ? 0.0f : exp2c(m[r] - mn);
-            for (int jj = 0; jj < MLM_ATT_KT; jj++) p[jj] = jj < nj ? exp2c(p[jj] - mn) : 0.0f;
+            float mn = m[r] > mt ? m[r] : mt, alpha = m[r] == -INFINITY ? 0.0f : mlm_exp2c(m[r] - mn);
+            for (int jj = 0; jj < MLM_ATT_KT; jj++) p[jj] = jj < nj ? mlm_exp2c(p[jj] - mn) : 0.0f;
             float lane[16];
             for (int x = 0; x < 16; x++) lane[x] = ((p[x] + p[16 + x]) + p[32 + x]) + p[48 + x];
             for (int w = 8; w >= 1; w /= 2)

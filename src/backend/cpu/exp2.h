@@ -16,4 +16,25 @@
 /* log2(e) / sqrt(head_dim) scales the queries, so scores are in base 2 */
 #define MLM_LOG2E 1.4426950408889634f
 
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The scalar exp2 of the kernels, for x <= 0 (scores minus their running maximum). Every file
+ * that includes it computes the same bits, whether fmaf is an instruction or a libm call. */
+static inline float mlm_exp2c(float x) {
+    if (!(x >= MLM_EXP2_MIN)) return 0.0f;
+    float n = nearbyintf(x), f = x - n, p = MLM_EXP2_P0;
+    p = fmaf(p, f, MLM_EXP2_P1);
+    p = fmaf(p, f, MLM_EXP2_P2);
+    p = fmaf(p, f, MLM_EXP2_P3);
+    p = fmaf(p, f, MLM_EXP2_P4);
+    p = fmaf(p, f, MLM_EXP2_P5);
+    p = fmaf(p, f, 1.0f);
+    uint32_t u = (uint32_t)((int)n + 127) << 23;
+    float s;
+    memcpy(&s, &u, 4);
+    return p * s;
+}
+
 #endif
