@@ -11,8 +11,8 @@ BUILD   ?= build
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror
 # OPT and CFLAGS/LDFLAGS from the command line add to, never replace, the required flags.
 OPT     ?= -O2 -g
-ALL_CFLAGS := $(OPT) -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -Iinclude -Isrc -Itests $(PKG_CFLAGS) -MMD -MP
-ALL_LDFLAGS := -fopenmp
+ALL_CFLAGS := $(OPT) -std=c11 -D_GNU_SOURCE $(WARN) -pthread -Iinclude -Isrc -Itests $(PKG_CFLAGS) -MMD -MP
+ALL_LDFLAGS := -pthread
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
 ifeq ($(NATIVE),1)
@@ -100,7 +100,7 @@ fuzz-lib:
 	$(MAKE) CC=clang BUILD=build-fuzz/lib OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" lib
 build-fuzz/%: tests/fuzz/%.c fuzz-lib $(wildcard tests/fuzz/*.h)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) \
-	  -fsanitize=fuzzer $(FUZZ_SAN) -fopenmp $< $(FUZZ_LIB) $(LDLIBS) -o $@
+	  -fsanitize=fuzzer $(FUZZ_SAN) -pthread $< $(FUZZ_LIB) $(LDLIBS) -o $@
 fuzz: $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$${f#build-fuzz/fuzz_}; \
 	  echo "fuzz: $$n ($(FUZZ_SECONDS)s)"; mkdir -p build-fuzz/corpus-$$n; \

@@ -8,7 +8,8 @@
  * config of $MESHLM_BENCH_PRESET (default llama-3.2-1b; llama-3.1-8b works too) in bf16 to
  * /tmp/meshlm-bench/<preset>-bf16 once and reuses it. Environment:
  *   MESHLM_BENCH_PROFILES  comma-separated profiles (default performance,accuracy,bf16)
- *   MESHLM_BENCH_PREFILL   comma-separated prompt lengths (default 128,512,2048)
+ *   MESHLM_BENCH_PREFILL   comma-separated prompt lengths (default 128,512,2048; read in
+ *                          steps of 2048, the CLI's --prefill-chunk default; mean of 2 runs)
  *   MESHLM_BENCH_DECODE    decode tokens after a 128-token prompt (default 32)
  * A profile's weight cache is built by the first load if needed (timed apart); the load time
  * reported is a second, warm load that maps it. Decode tok/s excludes the first decode step,
@@ -71,12 +72,12 @@ static const char *default_model(void) {
     return dir;
 }
 
-/* Runs N tokens of sequence 0 from position START in steps of at most 512 (the last asking
- * for logits); returns seconds, or -1. */
+/* Runs N tokens of sequence 0 from position START in steps of at most STEP (<= 2048, the last
+ * asking for logits); returns seconds, or -1. */
 static double run(mlm_exec *e, const int32_t *tokens, int32_t start, int n, int step,
                   float *logits) {
-    static int32_t pos[512], seq[512];
-    static int8_t want[512];
+    static int32_t pos[2048], seq[2048];
+    static int8_t want[2048];
     double t = now();
     for (int i = 0; i < n; i += step) {
         int k = n - i < step ? n - i : step;
@@ -121,7 +122,7 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     for (int i = 0; i < n_prefills; i++) ctx = prefills[i] > ctx ? prefills[i] : ctx;
     mlm_exec_params ep = mlm_exec_default_params();
     ep.max_seq_len = ctx;
-    ep.max_step_tokens = 512;
+    ep.max_step_tokens = 2048; /* meshlm's --prefill-chunk default */
     mlm_exec *e = NULL;
     if (mlm_exec_create(m, &ep, &e, &err) != MLM_OK) {
         fprintf(stderr, "bench/decode: %s\n", err.msg);
@@ -147,9 +148,13 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
            tps, bytes * tps / 1e9, bw > 0 ? 100.0 * bytes * tps / 1e9 / bw : 0);
     fig->decode_tps = tps, fig->bytes = bytes;
     for (int i = 0; i < n_prefills; i++) {
-        mlm_exec_seq_reset(e, 0, 0, &err);
-        double s = run(e, tokens, 0, prefills[i], 512, logits);
-        printf("  prefill %5d tokens            %8.1f tok/s (%.2f s)\n", prefills[i],
+        double s = 0; /* the mean of two runs, as llama-bench -r 2 reports */
+        for (int rep = 0; rep < 2 && s >= 0; rep++) {
+            mlm_exec_seq_reset(e, 0, 0, &err);
+            double r = run(e, tokens, 0, prefills[i], 2048, logits);
+            s = r < 0 ? -1 : s + r / 2;
+        }
+        printf("  prefill %5d tokens            %8.1f tok/s (%.2f s, mean of 2)\n", prefills[i],
                s > 0 ? prefills[i] / s : 0, s);
         fig->prefill_tps[i] = s > 0 ? prefills[i] / s : 0;
     }

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,9 +313,9 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
                     mlm_hash_update(&hs, src, bytes);
                     st = mlm_outfile_write(&f, src, bytes, err);
                 } else {
-                    mlm_weight_convert_rows(w, (mlm_wtype)e->type, r, r1, chunk);
+                    st = mlm_weight_convert_rows(w, (mlm_wtype)e->type, r, r1, chunk, m->load_pool, err);
                     mlm_hash_update(&hs, chunk, bytes);
-                    st = mlm_outfile_write(&f, chunk, bytes, err);
+                    if (!st) st = mlm_outfile_write(&f, chunk, bytes, err);
                 }
                 done += bytes;
                 if (p->on_progress) p->on_progress(p->user, (int64_t)done, (int64_t)total);
@@ -440,6 +441,21 @@ static void set_shapes(mlm_model *m) {
     }
 }
 
+typedef struct check_job {
+    const uint8_t *data;
+    const entry *ix;
+    _Atomic int bad; /* the first tensor whose checksum fails, or -1 */
+} check_job;
+
+static void check_task(void *ctx, int64_t i, int thread) {
+    (void)thread;
+    check_job *j = ctx;
+    if (mlm_hash64(j->data + j->ix[i].offset, j->ix[i].bytes, SEED) == j->ix[i].hash) return;
+    int want = atomic_load(&j->bad);
+    while ((want < 0 || i < want) && !atomic_compare_exchange_weak(&j->bad, &want, (int)i)) {
+    }
+}
+
 mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_error *err) {
     mlm_mapfile f = {0};
     mlm_status st = mlm_mapfile_open(&f, path, err);
@@ -472,13 +488,9 @@ mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_er
                              path, i, e->name);
     }
     /* every tensor's checksum, in parallel: this also brings the file into memory */
-    int bad = -1;
-#pragma omp parallel for schedule(dynamic, 1) if (!st)
-    for (int i = 0; i < (st ? 0 : pl.n); i++)
-        if (mlm_hash64(f.data + ix[i].offset, ix[i].bytes, SEED) != ix[i].hash) {
-#pragma omp critical
-            if (bad < 0 || i < bad) bad = i;
-        }
+    check_job cj = {f.data, ix, -1};
+    if (!st) mlm_pool_run(m->load_pool, pl.n, check_task, &cj);
+    int bad = (int)atomic_load(&cj.bad);
     if (!st && bad >= 0)
         st = mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: tensor '%.24s' fails its checksum", path,
                          ix[bad].name);

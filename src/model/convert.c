@@ -40,36 +40,50 @@ int mlm_model_norms(mlm_model *m, mlm_norm_ref *out) {
     return n;
 }
 
-void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
-                             void *dst) {
-    int64_t cols = src->cols, out_bytes = mlm_wtype_row_bytes(to, cols);
+typedef struct convert_job {
+    const mlm_weight *src;
+    mlm_wtype to;
+    int64_t r0, r1;
+    void *dst;
+    float *rows; /* one row of scratch per thread */
+} convert_job;
+
+/* Task I: rows r0 + 16i .. + 16 (a BFP panel). */
+static void convert_task(void *ctx, int64_t i, int thread) {
+    const convert_job *j = ctx;
+    int64_t cols = j->src->cols, out_bytes = mlm_wtype_row_bytes(j->to, cols);
+    float *row = j->rows + (int64_t)thread * cols;
+    int64_t a = j->r0 + 16 * i, b = a + 16 < j->r1 ? a + 16 : j->r1;
+    for (int64_t r = a; r < b; r++) {
+        if (j->src->type == MLM_W_F32) {
+            memcpy(row, (const float *)j->src->data + r * cols, (size_t)cols * 4);
+        } else {
+            const uint16_t *h = (const uint16_t *)j->src->data + r * cols;
+            for (int64_t k = 0; k < cols; k++) row[k] = mlm_bf16_to_f32(h[k]);
+        }
+        void *o = (char *)j->dst + (r - j->r0) * out_bytes;
+        switch (j->to) {
+        case MLM_W_F32: memcpy(o, row, (size_t)cols * 4); break;
+        case MLM_W_BF16:
+            for (int64_t k = 0; k < cols; k++) ((uint16_t *)o)[k] = mlm_f32_to_bf16(row[k]);
+            break;
+        case MLM_W_BFP8: mlm_bfp_encode_matrix_row(row, cols, 8, r - j->r0, j->dst); break;
+        default: mlm_bfp_encode_matrix_row(row, cols, 4, r - j->r0, j->dst);
+        }
+    }
+}
+
+mlm_status mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
+                                   void *dst, mlm_pool *pool, mlm_error *err) {
+    int64_t cols = src->cols;
     int bfp = to == MLM_W_BFP8 || to == MLM_W_BFP4;
     if (bfp && (r1 - r0) % MLM_BFP_ROWS) /* the padding rows of the last panel are zeros */
         memset(dst, 0, (size_t)mlm_wtype_bytes(to, r1 - r0, cols));
-#pragma omp parallel
-    {
-        float *row = malloc((size_t)cols * sizeof *row);
-#pragma omp for schedule(dynamic, 16)
-        for (int64_t r = r0; r < r1; r++) {
-            if (!row) continue;
-            if (src->type == MLM_W_F32) {
-                memcpy(row, (const float *)src->data + r * cols, (size_t)cols * 4);
-            } else {
-                const uint16_t *h = (const uint16_t *)src->data + r * cols;
-                for (int64_t k = 0; k < cols; k++) row[k] = mlm_bf16_to_f32(h[k]);
-            }
-            void *o = (char *)dst + (r - r0) * out_bytes;
-            switch (to) {
-            case MLM_W_F32: memcpy(o, row, (size_t)cols * 4); break;
-            case MLM_W_BF16:
-                for (int64_t k = 0; k < cols; k++) ((uint16_t *)o)[k] = mlm_f32_to_bf16(row[k]);
-                break;
-            case MLM_W_BFP8: mlm_bfp_encode_matrix_row(row, cols, 8, r - r0, dst); break;
-            default: mlm_bfp_encode_matrix_row(row, cols, 4, r - r0, dst);
-            }
-        }
-        free(row);
-    }
+    convert_job j = {src, to, r0, r1, dst, malloc((size_t)(mlm_pool_threads(pool) * cols) * sizeof(float))};
+    if (!j.rows) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory converting weights");
+    mlm_pool_run(pool, (r1 - r0 + 15) / 16, convert_task, &j);
+    free(j.rows);
+    return MLM_OK;
 }
 
 mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error *err) {
@@ -88,8 +102,11 @@ mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error 
                              refs[i].name);
             break;
         }
-        mlm_weight_convert_rows(w, refs[i].want, 0, w->rows, buf);
-        if ((st = mlm_model_own(m, buf, (size_t)bytes, err))) break;
+        if ((st = mlm_weight_convert_rows(w, refs[i].want, 0, w->rows, buf, m->load_pool, err))) {
+            free(buf);
+            break;
+        }
+        if ((st = mlm_model_own(m, buf, (size_t)bytes, err))) break; /* it freed buf */
         w->data = buf;
         w->type = refs[i].want;
     }

@@ -366,8 +366,12 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
         if (!m->layers) st = mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
     }
+    /* threads for the conversions and checksums of this load, gone when it returns */
+    if (!st) st = mlm_pool_create(p.n_threads ? p.n_threads : mlm_cpu_count(), &m->load_pool, err);
     if (!st) st = mlm_profile_has_bfp(&m->profile) ? load_bfp(m, dir, &p, err)
                                                    : bind_checkpoint(m, dir, err);
+    mlm_pool_free(m->load_pool);
+    m->load_pool = NULL;
     if (!st) st = mlm_rope_init(m, err);
     if (st) {
         mlm_model_free(m);

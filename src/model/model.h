@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/mapfile.h"
+#include "core/pool.h"
 #include "meshlm.h"
 #include "model/profile.h"
 
@@ -46,6 +47,7 @@ struct mlm_model {
     int n_owned, cap_owned;
     int64_t bytes_owned, bytes_mapped;
     const mlm_kernels *kernels;
+    mlm_pool *load_pool; /* owned while loading (conversions, checksums), else NULL */
 };
 
 /* Every weight matrix with its name and the type the profile wants for it (which the bound
@@ -67,10 +69,10 @@ typedef struct mlm_norm_ref {
 int mlm_model_norms(mlm_model *m, mlm_norm_ref *out);
 
 /* Converts rows [R0, R1) of SRC (f32 or bf16) to type TO into DST (which holds those rows
- * only, in TO's layout, mlm_wtype_bytes(TO, R1 - R0, cols) bytes). For BFP types R0 must be a
- * multiple of 8 (rows are interleaved in blocks of 8). */
-void mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
-                             void *dst);
+ * only, in TO's layout, mlm_wtype_bytes(TO, R1 - R0, cols) bytes), on POOL's threads (NULL:
+ * the caller's alone). For BFP types R0 must be a multiple of 16 (a panel). */
+mlm_status mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
+                                   void *dst, mlm_pool *pool, mlm_error *err);
 
 /* Converts every weight whose bound type differs from the profile's into owned buffers
  * (the in-memory path, without a cache). convert.c. */

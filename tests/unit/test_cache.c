@@ -143,7 +143,7 @@ TEST(concurrent_builders) {
     char path[1024];
     cache_file("accuracy", path, sizeof path);
     unlink(path);
-    /* two processes (libgomp is not fork-safe, so two commands through the shell) */
+    /* two processes: two commands through the shell */
     const char *bin = getenv("MESHLM") ? getenv("MESHLM") : "build/meshlm";
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
