@@ -59,6 +59,13 @@ static void run_both(mlm_matmul_fn fn, const void *w, const mlm_acts *x, int64_t
         fn(b + t * rows, rows, w, &one, split, rows);
     }
     CHECKF(!memcmp(a, b, (size_t)(x->n * rows) * 4), "%s: batched != one by one", what);
+    /* all tokens at once, rows in two calls (the second starting inside the matrix) */
+    if (split) {
+        fn(b, rows, w, x, 0, split);
+        fn(b, rows, w, x, split, rows);
+        CHECKF(!memcmp(a, b, (size_t)(x->n * rows) * 4), "%s: rows split at %lld differ", what,
+               (long long)split);
+    }
 }
 
 // ---- BFP ----

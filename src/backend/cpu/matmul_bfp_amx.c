@@ -148,11 +148,63 @@ static void tile16_4(float *out, int64_t os, const uint8_t *panel, const int8_t 
     tile16(out, os, panel, q, dl, pc, r, nr, t0, 4);
 }
 
+/* BFP4 panels whose rows are at most this many columns are expanded once per call into BFP8's
+ * layout (codes as signed bytes, exponents + 4: 2^(e + 4 - 127) / 64 = 2^(e - 127) / 4, the
+ * same scale), so the token tiles reuse them; wider ones expand block by block. */
+#define EXPAND_COLS 8192
+#define EXPAND_PANELS 4 /* the forward pass hands out 64 rows a task */
+
+/* Panel P (BFP4, PC padded columns) as a BFP8-layout panel at DST; 0 if an exponent would
+ * overflow (then the caller expands block by block). */
+static int expand_panel(const uint8_t *panel, int64_t pc, uint8_t *dst) {
+    const __m512i m15 = _mm512_set1_epi8(0x0f);
+    const __m512i lut = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, -1, -2, -3, -4, -5, -6, -7));
+    for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
+        const uint8_t *src = panel + g * 576;
+        uint8_t *o = dst + g * 1088;
+        for (int b = 0; b < 4; b++)
+            for (int h = 0; h < 2; h++) {
+                __m512i v = _mm512_loadu_si512((const void *)(src + b * 128 + 64 * h));
+                _mm512_storeu_si512((void *)(o + b * 256 + 128 * h), _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m15)));
+                _mm512_storeu_si512((void *)(o + b * 256 + 128 * h + 64),
+                                    _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m15)));
+            }
+        for (int e = 0; e < 64; e++) {
+            if (src[512 + e] > 251) return 0;
+            o[1024 + e] = (uint8_t)(src[512 + e] + 4);
+        }
+    }
+    return 1;
+}
+
 static void matmul_bfp(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
                        int64_t r0, int64_t r1, int bits) {
     const int64_t pc = mlm_q8_cols(x->cols), pbytes = mlm_bfp_panel_bytes(x->cols, bits);
     const int64_t nd = pc / MLM_Q8_BLOCK;
     const int64_t n16 = nd <= MAX_ND ? x->n / 16 * 16 : 0;
+    if (n16 && bits == 4 && pc <= EXPAND_COLS && r1 - r0 <= EXPAND_PANELS * MLM_BFP_ROWS && n16 >= 32) {
+        /* several token tiles: expand the panels once, then run the BFP8 tiles over them */
+        _Alignas(64) uint8_t wide[EXPAND_PANELS * (EXPAND_COLS / MLM_BFP_GROUP) * 1088];
+        const int64_t wbytes = mlm_bfp_panel_bytes(x->cols, 8);
+        int ok = 1;
+        for (int64_t r = r0; r < r1 && ok; r += MLM_BFP_ROWS)
+            ok = expand_panel((const uint8_t *)w + r / MLM_BFP_ROWS * pbytes, pc,
+                              wide + (r - r0) / MLM_BFP_ROWS * wbytes);
+        if (ok) {
+            mlm_acts head = *x;
+            head.n = n16;
+            /* the expanded panels start at row r0: shift the output so rows line up */
+            matmul_bfp(out + r0, out_stride, wide, &head, 0, r1 - r0, 8);
+            if (n16 < x->n) {
+                mlm_acts rest = *x;
+                rest.n = x->n - n16;
+                rest.q = x->q + n16 * pc, rest.u = x->u + n16 * pc, rest.d = x->d + n16 * nd;
+                mlm_matmul_bfp4_q8_avx512(out + n16 * out_stride, out_stride, w, &rest, r0, r1);
+            }
+            return;
+        }
+    }
     if (n16) {
         configure();
         float dl[16 * MAX_ND]; /* a token tile's scales, by column block */
