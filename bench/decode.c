@@ -18,7 +18,9 @@
  * With LLAMA_BENCH=path/to/llama-bench, llama.cpp runs on the same weights (exported to GGUF
  * by meshlm, quantized with llama-quantize --pure) in the same run: Q8_0 (8.5 bits/weight)
  * next to the accuracy profile (BFP8, 8.5 bits/weight), Q4_0 next to performance, with the
- * ratios the issue sets targets for. */
+ * ratios the issue sets targets for. A GGUF model (MODEL_DIR a .gguf file) is run by meshlm
+ * itself in each profile and by llama.cpp as the file is and requantized to Q8_0
+ * (llama-quantize --allow-requantize --pure); every profile is compared with both. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,7 +196,32 @@ int main(int argc, char **argv) {
                             : !strcmp(name, "accuracy")  ? &acc
                             : !strcmp(name, "bf16")      ? &bf
                                                          : &other);
-    if (getenv("LLAMA_BENCH")) {
+    size_t dl = strlen(dir);
+    if (getenv("LLAMA_BENCH") && dl > 5 && !strcmp(dir + dl - 5, ".gguf")) {
+        const char *q[2] = {"file", "Q8_0"};
+        const figures *ours[4] = {&perf, &acc, &bf, &other};
+        const char *names[4] = {"performance", "accuracy", "bf16", "other"};
+        for (int k = 0; k < 2; k++) {
+            llamacpp_result r = llamacpp_measure(dir, q[k], threads, prefills, n_prefills, n_decode);
+            if (!r.ok) continue;
+            printf("llama.cpp %s (llama-bench, %d threads); %.1f MB read per token\n",
+                   k ? "requantized to Q8_0" : "on the file as it is", threads,
+                   r.bytes_per_token / 1e6);
+            printf("  decode batch 1                 %8.2f tok/s = %.2f GB/s\n", r.decode_tps,
+                   r.bytes_per_token * r.decode_tps / 1e9);
+            for (int i = 0; i < n_prefills; i++)
+                printf("  prefill %5d tokens            %8.1f tok/s\n", prefills[i], r.prefill_tps[i]);
+            for (int o = 0; o < 4; o++) {
+                const figures *f = ours[o];
+                if (f->decode_tps <= 0) continue;
+                printf("  meshlm %s / this: decode %.2fx", names[o], f->decode_tps / r.decode_tps);
+                for (int i = 0; i < n_prefills; i++)
+                    printf(", prefill %d %.2fx", prefills[i],
+                           r.prefill_tps[i] > 0 ? f->prefill_tps[i] / r.prefill_tps[i] : 0);
+                printf("\n");
+            }
+        }
+    } else if (getenv("LLAMA_BENCH")) {
         /* equal bits: Q8_0 and BFP8 (8.5 bits), BF16 and bf16; Q4_0 (4.5) next to performance */
         const char *q[3] = {"Q8_0", "Q4_0", "bf16"};
         const figures *ours[3] = {&acc, &perf, &bf};

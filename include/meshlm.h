@@ -94,6 +94,7 @@ typedef enum mlm_dtype {
     MLM_DTYPE_BOOL,
     MLM_DTYPE_BFP8, /* block floating point: not a checkpoint dtype; names KV cache types */
     MLM_DTYPE_BFP4,
+    MLM_DTYPE_GGML, /* a ggml block-quantized type (GGUF): the view's ggml_type says which */
     MLM_DTYPE_COUNT
 } mlm_dtype;
 
@@ -113,14 +114,18 @@ typedef struct mlm_checkpoint mlm_checkpoint;
 
 typedef enum mlm_ckpt_format {
     MLM_CKPT_SAFETENSORS = 0, /* *.safetensors, single or sharded */
-    MLM_CKPT_PYTORCH          /* torch.save zip files (*.pth, *.pt, *.refpt, *.bin) */
+    MLM_CKPT_PYTORCH,         /* torch.save zip files (*.pth, *.pt, *.refpt, *.bin) */
+    MLM_CKPT_GGUF             /* a llama.cpp GGUF file (*.gguf) */
 } mlm_ckpt_format;
 
 #define MLM_MAX_DIMS 8
 
 /* One tensor view. Element (i0, i1, ...) lives at
  * (const char *)data + (i0*stride[0] + i1*stride[1] + ...) * mlm_dtype_size(dtype).
- * Borrowed: valid while the checkpoint is open. */
+ * A GGUF tensor of a block-quantized type has dtype MLM_DTYPE_GGML: its rows (the last dim)
+ * are contiguous runs of ggml_type's blocks, row after row, and stride is unused; read it
+ * with mlm_tensor_to_f32. GGUF shapes are given outermost first like every other view
+ * (GGUF's ne[] reversed). Borrowed: valid while the checkpoint is open. */
 typedef struct mlm_tensor_view {
     const char *name;
     mlm_dtype dtype;
@@ -129,10 +134,12 @@ typedef struct mlm_tensor_view {
     int64_t stride[MLM_MAX_DIMS]; /* in elements */
     const void *data;             /* element (0, ..., 0) */
     const char *file;             /* path of the file holding the bytes */
+    uint32_t ggml_type;           /* GGUF: the ggml type number (0 f32, 1 f16, 8 q8_0, ...) */
 } mlm_tensor_view;
 
-/* Opens PATH: a file (.safetensors, .pth/.pt/.refpt/.bin zip, model.safetensors.index.json)
- * or a directory (index.json, else *.safetensors, else consolidated.*.pth). For Meta
+/* Opens PATH: a file (.safetensors, .pth/.pt/.refpt/.bin zip, model.safetensors.index.json,
+ * a GGUF file told by its magic) or a directory (index.json, else *.safetensors, else
+ * consolidated.*.pth, else *.pth/.pt/.bin, else one *.gguf). For Meta
  * multi-shard directories the shards are opened side by side and each tensor name
  * appears once per shard with the prefix "shard<N>/" (merging is the model's job).
  * Statuses: IO (missing/unreadable), FORMAT (malformed, with the file and field),
@@ -166,6 +173,11 @@ mlm_status mlm_checkpoint_get_str(const mlm_checkpoint *ckpt, const char *name, 
 int64_t mlm_checkpoint_n_values(const mlm_checkpoint *ckpt);
 const char *mlm_checkpoint_value_name(const mlm_checkpoint *ckpt, int64_t i);
 
+/* The view's element type by name: its dtype's ("f32", "bf16", ...) or, for MLM_DTYPE_GGML,
+ * the ggml type's ("q4_1", "q6_k", ...). */
+const char *mlm_tensor_type_name(const mlm_tensor_view *t);
+/* Bytes the view's data takes in its file (ggml types: whole blocks). */
+int64_t mlm_tensor_nbytes(const mlm_tensor_view *t);
 /* Number of elements of a view (product of its shape). */
 int64_t mlm_tensor_numel(const mlm_tensor_view *t);
 /* Copies a view (any strides) into DST as N = numel f32 values in row-major order,
@@ -183,7 +195,8 @@ typedef enum mlm_family {
 
 typedef enum mlm_rope_type {
     MLM_ROPE_NONE = 0, /* plain RoPE */
-    MLM_ROPE_LLAMA3    /* Llama 3.1 frequency scaling */
+    MLM_ROPE_LLAMA3,   /* Llama 3.1 frequency scaling */
+    MLM_ROPE_FACTORS   /* per-frequency divisors from the model file (GGUF rope_freqs) */
 } mlm_rope_type;
 
 #define MLM_MAX_STOP_IDS 8
@@ -216,7 +229,9 @@ typedef struct mlm_config {
 } mlm_config;
 
 /* Reads DIR/params.json (Meta) or DIR/config.json (HF, plus DIR/generation_config.json
- * when present; its eos ids take precedence). PATH may also name the json file itself.
+ * when present; its eos ids take precedence). PATH may also name the json file itself, or
+ * a GGUF file (told by its magic), or a folder holding one (and no config.json): then the
+ * metadata is read as llama.cpp does (architectures llama and phi3), source "gguf".
  * The family comes from the file contents, never from the directory name.
  * FORMAT on missing or mistyped fields, naming the file and the field. */
 mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err);
@@ -243,20 +258,30 @@ void mlm_tokens_deinit(mlm_tokens *t);
 /* Appends one id (NOMEM on allocation failure). */
 mlm_status mlm_tokens_push(mlm_tokens *t, int32_t id);
 
-/* Loads a tokenizer from a file or a model directory. Files: a tiktoken BPE file (Llama 3
- * "tokenizer.model": base64 token, space, rank per line; for Llama 3 the 256 special tokens
- * 128000..128255 are added after the 128000 ranks), a Hugging Face tokenizer.json
- * (byte-level BPE: Phi-4, Llama 3 HF repos, GPT-2 style), or vocab.json (with merges.txt
- * and tokenizer_config.json beside it, read as transformers' GPT2Tokenizer). A directory is
- * searched for tokenizer.model, original/tokenizer.model, tokenizer.json, then vocab.json +
- * merges.txt. FORMAT names the file and the line or field of a bad entry; UNSUPPORTED
- * names a tokenizer.json component meshlm does not implement (WordPiece, Unigram, a
- * normalizer, another pre-tokenizer, ...) and its type: nothing is tokenized approximately. */
+/* Loads a tokenizer from a file or a model directory. A file is told by its content, not
+ * its name: a GGUF file (magic "GGUF": the vocabulary llama.cpp reads from tokenizer.ggml.*,
+ * model "gpt2" with pre "llama-bpe", "dbrx", "smollm", "gpt-2" or "default", tokenized as
+ * llama.cpp tokenizes it, chat format from tokenizer.chat_template), a Hugging Face
+ * tokenizer.json (byte-level BPE: Phi-4, SmolLM2, Llama 3 HF repos, GPT-2 style; the chat
+ * template of a tokenizer_config.json beside it picks the chat format), vocab.json (with
+ * merges.txt and tokenizer_config.json beside it, read as transformers' GPT2Tokenizer), or a
+ * tiktoken BPE file (Llama 3 "tokenizer.model": base64 token, space, rank per line; for
+ * Llama 3 the 256 special tokens 128000..128255 are added after the 128000 ranks). A
+ * directory is searched for tokenizer.model, original/tokenizer.model, tokenizer.json,
+ * vocab.json + merges.txt, then the first *.gguf file (by name) holding a GGUF. Byte-level
+ * vocabularies may lack single bytes (SmolLM2 lacks 21): such a byte in the input is
+ * dropped, as the file's own tokenizer drops it (llama.cpp after merging, tokenizers before,
+ * or as its unk_token). FORMAT names the file and the line, key or field of a bad entry, or
+ * says what a file that is no tokenizer looks like (a safetensors checkpoint, a
+ * SentencePiece model, ...); UNSUPPORTED names a component meshlm does not implement (a
+ * tokenizer.json WordPiece or Unigram model, a normalizer, another pre-tokenizer; a GGUF
+ * tokenizer.ggml.model or tokenizer.ggml.pre it does not know) and its type: nothing is
+ * tokenized approximately. */
 mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *err);
 void mlm_tokenizer_free(mlm_tokenizer *tok);
 
-/* Whether PATH is a file, or a model directory holding a tokenizer file that
- * mlm_tokenizer_load would use (see there). */
+/* Whether PATH is a file, or a model directory holding a tokenizer file (or GGUF file)
+ * that mlm_tokenizer_load would use (see there). */
 int mlm_tokenizer_present(const char *path);
 
 /* Vocabulary size including special tokens. */
@@ -269,13 +294,17 @@ int mlm_tokenizer_is_special(const mlm_tokenizer *tok, int32_t id);
 
 typedef struct mlm_encode_params {
     int add_bos;       /* prepend the BOS id (default 0); the BOS is Llama 3's
-                          <|begin_of_text|>, or for Hugging Face files the token the
-                          post-processor puts before the text (none for Phi-4) */
+                          <|begin_of_text|>, for Hugging Face files the token the
+                          post-processor puts before the text (none for Phi-4), for GGUF
+                          files tokenizer.ggml.bos_token_id when tokenizer.ggml.add_bos_token
+                          is true (absent: llama.cpp's default, true only for llama-bpe) */
     int parse_special; /* special-token text in the input becomes its id (default 0:
                           it is encoded as plain text, like Meta's encoder). For Hugging
                           Face files 0 is tokenizers' split_special_tokens=True: added
                           tokens marked special stay text, other added tokens are always
-                          matched, and a matched token's lstrip/rstrip absorb whitespace */
+                          matched, and a matched token's lstrip/rstrip absorb whitespace;
+                          for GGUF files llama.cpp's parse_special: control tokens only
+                          with 1, user-defined ones always */
 } mlm_encode_params;
 
 mlm_encode_params mlm_encode_default_params(void);
@@ -320,22 +349,30 @@ typedef struct mlm_chat_message {
 } mlm_chat_message;
 
 /* Encodes a dialog in the tokenizer's chat format and appends to OUT. The format follows
- * from the special tokens (mlm_tokenizer_chat_format). Llama 3 is Meta's ChatFormat: BOS,
- * then per message <|start_header_id|>role<|end_header_id|>\n\n content <|eot_id|>. ChatML
- * (Phi-4) is per message <|im_start|>role<|im_sep|>content<|im_end|>, no BOS, no newlines,
- * whitespace next to those tokens absorbed as Hugging Face's lstrip/rstrip flags do (roles:
- * system, user, assistant). Each text piece is encoded separately and special-token text
- * in content stays plain text; with ADD_GENERATION_PROMPT an open assistant header follows.
+ * from the chat template when the tokenizer has one, else from the special tokens
+ * (mlm_tokenizer_chat_format); the template itself is not run. Llama 3 is Meta's
+ * ChatFormat: BOS, then per message <|start_header_id|>role<|end_header_id|>\n\n content
+ * <|eot_id|>. ChatML (Phi-4) is per message <|im_start|>role<|im_sep|>content<|im_end|>, no
+ * BOS, no newlines (roles: system, user, assistant). ChatML with newlines (SmolLM2, Qwen) is
+ * per message <|im_start|>role\ncontent<|im_end|>\n, the generation prompt
+ * <|im_start|>assistant\n, and when the template holds a fixed system message (SmolLM2's
+ * "You are a helpful AI assistant named SmolLM, trained by Hugging Face") it comes first
+ * when the first message is not a system one (roles: system, user, assistant, tool). Each
+ * text between two special tokens is encoded as one piece, whitespace next to those tokens
+ * absorbed as Hugging Face's lstrip/rstrip flags do, and special-token text in content
+ * stays plain text; with ADD_GENERATION_PROMPT an open assistant header follows.
  * UNSUPPORTED when the tokenizer has no chat format; INVALID_ARG for an unknown role. */
 mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_message *msgs,
                                      int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                      mlm_error *err);
 
-/* The chat format encode_chat uses: "llama3", "chatml", or NULL when there is none. */
+/* The chat format encode_chat uses: "llama3", "chatml" (Phi-4's <|im_sep|> form),
+ * "chatml-newline", or NULL when there is none. */
 const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok);
 
 /* The chat format's end-of-turn ids, those the tokenizer has: Llama 3 <|eot_id|>,
- * <|eom_id|>, <|end_of_text|>; ChatML <|im_end|>, <|im_start|>, <|endoftext|>. Writes at
+ * <|eom_id|>, <|end_of_text|>; ChatML <|im_end|>, <|im_start|>, <|endoftext|>; then a GGUF
+ * file's tokenizer.ggml.eos_token_id when the list lacks it. Writes at
  * most MAX of them into IDS (which may be NULL when MAX is 0) and returns how many there
  * are (0 without a chat format). */
 int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int32_t max);
@@ -384,6 +421,18 @@ mlm_model_params mlm_model_default_params(void);
 mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_model **out,
                           mlm_error *err);
 void mlm_model_free(mlm_model *model);
+
+/* The types profile OPTIMIZATIONS (with DECODER_CONFIG overrides, or NULL) gives CFG's
+ * weights, as mlm_model_profile_types describes them, without loading anything. */
+mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimizations,
+                                 const char *decoder_config, char *buf, size_t size,
+                                 mlm_error *err);
+
+/* The profile to run the model at PATH in when the user names none: "bf16" for a GGUF file
+ * (its weights are already quantized, often to 4 bits; BFP would round them a second time
+ * and give a worse model than llama.cpp gives from the same file, while bf16 keeps them
+ * within bf16 rounding), else "performance" (the seeds' default). */
+const char *mlm_model_default_profile(const char *path);
 
 /* The model's config (borrowed). */
 const mlm_config *mlm_model_config(const mlm_model *model);

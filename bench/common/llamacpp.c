@@ -50,9 +50,31 @@ llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threa
         snprintf(slash ? slash + 1 : quant, sizeof quant - (size_t)(slash ? slash + 1 - quant : 0),
                  "llama-quantize");
     }
-    snprintf(src, sizeof src, "%s/meshlm-export.bf16.gguf", dir);
-    snprintf(dst, sizeof dst, "%s/meshlm-export.%s.gguf", dir, qtype);
-    if (!exists(dst)) {
+    size_t dl = strlen(dir);
+    int gguf = dl > 5 && !strcmp(dir + dl - 5, ".gguf");
+    if (gguf) {
+        /* a GGUF model: "file" is the file itself, other types are requantized from it */
+        const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+        snprintf(src, sizeof src, "%s", dir);
+        if (!strcmp(qtype, "file")) snprintf(dst, sizeof dst, "%s", dir);
+        else {
+            mkdir("/tmp/meshlm-bench", 0755);
+            snprintf(dst, sizeof dst, "/tmp/meshlm-bench/%.*s.%s.gguf", (int)strlen(base) - 5, base,
+                     qtype);
+        }
+        if (!exists(dst)) {
+            snprintf(cmd, sizeof cmd, "'%s' --allow-requantize --pure '%s' '%s' %s %d > /dev/null 2>&1",
+                     quant, src, dst, qtype, n_threads);
+            if (sh(cmd) != 0 || !exists(dst)) {
+                fprintf(stderr, "bench: %s failed\n", quant);
+                return r;
+            }
+        }
+    } else {
+        snprintf(src, sizeof src, "%s/meshlm-export.bf16.gguf", dir);
+        snprintf(dst, sizeof dst, "%s/meshlm-export.%s.gguf", dir, qtype);
+    }
+    if (!gguf && !exists(dst)) {
         if (!exists(src)) {
             mlm_error err;
             fprintf(stderr, "bench: exporting %s to %s\n", dir, src);

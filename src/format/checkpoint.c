@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "format/gguf.h"
+#include "format/gguf_quants.h"
 #include "tensor/dtype.h"
 
 // ---- building ----
@@ -189,6 +191,10 @@ static mlm_status open_file(mlm_checkpoint *c, const char *path, const char *pre
         c->format = MLM_CKPT_PYTORCH;
         return mlm_pytorch_read(c, idx, prefix, err);
     }
+    if (f->size >= 4 && !memcmp(f->data, "GGUF", 4)) {
+        c->format = MLM_CKPT_GGUF;
+        return mlm_gguf_ckpt_read(c, idx, err);
+    }
     /* The legacy format opens with a pickled magic number: PROTO 2, LONG1 of 10 bytes. */
     if (f->size >= 4 && !memcmp(f->data, "\x80\x02\x8a\x0a", 4))
         return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
@@ -248,6 +254,7 @@ static int keep_consolidated(const char *s) {
     return !strncmp(s, "consolidated.", 13) && has_suffix(s, ".pth");
 }
 static int keep_pytorch(const char *s) { return is_pytorch_name(s); }
+static int keep_gguf(const char *s) { return has_suffix(s, ".gguf"); }
 
 /* Opens every file of NAMES in DIR; Meta shards get "shard<N>/" prefixes when several. */
 static mlm_status open_list(mlm_checkpoint *c, const char *dir, char **names, int n,
@@ -274,13 +281,17 @@ static mlm_status open_dir(mlm_checkpoint *c, const char *dir, mlm_error *err) {
         return st;
     }
     free(index);
-    int (*kinds[])(const char *) = {keep_safetensors, keep_consolidated, keep_pytorch};
-    for (int k = 0; k < 3; k++) {
+    int (*kinds[])(const char *) = {keep_safetensors, keep_consolidated, keep_pytorch, keep_gguf};
+    for (int k = 0; k < 4; k++) {
         char **names;
         int n;
         mlm_status st = list_dir(dir, kinds[k], &names, &n, err);
         if (st == MLM_OK && n > 0) {
-            if (kinds[k] == keep_pytorch && n > 1) {
+            if (kinds[k] == keep_gguf && n > 1) {
+                st = mlm_err_set(err, MLM_ERR_FORMAT,
+                                 "%s: %d GGUF files (e.g. '%s', '%s'): name the one to load", dir,
+                                 n, names[0], names[1]);
+            } else if (kinds[k] == keep_pytorch && n > 1) {
                 st = mlm_err_set(err, MLM_ERR_FORMAT,
                                  "%s: %d PyTorch files (e.g. '%s', '%s') and no "
                                  "consolidated.NN.pth naming: cannot tell which to load",
@@ -294,7 +305,7 @@ static mlm_status open_dir(mlm_checkpoint *c, const char *dir, mlm_error *err) {
     }
     return mlm_err_set(err, MLM_ERR_IO,
                        "%s: no checkpoint found (looked for model.safetensors.index.json, "
-                       "*.safetensors, consolidated.*.pth, *.pth/*.pt/*.bin)",
+                       "*.safetensors, consolidated.*.pth, *.pth/*.pt/*.bin, *.gguf)",
                        dir);
 }
 
@@ -304,8 +315,8 @@ int mlm_checkpoint_present(const char *path) {
     char *index = mlm_path_join(path, "model.safetensors.index.json");
     int found = index && mlm_is_file(index);
     free(index);
-    int (*kinds[])(const char *) = {keep_safetensors, keep_consolidated, keep_pytorch};
-    for (int k = 0; k < 3 && !found; k++) {
+    int (*kinds[])(const char *) = {keep_safetensors, keep_consolidated, keep_pytorch, keep_gguf};
+    for (int k = 0; k < 4 && !found; k++) {
         char **names;
         int n;
         if (list_dir(path, kinds[k], &names, &n, NULL) == MLM_OK) found = n > 0;
@@ -405,6 +416,18 @@ mlm_status mlm_checkpoint_get_str(const mlm_checkpoint *c, const char *name, con
 
 // ---- element access ----
 
+const char *mlm_tensor_type_name(const mlm_tensor_view *t) {
+    return t->dtype == MLM_DTYPE_GGML ? mlm_ggml_type_name(t->ggml_type) : mlm_dtype_name(t->dtype);
+}
+
+int64_t mlm_tensor_nbytes(const mlm_tensor_view *t) {
+    int64_t n = mlm_tensor_numel(t);
+    if (t->dtype != MLM_DTYPE_GGML) return n * (int64_t)mlm_dtype_size(t->dtype);
+    uint32_t be = 0, bb = 0;
+    if (!mlm_ggml_type_block(t->ggml_type, &be, &bb) || !be) return 0;
+    return n / be * bb;
+}
+
 int64_t mlm_tensor_numel(const mlm_tensor_view *t) {
     int64_t n = 1;
     for (int i = 0; i < t->n_dim; i++) n *= t->shape[i];
@@ -444,6 +467,7 @@ static double load_elem(mlm_dtype dt, const unsigned char *p) {
     case MLM_DTYPE_BOOL: return p[0];
     case MLM_DTYPE_BFP8:
     case MLM_DTYPE_BFP4: /* never a checkpoint dtype */
+    case MLM_DTYPE_GGML: /* rows of blocks: see mlm_tensor_to_f32 */
     case MLM_DTYPE_COUNT: break;
     }
     return 0;
@@ -453,6 +477,13 @@ mlm_status mlm_tensor_to_f32(const mlm_tensor_view *t, float *dst, int64_t n, ml
     if (n != mlm_tensor_numel(t))
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tensor '%s': %lld elements, buffer of %lld",
                            t->name, (long long)mlm_tensor_numel(t), (long long)n);
+    if (t->dtype == MLM_DTYPE_GGML) {
+        if (!mlm_ggml_can_dequantize(t->ggml_type))
+            return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "tensor '%s': ggml type %s is not supported",
+                               t->name, mlm_ggml_type_name(t->ggml_type));
+        mlm_ggml_dequantize(t->ggml_type, t->data, n, dst); /* rows are contiguous */
+        return MLM_OK;
+    }
     int64_t idx[MLM_MAX_DIMS] = {0};
     for (int64_t k = 0; k < n; k++) dst[k] = (float)load_elem(t->dtype, elem_next(t, idx));
     return MLM_OK;
@@ -463,7 +494,7 @@ mlm_status mlm_tensor_to_i64(const mlm_tensor_view *t, int64_t *dst, int64_t n, 
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tensor '%s': %lld elements, buffer of %lld",
                            t->name, (long long)mlm_tensor_numel(t), (long long)n);
     if (t->dtype == MLM_DTYPE_F32 || t->dtype == MLM_DTYPE_F16 || t->dtype == MLM_DTYPE_BF16 ||
-        t->dtype == MLM_DTYPE_F64)
+        t->dtype == MLM_DTYPE_F64 || t->dtype == MLM_DTYPE_GGML)
         return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not an integer type",
                            t->name, mlm_dtype_name(t->dtype));
     int64_t idx[MLM_MAX_DIMS] = {0};

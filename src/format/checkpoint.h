@@ -54,6 +54,8 @@ mlm_status mlm_safetensors_read(mlm_checkpoint *c, int file, mlm_error *err);
 /* Reads "model.safetensors.index.json" at PATH: maps every shard it names and checks
  * that each tensor in weight_map is in its shard. */
 mlm_status mlm_safetensors_read_index(mlm_checkpoint *c, const char *path, mlm_error *err);
+/* Reads a GGUF file's tensors (format/gguf_checkpoint.c). */
+mlm_status mlm_gguf_ckpt_read(mlm_checkpoint *c, int file, mlm_error *err);
 /* Reads a torch.save zip file; tensor and value names get PREFIX prepended. */
 mlm_status mlm_pytorch_read(mlm_checkpoint *c, int file, const char *prefix, mlm_error *err);
 

@@ -160,6 +160,7 @@ static const char *storage_class(mlm_dtype dt) {
     case MLM_DTYPE_BOOL: return "BoolStorage";
     case MLM_DTYPE_BFP8:
     case MLM_DTYPE_BFP4:
+    case MLM_DTYPE_GGML:
     case MLM_DTYPE_COUNT: break;
     }
     return NULL;

@@ -63,7 +63,7 @@ static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
 static int source_file(const char *name) {
     static const char *suffix[] = {".safetensors", ".safetensors.index.json", ".pth", ".pt",
-                                   ".bin"};
+                                   ".bin", ".gguf"};
     if (!strcmp(name, "config.json") || !strcmp(name, "params.json") ||
         !strcmp(name, "generation_config.json"))
         return 1;
@@ -84,20 +84,29 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_
     char real[PATH_MAX];
     if (!realpath(dir, real))
         return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
-    DIR *d = opendir(real);
-    if (!d) return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", real, strerror(errno));
-    char *names[4096];
+    char *names[4096], folder[PATH_MAX];
     int n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;)
-        if (source_file(e->d_name) && (names[n] = strdup(e->d_name))) n++;
-    closedir(d);
+    snprintf(folder, sizeof folder, "%s", real);
+    if (mlm_is_file(real)) {
+        /* one model file (GGUF): it is the only source; names are relative to its folder */
+        char *slash = strrchr(real, '/');
+        if ((names[0] = strdup(slash ? slash + 1 : real))) n = 1;
+        snprintf(folder, sizeof folder, "%s", real);
+        folder[slash ? slash - real : 0] = 0;
+    } else {
+        DIR *d = opendir(real);
+        if (!d) return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", real, strerror(errno));
+        for (struct dirent *e; (e = readdir(d)) && n < 4096;)
+            if (source_file(e->d_name) && (names[n] = strdup(e->d_name))) n++;
+        closedir(d);
+    }
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     size_t len = (size_t)snprintf(key, size, "meshlm weight cache v%d\nmodel %s\n", VERSION, real);
     /* Meta shards may sit in a subfolder-free layout only; the sources are DIR's own files. */
     for (int i = 0; i < n; i++) {
         char path[PATH_MAX + 256];
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", real, names[i]);
+        snprintf(path, sizeof path, "%s/%s", folder, names[i]);
         if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && len < size)
             len += (size_t)snprintf(key + len, size - len, "file %s %lld %lld.%09ld\n", names[i],
                                     (long long)st.st_size, (long long)st.st_mtim.tv_sec,
@@ -121,6 +130,15 @@ static mlm_status cache_dir(const char *dir, const mlm_model_params *p, char *ou
                             mlm_error *err) {
     const char *env = getenv("MESHLM_CACHE");
     int n;
+    /* a model given as one file (GGUF): its caches go beside it */
+    char parent[PATH_MAX];
+    if (dir && mlm_is_file(dir)) {
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        if (slash) *slash = 0;
+        else snprintf(parent, sizeof parent, ".");
+        dir = parent;
+    }
     if (p && p->cache_dir && p->cache_dir[0]) n = snprintf(out, size, "%s", p->cache_dir);
     else if (env && env[0]) n = snprintf(out, size, "%s", env);
     else if (dir && access(dir, W_OK) == 0) {

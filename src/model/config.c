@@ -30,7 +30,7 @@ static int32_t meta_ffn_dim(int64_t dim, double multiplier, int have_mult, int64
     return (int32_t)(multiple_of * ((h + multiple_of - 1) / multiple_of));
 }
 
-static mlm_status check_shapes(const char *what, mlm_config *c, mlm_error *err) {
+mlm_status mlm_config_check(const char *what, mlm_config *c, mlm_error *err) {
     if (c->n_head % c->n_kv_head)
         return mlm_err_set(err, MLM_ERR_FORMAT,
                            "%s: the number of heads (%d) is not a multiple of the KV heads (%d)",
@@ -106,7 +106,7 @@ static mlm_status load_meta(const char *path, const json_t *j, mlm_config *c, ml
         c->pad_id = 128004;
     }
     snprintf(c->source, sizeof c->source, "params.json");
-    return check_shapes(path, c, err);
+    return mlm_config_check(path, c, err);
 }
 
 // ---- HF config.json ----
@@ -258,7 +258,7 @@ static mlm_status load_hf(const char *path, const json_t *j, mlm_config *c, mlm_
     if ((st = read_ids(path, j, "eos_token_id", c, err)) || (st = read_rope_scaling(path, j, c, err)))
         return st;
     snprintf(c->source, sizeof c->source, "config.json");
-    return check_shapes(path, c, err);
+    return mlm_config_check(path, c, err);
 }
 
 /* generation_config.json: its bos/eos ids take precedence when present. */
@@ -287,6 +287,8 @@ mlm_status mlm_config_from_json(const char *what, const json_t *j, mlm_config *o
 }
 
 mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err) {
+    char gguf[4096];
+    if (mlm_gguf_model_file(path, gguf, sizeof gguf)) return mlm_config_from_gguf(gguf, out, err);
     memset(out, 0, sizeof *out);
     out->bos_id = out->pad_id = -1;
     char *file = NULL, *dir = NULL;

@@ -10,12 +10,28 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "format/gguf.h"
+#include "format/gguf_quants.h"
+#include "model/config.h"
 #include "model/model.h"
 #include "tensor/dtype.h"
 
 // ---- names ----
 
 typedef enum role { R_EMB, R_OUT, R_NORM, R_ATTN_NORM, R_FFN_NORM, R_WQ, R_WK, R_WV, R_WO, R_W1, R_W2, R_W3 } role;
+
+/* GGUF's names (llama.cpp's LLM_TENSOR_NAMES; Phi-3 fuses qkv into attn_qkv and gate/up
+ * into ffn_up, gate rows first). */
+static void gguf_name(char *buf, size_t size, int phi3, role r, int l) {
+    static const char *gg[] = {"token_embd.weight", "output.weight", "output_norm.weight",
+                               "attn_norm", "ffn_norm", "attn_q", "attn_k", "attn_v",
+                               "attn_output", "ffn_gate", "ffn_down", "ffn_up"};
+    const char *n = gg[r];
+    if (phi3 && (r == R_WQ || r == R_WK || r == R_WV)) n = "attn_qkv";
+    if (phi3 && (r == R_W1 || r == R_W3)) n = "ffn_up";
+    if (r <= R_NORM) snprintf(buf, size, "%s", n);
+    else snprintf(buf, size, "blk.%d.%s.weight", l, n);
+}
 
 /* Tensor name of ROLE (layer L) in the HF, Meta or Phi-3 (fused qkv, gate_up) scheme. */
 static void tensor_name(char *buf, size_t size, int meta, int phi3, role r, int l) {
@@ -40,6 +56,7 @@ typedef struct binder {
     mlm_model *m;
     int meta;
     int phi3; /* fused Phi-3 projections */
+    int gguf; /* GGUF names; for llama q/k rows in Meta's interleaved order */
     int n_shards;       /* Meta model-parallel shards ("shard<N>/" prefixes), else 1 */
     const char *source; /* the config file name, for messages */
     mlm_error *err;
@@ -59,6 +76,11 @@ mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err) {
     m->owned[m->n_owned++] = p;
     m->bytes_owned += (int64_t)bytes;
     return MLM_OK;
+}
+
+static void role_name(const binder *b, char *buf, size_t size, role r, int l) {
+    if (b->gguf) gguf_name(buf, size, b->phi3, r, l);
+    else tensor_name(buf, size, b->meta, b->phi3, r, l);
 }
 
 static const mlm_tensor_view *find(const binder *b, const char *name, int shard) {
@@ -96,7 +118,12 @@ static mlm_status check(const binder *b, const char *name, int64_t rows, int64_t
                                "model: tensor '%s'%s has shape %s, but %s implies %s", name, where,
                                got, b->source, want);
         }
-        if (!is_float(t->dtype))
+        if (t->dtype == MLM_DTYPE_GGML && !mlm_ggml_can_dequantize(t->ggml_type))
+            return mlm_err_set(b->err, MLM_ERR_UNSUPPORTED,
+                               "model: tensor '%s' has ggml type %s, which meshlm does not read "
+                               "(f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k..q6_k)",
+                               name, mlm_ggml_type_name(t->ggml_type));
+        if (!is_float(t->dtype) && t->dtype != MLM_DTYPE_GGML)
             return mlm_err_set(b->err, MLM_ERR_FORMAT,
                                "model: tensor '%s'%s has dtype %s, expected f32, f16 or bf16", name,
                                where, mlm_dtype_name(t->dtype));
@@ -116,6 +143,19 @@ static float elem(const mlm_tensor_view *t, int64_t r, int64_t c) {
     case MLM_DTYPE_F16: memcpy(&h, p, 2); return mlm_f16_to_f32(h);
     default: memcpy(&f, p, 4); return f;
     }
+}
+
+/* Row R of 2-D view T (all its columns) as f32 into DST. */
+static void read_row(const mlm_tensor_view *t, int64_t r, float *dst) {
+    int64_t cols = t->shape[1];
+    if (t->dtype == MLM_DTYPE_GGML) {
+        uint32_t be = 1, bb = 0;
+        mlm_ggml_type_block(t->ggml_type, &be, &bb);
+        const char *row = (const char *)t->data + (size_t)r * (size_t)(cols / be) * bb;
+        mlm_ggml_dequantize(t->ggml_type, row, cols, dst);
+        return;
+    }
+    for (int64_t c = 0; c < cols; c++) dst[c] = elem(t, r, c);
 }
 
 /* The type to bind ROLE (layer L) in, for a source tensor of dtype SRC: the profile's when it
@@ -141,7 +181,7 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
                             mlm_weight *out) {
     mlm_model *m = b->m;
     char name[256];
-    tensor_name(name, sizeof name, b->meta, b->phi3, r, l);
+    role_name(b, name, sizeof name, r, l);
     const mlm_tensor_view *v[64];
     int64_t srows = split_cols ? total_rows : total_rows / b->n_shards;
     int64_t scols = split_cols ? cols / b->n_shards : cols;
@@ -164,8 +204,15 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
     }
     size_t bytes = (size_t)(rows * cols) * es;
     void *buf = malloc(bytes ? bytes : 1);
-    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
-    if ((st = mlm_model_own(m, buf, bytes, b->err))) return st;
+    float *tmp = malloc((size_t)cols * sizeof *tmp);
+    if (!buf || !tmp) {
+        free(buf), free(tmp);
+        return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
+    }
+    if ((st = mlm_model_own(m, buf, bytes, b->err))) {
+        free(tmp);
+        return st;
+    }
     int hd = m->cfg.head_dim;
     for (int64_t i = 0; i < rows; i++) {
         /* HF row i of a head comes from Meta row 2i (first half) or 2(i - hd/2) + 1. */
@@ -175,13 +222,18 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
             src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
         }
         src += row0;
-        for (int64_t c = 0; c < cols; c++) {
-            int s = split_cols ? (int)(c / scols) : (int)(src / srows);
-            float f = elem(v[s], split_cols ? src : src % srows, split_cols ? c % scols : c);
-            if (want == MLM_DTYPE_F32) ((float *)buf)[i * cols + c] = f;
-            else ((uint16_t *)buf)[i * cols + c] = mlm_f32_to_bf16(f);
+        /* the row's pieces: one per shard when the columns are split, else one shard's row */
+        for (int s = 0; s < (split_cols ? b->n_shards : 1); s++) {
+            int sh = split_cols ? s : (int)(src / srows);
+            read_row(v[sh], split_cols ? src : src % srows, tmp);
+            int64_t c0 = split_cols ? s * scols : 0;
+            for (int64_t c = 0; c < scols; c++) {
+                if (want == MLM_DTYPE_F32) ((float *)buf)[i * cols + c0 + c] = tmp[c];
+                else ((uint16_t *)buf)[i * cols + c0 + c] = mlm_f32_to_bf16(tmp[c]);
+            }
         }
     }
+    free(tmp);
     out->data = buf;
     return MLM_OK;
 }
@@ -194,7 +246,7 @@ static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t co
 /* Norm weights are always converted to f32 (replicated across Meta shards: shard 0). */
 static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
     char name[256];
-    tensor_name(name, sizeof name, b->meta, b->phi3, r, l);
+    role_name(b, name, sizeof name, r, l);
     const mlm_tensor_view *v[64];
     int64_t d = b->m->cfg.n_embd;
     mlm_status st = check(b, name, d, 0, v);
@@ -202,7 +254,7 @@ static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
     float *buf = malloc((size_t)d * sizeof *buf);
     if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
     if ((st = mlm_model_own(b->m, buf, (size_t)d * sizeof *buf, b->err))) return st;
-    for (int64_t i = 0; i < d; i++) buf[i] = elem(v[0], i, 0);
+    if ((st = mlm_tensor_to_f32(v[0], buf, d, b->err))) return st;
     *out = buf;
     return MLM_OK;
 }
@@ -217,8 +269,9 @@ static mlm_status bind_attention(binder *b, int l, int64_t q, int64_t kv, int64_
             return st;
         return bind_rows(b, R_WV, l, q + kv, kv, q + 2 * kv, d, 0, 0, &L->wv);
     }
-    if ((st = bind_matrix(b, R_WQ, l, q, d, 0, b->meta, &L->wq)) ||
-        (st = bind_matrix(b, R_WK, l, kv, d, 0, b->meta, &L->wk)))
+    int perm = b->meta || b->gguf;
+    if ((st = bind_matrix(b, R_WQ, l, q, d, 0, perm, &L->wq)) ||
+        (st = bind_matrix(b, R_WK, l, kv, d, 0, perm, &L->wk)))
         return st;
     return bind_matrix(b, R_WV, l, kv, d, 0, 0, &L->wv);
 }
@@ -264,9 +317,9 @@ static mlm_status bind_all(binder *b) {
     if ((st = bind_norm(b, R_NORM, 0, &m->norm))) return st;
     /* The LM head: output.weight / lm_head.weight when present, else the tied embedding. */
     char name[256];
-    tensor_name(name, sizeof name, b->meta, b->phi3, R_OUT, 0);
+    role_name(b, name, sizeof name, R_OUT, 0);
     if (find(b, name, 0)) return bind_matrix(b, R_OUT, 0, V, d, 0, 0, &m->output);
-    if (!b->meta && !c->tied_embeddings)
+    if (!b->meta && !c->tied_embeddings && !b->gguf)
         return mlm_err_set(b->err, MLM_ERR_FORMAT,
                            "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
                            "tied)",
@@ -282,6 +335,22 @@ mlm_model_params mlm_model_default_params(void) {
     return p;
 }
 
+mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimizations,
+                                 const char *decoder_config, char *buf, size_t size,
+                                 mlm_error *err) {
+    mlm_profile p;
+    mlm_status st = mlm_profile_init(&p, optimizations, cfg, decoder_config, err);
+    if (st) return st;
+    mlm_profile_describe(&p, buf, size);
+    mlm_profile_deinit(&p);
+    return MLM_OK;
+}
+
+const char *mlm_model_default_profile(const char *path) {
+    char gguf[1024];
+    return mlm_gguf_model_file(path, gguf, sizeof gguf) ? "bf16" : "performance";
+}
+
 const char *mlm_model_params_profile(const mlm_model_params *p) {
     if (p->optimizations) return p->optimizations;
     return p->dtype == MLM_DTYPE_F32 ? "f32" : "bf16";
@@ -293,8 +362,13 @@ static mlm_status bind_checkpoint(mlm_model *m, const char *dir, mlm_error *err)
     if (st) return st;
     binder b = {.m = m, .err = err, .source = m->cfg.source, .n_shards = 1};
     b.phi3 = m->cfg.family == MLM_FAMILY_PHI3;
-    b.meta = !mlm_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
-    if (b.meta && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
+    b.gguf = mlm_checkpoint_format(m->ckpt) == MLM_CKPT_GGUF;
+    if (b.gguf) b.source = "its GGUF metadata";
+    b.meta = !b.gguf && !mlm_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
+    if (b.gguf && strcmp(m->cfg.source, "gguf"))
+        st = mlm_err_set(err, MLM_ERR_FORMAT, "model: %s: a GGUF checkpoint beside %s", dir,
+                         m->cfg.source);
+    else if (b.meta && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
         b.n_shards = count_shards(m->ckpt);
         if (b.n_shards <= 0)
             st = mlm_err_set(err, MLM_ERR_FORMAT,
@@ -360,6 +434,7 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
     mlm_status st = mlm_kernels_pick(&m->kernels, err);
     if (!st) st = mlm_config_load(dir, &m->cfg, err);
+    if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
     if (!st) {
         mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);

@@ -37,6 +37,7 @@ struct mlm_model {
     mlm_checkpoint *ckpt; /* owned; NULL when the weights come from a cache */
     mlm_mapfile cache;    /* owned mapping of the weight cache (.data NULL if none) */
     char cache_path[1024];
+    char gguf_path[1024]; /* the GGUF file the model comes from, "" for other formats */
     int cache_built;
     mlm_layer *layers;    /* owned, n_layer */
     mlm_weight tok_emb;   /* (n_vocab, n_embd) */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "model/config.h"
 #include "model/model.h"
 
 mlm_status mlm_rope_init(mlm_model *m, mlm_error *err) {
@@ -31,6 +32,15 @@ mlm_status mlm_rope_init(mlm_model *m, mlm_error *err) {
             }
         }
         m->inv_freq[i] = inv;
+    }
+    if (c->rope_type == MLM_ROPE_FACTORS) {
+        /* llama.cpp: angle = pos * theta^(-2i/hd) / rope_freqs[i] */
+        float *f = malloc((size_t)half * sizeof *f);
+        if (!f) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+        mlm_status st = mlm_gguf_rope_factors(m->gguf_path, f, half, err);
+        for (int i = 0; i < half && !st; i++) m->inv_freq[i] /= f[i];
+        free(f);
+        return st;
     }
     return MLM_OK;
 }

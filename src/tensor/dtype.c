@@ -15,6 +15,7 @@ static const struct {
     [MLM_DTYPE_U8] = {"u8", "U8", 1},      [MLM_DTYPE_BOOL] = {"bool", "BOOL", 1},
     /* block formats: no element size, never a checkpoint dtype */
     [MLM_DTYPE_BFP8] = {"bfp8", NULL, 0},  [MLM_DTYPE_BFP4] = {"bfp4", NULL, 0},
+    [MLM_DTYPE_GGML] = {"ggml", NULL, 0},
 };
 
 const char *mlm_dtype_name(mlm_dtype dtype) {

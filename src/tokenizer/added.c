@@ -70,7 +70,8 @@ size_t mlm_ws_suffix(const unsigned char *p, size_t n) {
 
 /* Whether the character at P[0..N) (one whole character) is a word character. */
 static int is_word(const mlm_pretok *word, pcre2_match_data *md, const unsigned char *p, size_t n) {
-    return pcre2_match(word->code, p, n, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
+    return pcre2_match(word->step[0].code, p, n, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md,
+                       NULL) >= 0;
 }
 
 // ---- matching ----
@@ -92,7 +93,7 @@ mlm_status mlm_added_find(const mlm_special_set *s, const mlm_pretok *word,
                           const unsigned char *text, size_t len, unsigned normalized_pass,
                           int parse_special, mlm_added_splits *out, mlm_error *err) {
     pcre2_match_data *md = NULL;
-    if ((s->any_flags & MLM_ADDED_SINGLE_WORD) && word && word->code) {
+    if ((s->any_flags & MLM_ADDED_SINGLE_WORD) && word && word->n_steps > 0 && word->step[0].code) {
         md = pcre2_match_data_create(1, NULL);
         if (!md) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
     }
@@ -133,5 +134,42 @@ mlm_status mlm_added_find(const mlm_special_set *s, const mlm_pretok *word,
     }
     if (st == MLM_OK && offset < len) st = push(out, -1, offset, len, err);
     pcre2_match_data_free(md);
+    return st;
+}
+
+// ---- llama.cpp's partition ----
+
+mlm_status mlm_added_partition(const mlm_special_set *s, const unsigned char *text, size_t len,
+                               int parse_special, mlm_added_splits *out, mlm_added_splits *tmp,
+                               mlm_error *err) {
+    out->n = 0;
+    mlm_status st = len ? push(out, -1, 0, len, err) : MLM_OK;
+    for (int32_t k = 0; k < s->n && st == MLM_OK; k++) {
+        const mlm_special *t = &s->tok[s->by_len[k]];
+        if ((t->flags & MLM_ADDED_SPECIAL) && !parse_special) continue;
+        /* Most tokens do not occur at all: one search of the whole text skips them. */
+        if (t->len > len || !memmem(text, len, t->text, t->len)) continue;
+        tmp->n = 0;
+        for (size_t i = 0; i < out->n && st == MLM_OK; i++) {
+            mlm_added_split sp = out->v[i];
+            if (sp.id >= 0) {
+                st = push(tmp, sp.id, sp.a, sp.b, err);
+                continue;
+            }
+            size_t a = sp.a;
+            const unsigned char *hit;
+            while (st == MLM_OK && sp.b - a >= t->len &&
+                   (hit = memmem(text + a, sp.b - a, t->text, t->len)) != NULL) {
+                size_t h = (size_t)(hit - text);
+                if (h > a) st = push(tmp, -1, a, h, err);
+                if (st == MLM_OK) st = push(tmp, t->id, h, h + t->len, err);
+                a = h + t->len;
+            }
+            if (st == MLM_OK && a < sp.b) st = push(tmp, -1, a, sp.b, err);
+        }
+        mlm_added_splits swap = *out;
+        *out = *tmp;
+        *tmp = swap;
+    }
     return st;
 }

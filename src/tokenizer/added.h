@@ -4,6 +4,7 @@
  * is off (tokenizers' encode_special_tokens); single_word drops a match touching a word
  * character; lstrip / rstrip widen a match over the whitespace beside it (never back over
  * what an earlier match took). The result covers the text with token and text splits.
+ * GGUF files use llama.cpp's partition instead (mlm_added_partition).
  * Also the Unicode White_Space test (Rust's \s) that stripping and the chat format use. */
 #ifndef MESHLM_TOKENIZER_ADDED_H
 #define MESHLM_TOKENIZER_ADDED_H
@@ -40,6 +41,16 @@ void mlm_added_splits_deinit(mlm_added_splits *l);
 mlm_status mlm_added_find(const mlm_special_set *s, const mlm_pretok *word,
                           const unsigned char *text, size_t len, unsigned normalized_pass,
                           int parse_special, mlm_added_splits *out, mlm_error *err);
+
+/* llama.cpp's special-token partition (tokenizer_st_partition), used for GGUF files: the
+ * tokens of S longest first (S->by_len; among equal lengths by id), each splitting every
+ * text stretch left so far at each of its occurrences, left to right. Tokens flagged
+ * MLM_ADDED_SPECIAL (llama.cpp's control and unknown tokens) take part only with
+ * PARSE_SPECIAL, the others (user-defined) always; nothing is stripped. OUT is overwritten
+ * with the splits covering TEXT[0..LEN); TMP is scratch. NOMEM. */
+mlm_status mlm_added_partition(const mlm_special_set *s, const unsigned char *text, size_t len,
+                               int parse_special, mlm_added_splits *out, mlm_added_splits *tmp,
+                               mlm_error *err);
 
 /* Whether CP has the Unicode White_Space property (Rust's char::is_whitespace and \s). */
 int mlm_is_white_space(uint32_t cp);

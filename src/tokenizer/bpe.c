@@ -78,6 +78,26 @@ static inline int32_t pair_at(const mlm_vocab *v, const mlm_merges *m, const uns
     return r < 0 ? NO_RANK : r;
 }
 
+/* Appends the final parts' ids TOK[...] in order (the heap engine links them with NEXT,
+ * the reference engine has them contiguous when NEXT is NULL). A part that is a byte
+ * without a token (id < 0) is dropped, or becomes M's unk_id (one per run with fuse_unk). */
+static mlm_status emit_parts(const mlm_merges *m, const int32_t *tok, const uint32_t *next,
+                             size_t n, mlm_tokens *out, mlm_error *err) {
+    int32_t unk = m ? m->unk_id : -1;
+    int prev_unk = 0;
+    for (size_t i = 0; i < n; i = next ? next[i] : i + 1) {
+        int32_t id = tok[i];
+        if (id < 0) {
+            if (unk < 0 || (prev_unk && m->fuse_unk)) continue;
+            id = unk;
+        }
+        prev_unk = tok[i] < 0;
+        if (mlm_tokens_push(out, id) != MLM_OK)
+            return mlm_err_set(err, MLM_ERR_NOMEM, "bpe: out of memory for token ids");
+    }
+    return MLM_OK;
+}
+
 // ---- reference engine ----
 
 mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p,
@@ -138,11 +158,7 @@ mlm_status mlm_bpe_merge_ref(const mlm_vocab *v, const mlm_merges *m, const unsi
             rank[bi - 1] =
                 pair_at(v, m, p, start[bi - 1], start[bi + 1], tok[bi - 1], tok[bi], &nid[bi - 1]);
     }
-    for (size_t i = 0; i < np; i++) {
-        st = mlm_tokens_push(out, tok[i]);
-        if (st != MLM_OK) return mlm_err_set(err, st, "bpe: out of memory for token ids");
-    }
-    return MLM_OK;
+    return emit_parts(m, tok, NULL, np, out, err);
 }
 
 // ---- heap engine ----
@@ -196,8 +212,9 @@ mlm_status mlm_bpe_merge_heap(const mlm_vocab *v, const mlm_merges *m, const uns
         uint64_t e = heap_pop(heap, &nh);
         uint32_t i = (uint32_t)e;
         int32_t r = (int32_t)(e >> 32);
-        if (tok[i] < 0 || rank[i] != r) continue; /* stale */
-        uint32_t j = next[i];                     /* merged into i */
+        /* Stale (a byte without a token never has an entry: its pairs never merge). */
+        if (tok[i] < 0 || rank[i] != r) continue;
+        uint32_t j = next[i]; /* merged into i */
         tok[i] = nid[i];
         tok[j] = -1;
         next[i] = next[j];
@@ -211,11 +228,7 @@ mlm_status mlm_bpe_merge_heap(const mlm_vocab *v, const mlm_merges *m, const uns
             if (rank[a] != NO_RANK) heap_push(heap, &nh, (uint64_t)rank[a] << 32 | a);
         }
     }
-    for (size_t i = 0; i < n; i = next[i]) {
-        st = mlm_tokens_push(out, tok[i]);
-        if (st != MLM_OK) return mlm_err_set(err, st, "bpe: out of memory for token ids");
-    }
-    return MLM_OK;
+    return emit_parts(m, tok, next, n, out, err);
 }
 
 mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,

@@ -1,8 +1,13 @@
-/* tokenizer/chat.c: chat formats (mlm_tokenizer_encode_chat), chosen from the special
- * tokens a tokenizer has: Llama 3 when it has <|begin_of_text|>, <|start_header_id|>,
- * <|end_header_id|> and <|eot_id|>; ChatML (Phi-4) when it has <|im_start|>, <|im_sep|> and
- * <|im_end|>. In both, special-token text inside a message stays plain text (only the
- * format inserts special ids) and every text piece is a separate encode call.
+/* tokenizer/chat.c: chat formats (mlm_tokenizer_encode_chat). The format comes from the
+ * chat template when the tokenizer has one (GGUF's tokenizer.chat_template, or
+ * tokenizer_config.json's beside a tokenizer.json): Llama 3 when it writes
+ * <|start_header_id|>, ChatML when it writes <|im_start|> (Phi-4's form when it also writes
+ * <|im_sep|>, else the form with newlines). Without a template, or with one of another
+ * kind, it comes from the special tokens: Llama 3 when the tokenizer has <|begin_of_text|>,
+ * <|start_header_id|>, <|end_header_id|> and <|eot_id|>; Phi-4's ChatML with <|im_start|>,
+ * <|im_sep|> and <|im_end|>; ChatML with newlines with <|im_start|> and <|im_end|>. The
+ * template is not run: meshlm writes the format itself. In every format special-token text
+ * inside a message stays plain text (only the format inserts special ids).
  *
  * Llama 3 uses Meta's ChatFormat.encode_dialog_prompt (llama-models, spec 4.6), not the
  * Hugging Face chat_template: no default system message, no "Cutting Knowledge Date"
@@ -10,14 +15,22 @@
  *   <|start_header_id|> encode(role) <|end_header_id|> encode("\n\n") encode(content) <|eot_id|>
  * Role "tool" is written "ipython".
  *
- * ChatML is Phi-4's chat_template (tokenizer_config.json), no BOS, no newlines:
+ * ChatML (Phi-4's chat_template, tokenizer_config.json), no BOS, no newlines:
  *   <|im_start|> role <|im_sep|> content <|im_end|>   per message (system, user, assistant)
  *   <|im_start|> assistant <|im_sep|>                 as the generation prompt
- * Hugging Face renders that string and tokenizes it whole, so the lstrip / rstrip flags of
- * the special tokens absorb whitespace next to them; a text piece here loses the leading
- * White_Space its left neighbour's rstrip would absorb and the trailing White_Space its
- * right neighbour's lstrip would. The result is transformers' apply_chat_template exactly
- * when no content holds added-token text (there, HF would emit the special id). */
+ * ChatML with newlines (SmolLM2, Qwen), no BOS:
+ *   <|im_start|> role "\n" content <|im_end|> "\n"    per message (system, user, assistant, tool)
+ *   <|im_start|> "assistant\n"                        as the generation prompt
+ * where a template that holds a fixed system message in one string literal,
+ * '<|im_start|>system\n...<|im_end|>', adds it first when the first message is not a
+ * system one (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging
+ * Face"). Hugging Face renders the template and tokenizes the text whole (llama.cpp the
+ * same, special tokens parsed), so each text between two special tokens is encoded as one
+ * piece here, and the lstrip / rstrip flags of the special tokens absorb whitespace next to
+ * them: a text piece loses the leading White_Space its left neighbour's rstrip would absorb
+ * and the trailing White_Space its right neighbour's lstrip would. The result is the
+ * rendered template tokenized exactly when no content holds added-token text (there, the
+ * template's tokenization would emit the special id). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +39,14 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
+#define IM_START "<|im_start|>"
+#define IM_END "<|im_end|>"
+
 static const char *const LLAMA3_NEEDS[] = {"<|begin_of_text|>", "<|start_header_id|>",
                                            "<|end_header_id|>", "<|eot_id|>"};
-static const char *const CHATML_NEEDS[] = {"<|im_start|>", "<|im_sep|>", "<|im_end|>"};
+static const char *const CHATML_NEEDS[] = {IM_START, "<|im_sep|>", IM_END};
 static const char *const LLAMA3_STOP[] = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
-static const char *const CHATML_STOP[] = {"<|im_end|>", "<|im_start|>", "<|endoftext|>"};
+static const char *const CHATML_STOP[] = {IM_END, IM_START, "<|endoftext|>"};
 
 static int has_all(const mlm_tokenizer *tok, const char *const *names, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -38,31 +54,97 @@ static int has_all(const mlm_tokenizer *tok, const char *const *names, size_t n)
     return 1;
 }
 
-void mlm_chat_detect(mlm_tokenizer *tok) {
+static int contains(const char *t, size_t n, const char *needle) {
+    return memmem(t, n, needle, strlen(needle)) != NULL;
+}
+
+/* The fixed system message of a ChatML template (see the header comment): the text
+ * between "<|im_start|>system\n" and "<|im_end|>" inside one Jinja string literal, its
+ * escapes (\n, \t, \\, \', \") undone. *OUT is malloc'd, or NULL when there is none. */
+static mlm_status default_system(const char *t, size_t n, char **out, mlm_error *err) {
+    static const char head[] = IM_START "system\n";
+    *out = NULL;
+    if (!contains(t, n, "messages[0]")) return MLM_OK; /* nothing tests the first message */
+    for (size_t p = 1; p + 12 <= n; p++) {
+        if (memcmp(t + p, IM_START, 12) != 0 || (t[p - 1] != '\'' && t[p - 1] != '"')) continue;
+        char q = t[p - 1], *lit = malloc(n - p + 1);
+        if (!lit) return mlm_err_set(err, MLM_ERR_NOMEM, "chat: out of memory");
+        size_t k = 0, i = p;
+        for (; i < n && t[i] != q; i++) {
+            char c = t[i];
+            if (c == '\\' && i + 1 < n) {
+                c = t[++i];
+                c = c == 'n' ? '\n' : c == 't' ? '\t' : c;
+            }
+            lit[k++] = c;
+        }
+        lit[k] = 0;
+        char *end = strstr(lit, IM_END);
+        if (i < n && k > sizeof head - 1 && memcmp(lit, head, sizeof head - 1) == 0 && end) {
+            *end = 0;
+            memmove(lit, lit + sizeof head - 1, strlen(lit + sizeof head - 1) + 1);
+            *out = lit;
+            return MLM_OK;
+        }
+        free(lit);
+    }
+    return MLM_OK;
+}
+
+mlm_status mlm_chat_detect(mlm_tokenizer *tok, const char *tmpl, size_t len, mlm_error *err) {
     tok->chat = MLM_CHAT_NONE;
-    if (has_all(tok, LLAMA3_NEEDS, sizeof LLAMA3_NEEDS / sizeof LLAMA3_NEEDS[0]))
+    free(tok->chat_system);
+    tok->chat_system = NULL;
+    int llama3 = has_all(tok, LLAMA3_NEEDS, sizeof LLAMA3_NEEDS / sizeof LLAMA3_NEEDS[0]);
+    int sep = has_all(tok, CHATML_NEEDS, sizeof CHATML_NEEDS / sizeof CHATML_NEEDS[0]);
+    int nl = has_all(tok, CHATML_NEEDS, 1) && has_all(tok, CHATML_NEEDS + 2, 1);
+    if (tmpl && len) {
+        if (llama3 && contains(tmpl, len, "<|start_header_id|>")) {
+            tok->chat = MLM_CHAT_LLAMA3;
+            return MLM_OK;
+        }
+        int im_sep = contains(tmpl, len, "<|im_sep|>");
+        if (contains(tmpl, len, IM_START) && im_sep && sep) {
+            tok->chat = MLM_CHAT_CHATML;
+            return MLM_OK;
+        }
+        if (contains(tmpl, len, IM_START) && !im_sep && nl) {
+            tok->chat = MLM_CHAT_CHATML_NL;
+            return default_system(tmpl, len, &tok->chat_system, err);
+        }
+    }
+    if (llama3)
         tok->chat = MLM_CHAT_LLAMA3;
-    else if (has_all(tok, CHATML_NEEDS, sizeof CHATML_NEEDS / sizeof CHATML_NEEDS[0]))
+    else if (sep)
         tok->chat = MLM_CHAT_CHATML;
+    else if (nl)
+        tok->chat = MLM_CHAT_CHATML_NL;
+    return MLM_OK;
 }
 
 const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok) {
     if (!tok) return NULL;
     if (tok->chat == MLM_CHAT_LLAMA3) return "llama3";
     if (tok->chat == MLM_CHAT_CHATML) return "chatml";
+    if (tok->chat == MLM_CHAT_CHATML_NL) return "chatml-newline";
     return NULL;
 }
 
 int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int32_t max) {
     if (!tok || tok->chat == MLM_CHAT_NONE) return 0;
     const char *const *names = tok->chat == MLM_CHAT_LLAMA3 ? LLAMA3_STOP : CHATML_STOP;
-    int32_t n = 0;
+    int32_t found[4], n = 0;
     for (size_t i = 0; i < 3; i++) {
         int32_t id = mlm_tokenizer_special_id(tok, names[i]);
-        if (id < 0) continue;
-        if (ids && n < max) ids[n] = id;
-        n++;
+        if (id >= 0) found[n++] = id;
     }
+    /* The end-of-sequence id the file names, when the list lacks it. */
+    int known = tok->eos_id < 0;
+    for (int32_t i = 0; i < n && !known; i++)
+        known = found[i] == tok->eos_id;
+    if (!known) found[n++] = tok->eos_id;
+    for (int32_t i = 0; i < n && i < max && ids; i++)
+        ids[i] = found[i];
     return n;
 }
 
@@ -83,11 +165,12 @@ static mlm_status push_text(const mlm_tokenizer *tok, const char *text, mlm_toke
     return mlm_tokenizer_encode(tok, text, strlen(text), &p, out, err);
 }
 
-/* TEXT as it comes out between special tokens PREV and NEXT (see the header comment). */
+/* TEXT as it comes out between special tokens PREV and NEXT (see the header comment;
+ * NEXT is NULL at the end of the prompt). */
 static mlm_status push_between(const mlm_tokenizer *tok, const char *prev, const char *text,
                                const char *next, mlm_tokens *out, mlm_error *err) {
     const mlm_special *l = mlm_specials_by_text(&tok->specials, prev, strlen(prev));
-    const mlm_special *r = mlm_specials_by_text(&tok->specials, next, strlen(next));
+    const mlm_special *r = next ? mlm_specials_by_text(&tok->specials, next, strlen(next)) : NULL;
     const unsigned char *t = (const unsigned char *)text;
     size_t len = strlen(text);
     unsigned char *fixed = NULL;
@@ -140,9 +223,10 @@ static mlm_status llama3_chat(const mlm_tokenizer *tok, const mlm_chat_message *
 
 // ---- ChatML ----
 
-static const char *chatml_role(const char *role) {
-    static const char *const ROLES[] = {"system", "user", "assistant"};
-    for (size_t i = 0; i < sizeof ROLES / sizeof ROLES[0]; i++)
+/* ROLE when the ChatML form writes it (with newlines, also "tool"), else NULL. */
+static const char *chatml_role(const char *role, int newline) {
+    static const char *const ROLES[] = {"system", "user", "assistant", "tool"};
+    for (size_t i = 0; i < sizeof ROLES / sizeof ROLES[0] - !newline; i++)
         if (strcmp(role, ROLES[i]) == 0) return ROLES[i];
     return NULL;
 }
@@ -160,12 +244,48 @@ static mlm_status chatml_chat(const mlm_tokenizer *tok, const mlm_chat_message *
                               int add_generation_prompt, mlm_tokens *out, mlm_error *err) {
     mlm_status st = MLM_OK;
     for (int i = 0; i < n_msgs && st == MLM_OK; i++) {
-        st = chatml_header(tok, chatml_role(msgs[i].role), out, err);
+        st = chatml_header(tok, chatml_role(msgs[i].role, 0), out, err);
         if (st == MLM_OK)
             st = push_between(tok, "<|im_sep|>", msgs[i].content, "<|im_end|>", out, err);
         if (st == MLM_OK) st = push_special(tok, "<|im_end|>", out, err);
     }
     if (st == MLM_OK && add_generation_prompt) st = chatml_header(tok, "assistant", out, err);
+    return st;
+}
+
+// ---- ChatML with newlines ----
+
+/* <|im_start|> ROLE "\n" CONTENT <|im_end|> "\n", the last newline before NEXT (the next
+ * special token, NULL at the end). */
+static mlm_status chatml_nl_message(const mlm_tokenizer *tok, const char *role, const char *content,
+                                    const char *next, mlm_tokens *out, mlm_error *err) {
+    size_t lr = strlen(role), lc = strlen(content);
+    char *text = malloc(lr + lc + 2);
+    if (!text) return mlm_err_set(err, MLM_ERR_NOMEM, "chat: out of memory");
+    memcpy(text, role, lr);
+    text[lr] = '\n';
+    memcpy(text + lr + 1, content, lc + 1);
+    mlm_status st = push_special(tok, IM_START, out, err);
+    if (st == MLM_OK) st = push_between(tok, IM_START, text, IM_END, out, err);
+    if (st == MLM_OK) st = push_special(tok, IM_END, out, err);
+    if (st == MLM_OK) st = push_between(tok, IM_END, "\n", next, out, err);
+    free(text);
+    return st;
+}
+
+static mlm_status chatml_nl_chat(const mlm_tokenizer *tok, const mlm_chat_message *msgs, int n_msgs,
+                                 int add_generation_prompt, mlm_tokens *out, mlm_error *err) {
+    mlm_status st = MLM_OK;
+    if (n_msgs > 0 && tok->chat_system && strcmp(msgs[0].role, "system") != 0)
+        st = chatml_nl_message(tok, "system", tok->chat_system, IM_START, out, err);
+    for (int i = 0; i < n_msgs && st == MLM_OK; i++) {
+        const char *next = i + 1 < n_msgs || add_generation_prompt ? IM_START : NULL;
+        st = chatml_nl_message(tok, msgs[i].role, msgs[i].content, next, out, err);
+    }
+    if (st == MLM_OK && add_generation_prompt) {
+        st = push_special(tok, IM_START, out, err);
+        if (st == MLM_OK) st = push_between(tok, IM_START, "assistant\n", NULL, out, err);
+    }
     return st;
 }
 
@@ -177,20 +297,29 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
     if (tok->chat == MLM_CHAT_NONE)
         return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: chat: no chat format for this vocabulary",
                            tok->name);
-    int llama3 = tok->chat == MLM_CHAT_LLAMA3;
+    mlm_chat_kind kind = tok->chat;
     for (int i = 0; i < n_msgs; i++) {
         if (!msgs[i].role || !msgs[i].content)
             return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or content",
                                i);
-        if (llama3 ? !llama3_role(msgs[i].role) : !chatml_role(msgs[i].role))
+        int known = kind == MLM_CHAT_LLAMA3
+                        ? llama3_role(msgs[i].role) != NULL
+                        : chatml_role(msgs[i].role, kind != MLM_CHAT_CHATML) != NULL;
+        if (!known)
             return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: unknown role '%s' (%s)",
                                i, msgs[i].role,
-                               llama3 ? "system, user, assistant, ipython or tool"
-                                      : "system, user or assistant");
+                               kind == MLM_CHAT_LLAMA3 ? "system, user, assistant, ipython or tool"
+                               : kind == MLM_CHAT_CHATML ? "system, user or assistant"
+                                                         : "system, user, assistant or tool");
     }
     int64_t n0 = out->n;
-    mlm_status st = llama3 ? llama3_chat(tok, msgs, n_msgs, add_generation_prompt, out, err)
-                           : chatml_chat(tok, msgs, n_msgs, add_generation_prompt, out, err);
+    mlm_status st;
+    if (kind == MLM_CHAT_LLAMA3)
+        st = llama3_chat(tok, msgs, n_msgs, add_generation_prompt, out, err);
+    else if (kind == MLM_CHAT_CHATML)
+        st = chatml_chat(tok, msgs, n_msgs, add_generation_prompt, out, err);
+    else
+        st = chatml_nl_chat(tok, msgs, n_msgs, add_generation_prompt, out, err);
     if (st != MLM_OK) out->n = n0; /* leave OUT as it was */
     return st;
 }

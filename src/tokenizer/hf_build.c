@@ -1,7 +1,7 @@
-/* tokenizer/hf_build.c: assembling a Hugging Face byte-level BPE tokenizer from the pieces
- * its loaders read (see hf.h). Vocabulary keys and merges are GPT-2 byte-level spellings,
- * decoded here to raw bytes once; merges become (left id, right id) -> (rank, merged id);
- * added tokens get the ids tokenizers would give them, checked against the file. */
+/* tokenizer/hf_build.c: assembling a Hugging Face (or GGUF) byte-level BPE tokenizer from
+ * the pieces its loaders read (see hf.h). Vocabulary keys and merges are GPT-2 byte-level
+ * spellings, decoded here to raw bytes once; merges become (left id, right id) -> (rank, merged
+ * id); added tokens get the ids tokenizers would give them, checked against the file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,8 @@ mlm_status mlm_hfb_init(mlm_hf_builder *b, const char *file, mlm_error *err) {
     memset(b, 0, sizeof *b);
     b->file = file;
     b->max_added_id = -1;
+    b->eos_id = -1;
+    b->unk_id = -1;
     b->tok = calloc(1, sizeof *b->tok);
     if (b->tok) b->tok->name = strdup(file);
     if (!b->tok || !b->tok->name) {
@@ -25,6 +27,7 @@ mlm_status mlm_hfb_init(mlm_hf_builder *b, const char *file, mlm_error *err) {
     b->tok->flavour = MLM_TOK_HF;
     b->tok->specials.max_id = -1;
     b->tok->bos_id = -1;
+    b->tok->eos_id = -1;
     return MLM_OK;
 }
 
@@ -84,7 +87,8 @@ static long decode(const mlm_hf_builder *b, const char *s, size_t n, unsigned ch
     return -1;
 }
 
-mlm_status mlm_hfb_vocab_set(mlm_hf_builder *b, const char *key, size_t len, int64_t id,
+/* Checks that ID can take a LEN-byte token and makes room for its bytes. */
+static mlm_status vocab_slot(mlm_hf_builder *b, const char *key, size_t len, int64_t id,
                              const char *where, mlm_error *err) {
     if (id < 0 || id >= b->n_vocab)
         return mlm_err_set(err, MLM_ERR_FORMAT,
@@ -100,6 +104,13 @@ mlm_status mlm_hfb_vocab_set(mlm_hf_builder *b, const char *key, size_t len, int
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: token bytes exceed 4 GiB", b->file, where);
     if (grow(&b->bytes, &b->cap_bytes, b->n_bytes + len) != 0)
         return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", b->file);
+    return MLM_OK;
+}
+
+mlm_status mlm_hfb_vocab_set(mlm_hf_builder *b, const char *key, size_t len, int64_t id,
+                             const char *where, mlm_error *err) {
+    mlm_status st = vocab_slot(b, key, len, id, where, err);
+    if (st != MLM_OK) return st;
     long m = decode(b, key, len, b->bytes + b->n_bytes, where, err);
     if (m < 0) return MLM_ERR_FORMAT;
     if (m > MLM_VOCAB_MAX_TOKEN_BYTES)
@@ -108,6 +119,20 @@ mlm_status mlm_hfb_vocab_set(mlm_hf_builder *b, const char *key, size_t len, int
     b->at[id].off = (uint32_t)b->n_bytes;
     b->at[id].len = (uint32_t)m;
     b->n_bytes += (size_t)m;
+    return MLM_OK;
+}
+
+mlm_status mlm_hfb_vocab_set_raw(mlm_hf_builder *b, const char *bytes, size_t len, int64_t id,
+                                 const char *where, mlm_error *err) {
+    mlm_status st = vocab_slot(b, bytes, len, id, where, err);
+    if (st != MLM_OK) return st;
+    if (len > MLM_VOCAB_MAX_TOKEN_BYTES)
+        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: '%.60s' has %zu bytes, over the limit %d",
+                           b->file, where, bytes, len, MLM_VOCAB_MAX_TOKEN_BYTES);
+    memcpy(b->bytes + b->n_bytes, bytes, len);
+    b->at[id].off = (uint32_t)b->n_bytes;
+    b->at[id].len = (uint32_t)len;
+    b->n_bytes += len;
     return MLM_OK;
 }
 
@@ -157,6 +182,8 @@ mlm_status mlm_hfb_merge(mlm_hf_builder *b, int32_t rank, const char *a, size_t 
                            "%s: %s ('%.*s' '%.*s'): the merged token is not in the vocabulary",
                            b->file, where, (int)(la < 60 ? la : 60), a, (int)(lb < 60 ? lb : 60),
                            bb);
+    int32_t old_id;
+    if (b->merge_keep_first && mlm_merges_get(&b->tok->merges, ra, rb, &old_id) >= 0) return MLM_OK;
     mlm_merges_put(&b->tok->merges, ra, rb, rank, rn);
     return MLM_OK;
 }
@@ -183,11 +210,13 @@ mlm_status mlm_hfb_added(mlm_hf_builder *b, int64_t id, const char *content, siz
         return mlm_err_set(err, MLM_ERR_FORMAT,
                            "%s: %s: '%.40s...' has %zu bytes, over the limit %d", b->file, where,
                            content, len, MLM_VOCAB_MAX_TOKEN_BYTES);
-    for (int32_t i = 0; i < b->n_added; i++)
+    /* With the file's ids (GGUF) every added token is a vocabulary token, whose bytes the
+     * vocabulary already checked for repeats. */
+    for (int32_t i = 0; i < b->n_added && !b->keep_ids; i++)
         if (b->added[i].len == len && memcmp(b->added[i].text, content, len) == 0)
             return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: '%.60s' is listed twice", b->file,
                                where, content);
-    int64_t hf_id = mlm_hfb_id_of(b, content, len);
+    int64_t hf_id = b->keep_ids ? id : mlm_hfb_id_of(b, content, len);
     if (hf_id < 0) {
         int64_t nv = b->tok->vocab.n;
         hf_id = b->max_added_id >= nv ? b->max_added_id + 1 : nv;
@@ -221,9 +250,7 @@ mlm_status mlm_hfb_finish(mlm_hf_builder *b, const mlm_hf_pretok *pre, int ignor
     if (!tok->vocab.n || !tok->merges.slots)
         return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: incomplete tokenizer", b->file);
     mlm_status st = mlm_specials_build(&tok->specials, b->added, b->n_added, err);
-    char what[600];
-    snprintf(what, sizeof what, "%s: pre_tokenizer", b->file);
-    if (st == MLM_OK) st = mlm_pretok_init_hf(&tok->pretok, pre->pattern, pre->literal, what, err);
+    if (st == MLM_OK) st = mlm_pretok_init_steps(&tok->pretok, pre->step, pre->n_steps, err);
     if (st == MLM_OK) st = mlm_merges_index_bytes(&tok->merges, tok->vocab.byte_rank, err);
     if (st == MLM_OK && (tok->specials.any_flags & MLM_ADDED_SINGLE_WORD))
         st = mlm_pretok_init_hf(&tok->word, MLM_ADDED_WORD_CLASS, 0, "single_word class", err);
@@ -231,9 +258,16 @@ mlm_status mlm_hfb_finish(mlm_hf_builder *b, const mlm_hf_pretok *pre, int ignor
     tok->ignore_merges = ignore_merges;
     tok->add_prefix_space = pre->add_prefix_space;
     tok->bos_id = bos_id;
+    tok->eos_id = b->eos_id;
+    /* tokenizers drops a character that is no token before merging, unless unk_token
+     * stands for it; llama.cpp keeps it as a symbol that never merges and drops it after. */
+    tok->merges.unk_id = tok->flavour == MLM_TOK_HF ? b->unk_id : -1;
+    tok->merges.fuse_unk = b->fuse_unk;
+    tok->drop_missing_first = tok->flavour == MLM_TOK_HF && b->unk_id < 0;
     tok->n_vocab = tok->vocab.n;
     if (tok->specials.max_id >= tok->n_vocab) tok->n_vocab = tok->specials.max_id + 1;
-    mlm_chat_detect(tok);
+    st = mlm_chat_detect(tok, b->chat_template, b->chat_template_len, err);
+    if (st != MLM_OK) return st;
     *out = tok;
     b->tok = NULL;
     return MLM_OK;
@@ -259,5 +293,27 @@ mlm_status mlm_hfb_added_flags(const char *file, const char *where, const json_t
         if (st != MLM_OK) return st;
         if (on) *flags |= F[k].flag;
     }
+    return MLM_OK;
+}
+
+mlm_status mlm_hfb_config_template(mlm_hf_builder *b, const char *config, const json_t *cfg,
+                                   mlm_error *err) {
+    const json_t *t = json_object_get(cfg, "chat_template");
+    if (!t || json_is_null(t)) return MLM_OK;
+    if (json_is_array(t)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(t, i, e) {
+            const char *name = json_string_value(json_object_get(e, "name"));
+            if (name && strcmp(name, "default") == 0) t = json_object_get(e, "template");
+        }
+    }
+    if (!json_is_string(t))
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: chat_template must be a string (or a list of {name, template} "
+                           "with a \"default\" one), got %s",
+                           config, mlm_json_type_name(t));
+    b->chat_template = json_string_value(t);
+    b->chat_template_len = json_string_length(t);
     return MLM_OK;
 }

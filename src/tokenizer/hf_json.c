@@ -1,20 +1,24 @@
 /* tokenizer/hf_json.c: reading a Hugging Face tokenizer.json (tokenizers' serialization).
  * Accepted: model BPE over GPT-2 byte-level spellings (merges as "a b" strings or [a, b]
- * pairs; ignore_merges; dropout null; no subword prefix / word suffix; fuse_unk and
- * byte_fallback have no effect because every byte is a token); normalizer null; the
- * pre-tokenizer ByteLevel (use_regex: GPT-2's pattern; add_prefix_space honoured) or
- * Sequence[Split(Regex | String, Isolated, invert false), ByteLevel(add_prefix_space false,
- * use_regex false)], the regex compiled with PCRE2; decoder ByteLevel or null;
+ * pairs; ignore_merges; dropout null; no subword prefix / word suffix; unk_token and
+ * fuse_unk for the single bytes a vocabulary may lack, byte_fallback only when none is
+ * missing); normalizer null; the pre-tokenizer ByteLevel (use_regex: GPT-2's pattern;
+ * add_prefix_space honoured), or a Sequence of Split (Regex | String, any behavior,
+ * invert) and Digits (individual_digits) steps ending with one ByteLevel (add_prefix_space
+ * only when it is the only step), regexes compiled with PCRE2; decoder ByteLevel or null;
  * post_processor null, ByteLevel, TemplateProcessing with at most one special token before
  * $A (that token becomes the BOS add_bos prepends), or a Sequence of those; added_tokens
  * with their flags. Anything else is refused: UNSUPPORTED naming the component and its
- * type. truncation and padding are ignored: meshlm never truncates or pads. */
+ * type. truncation and padding are ignored: meshlm never truncates or pads. Loaded from a
+ * path, the tokenizer_config.json beside it gives the chat template. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/mapfile.h"
 #include "format/json.h"
+#include "tokenizer/bytelevel.h"
 #include "tokenizer/hf.h"
 #include "tokenizer/pretok.h"
 #include "tokenizer/tokenizer.h"
@@ -80,10 +84,32 @@ static mlm_status byte_level(const char *file, const char *where, const json_t *
 }
 
 static const char PRETOK_FORMS[] =
-    "meshlm reads ByteLevel, or Sequence[Split(Isolated), ByteLevel(use_regex=false)]";
+    "meshlm reads ByteLevel, or a Sequence of Split and Digits steps ending with ByteLevel";
 
-/* Split(pattern, behavior Isolated, invert false): the pattern into PRE. */
-static mlm_status split(const char *file, const char *where, const json_t *v, mlm_hf_pretok *pre,
+/* The step of a Split's behavior NAME. UNSUPPORTED for a name tokenizers does not have. */
+static mlm_status split_behavior(const char *file, const char *where, const char *name,
+                                 mlm_split_behavior *out, mlm_error *err) {
+    static const struct {
+        const char *name;
+        mlm_split_behavior b;
+    } B[] = {{"Isolated", MLM_SPLIT_ISOLATED},
+             {"Removed", MLM_SPLIT_REMOVED},
+             {"MergedWithPrevious", MLM_SPLIT_MERGED_PREV},
+             {"MergedWithNext", MLM_SPLIT_MERGED_NEXT},
+             {"Contiguous", MLM_SPLIT_CONTIGUOUS}};
+    for (size_t i = 0; i < sizeof B / sizeof B[0]; i++)
+        if (strcmp(name, B[i].name) == 0) {
+            *out = B[i].b;
+            return MLM_OK;
+        }
+    return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                       "%s: %s: Split behavior '%.40s' is not supported (Isolated, Removed, "
+                       "MergedWithPrevious, MergedWithNext or Contiguous)",
+                       file, where, name);
+}
+
+/* Split(pattern, behavior, invert) into step S. */
+static mlm_status split(const char *file, const char *where, const json_t *v, mlm_pretok_spec *s,
                         mlm_error *err) {
     char what[600];
     snprintf(what, sizeof what, "%s: %s", file, where);
@@ -103,14 +129,8 @@ static mlm_status split(const char *file, const char *where, const json_t *v, ml
     st = mlm_json_get_str(what, v, "behavior", 1, &behavior, NULL, err);
     int invert = 0;
     if (st == MLM_OK) st = mlm_json_get_bool(what, v, "invert", 1, &invert, NULL, err);
+    if (st == MLM_OK) st = split_behavior(file, where, behavior, &s->behavior, err);
     if (st != MLM_OK) return st;
-    if (strcmp(behavior, "Isolated") != 0)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: %s: Split behavior '%.40s' is not supported (only Isolated)", file,
-                           where, behavior);
-    if (invert)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: %s: Split with invert true is not supported", file, where);
     /* tokenizers compiles the regex with Oniguruma, meshlm with PCRE2; the two read \h and
      * \H differently (hex digit there, horizontal space here): refuse rather than guess. */
     for (const char *c = re; c && *c; c++) {
@@ -122,9 +142,49 @@ static mlm_status split(const char *file, const char *where, const json_t *v, ml
                                file, where, c[1]);
         if (c[1]) c++;
     }
-    pre->pattern = re ? re : lit;
-    pre->literal = lit != NULL;
+    s->pattern = re ? re : lit;
+    s->literal = lit != NULL;
+    s->invert = invert;
     return MLM_OK;
+}
+
+/* One component of the pre-tokenizer, appended to PRE (ByteLevel only as the last one:
+ * steps after it would see byte-level characters, parse_pretok checks). */
+static mlm_status pretok_step(const char *file, const char *where, const json_t *v,
+                              mlm_hf_pretok *pre, mlm_error *err) {
+    int i = pre->n_steps;
+    mlm_pretok_spec *s = &pre->step[i];
+    memset(s, 0, sizeof *s);
+    snprintf(pre->where[i], sizeof pre->where[i], "%s: %s", file, where);
+    s->where = pre->where[i];
+    mlm_status st = MLM_OK;
+    if (is_type(v, "ByteLevel")) {
+        int prefix = 0, regex = 1;
+        st = byte_level(file, where, v, &prefix, &regex, err);
+        /* tokenizers prepends the space to every piece the steps before made. */
+        if (st == MLM_OK && prefix && i > 0)
+            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                               "%s: %s: ByteLevel with add_prefix_space true after other "
+                               "pre-tokenizers is not supported (only alone)",
+                               file, where);
+        pre->add_prefix_space = prefix;
+        if (st != MLM_OK || !regex) return st;
+        *s = (mlm_pretok_spec){MLM_PRETOK_GPT2, 0, MLM_SPLIT_ISOLATED, 0, pre->where[i]};
+    } else if (is_type(v, "Digits")) {
+        /* Rust's char::is_numeric is \p{N}: one piece per digit, or per run of digits. */
+        char what[600];
+        snprintf(what, sizeof what, "%s: %s", file, where);
+        int each = 0;
+        st = mlm_json_get_bool(what, v, "individual_digits", 1, &each, NULL, err);
+        s->pattern = "\\p{N}";
+        s->behavior = each ? MLM_SPLIT_ISOLATED : MLM_SPLIT_CONTIGUOUS;
+    } else if (is_type(v, "Split")) {
+        st = split(file, where, v, s, err);
+    } else {
+        return unsupported_type(file, where, v, PRETOK_FORMS, err);
+    }
+    if (st == MLM_OK) pre->n_steps++;
+    return st;
 }
 
 static mlm_status parse_pretok(const char *file, const json_t *v, mlm_hf_pretok *pre,
@@ -135,52 +195,36 @@ static mlm_status parse_pretok(const char *file, const json_t *v, mlm_hf_pretok 
                            "%s: pre_tokenizer: null is not supported (a byte-level BPE needs the "
                            "ByteLevel pre-tokenizer)",
                            file);
-    int prefix = 0, regex = 1;
-    if (is_type(v, "ByteLevel")) {
-        mlm_status st = byte_level(file, "pre_tokenizer", v, &prefix, &regex, err);
-        pre->pattern = regex ? MLM_PRETOK_GPT2 : NULL;
-        pre->add_prefix_space = prefix;
-        return st;
-    }
+    if (is_type(v, "ByteLevel")) return pretok_step(file, "pre_tokenizer", v, pre, err);
     if (!is_type(v, "Sequence"))
         return unsupported_type(file, "pre_tokenizer", v, PRETOK_FORMS, err);
     const json_t *list = json_object_get(v, "pretokenizers");
     if (!json_is_array(list))
         return mlm_err_set(err, MLM_ERR_FORMAT,
                            "%s: pre_tokenizer: field 'pretokenizers' must be an array", file);
-    size_t n = json_array_size(list);
-    char where[64];
+    size_t n = json_array_size(list), n_bytelevel = 0;
+    char where[64], types[200] = "";
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(list, i);
         snprintf(where, sizeof where, "pre_tokenizer.pretokenizers[%zu]", i);
-        if (!is_type(e, "Split") && !is_type(e, "ByteLevel"))
+        if (!is_type(e, "Split") && !is_type(e, "Digits") && !is_type(e, "ByteLevel"))
             return unsupported_type(file, where, e, PRETOK_FORMS, err);
+        n_bytelevel += is_type(e, "ByteLevel");
+        size_t used = strlen(types);
+        snprintf(types + used, sizeof types - used, "%s%s", i ? ", " : "", type_of(e));
     }
-    if (n == 1 && is_type(json_array_get(list, 0), "ByteLevel")) {
-        mlm_status st = byte_level(file, "pre_tokenizer.pretokenizers[0]", json_array_get(list, 0),
-                                   &prefix, &regex, err);
-        pre->pattern = regex ? MLM_PRETOK_GPT2 : NULL;
-        pre->add_prefix_space = prefix;
-        return st;
-    }
-    if (n != 2 || !is_type(json_array_get(list, 0), "Split") ||
-        !is_type(json_array_get(list, 1), "ByteLevel"))
+    if (n_bytelevel != 1 || !is_type(json_array_get(list, n - 1), "ByteLevel") ||
+        n > MLM_PRETOK_MAX_STEPS)
         return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: pre_tokenizer: a Sequence of %zu (%s%s%s) is not supported (%s)",
-                           file, n, n ? type_of(json_array_get(list, 0)) : "", n > 1 ? ", " : "",
-                           n > 1 ? type_of(json_array_get(list, 1)) : "", PRETOK_FORMS);
-    mlm_status st =
-        split(file, "pre_tokenizer.pretokenizers[0]", json_array_get(list, 0), pre, err);
-    if (st == MLM_OK)
-        st = byte_level(file, "pre_tokenizer.pretokenizers[1]", json_array_get(list, 1), &prefix,
-                        &regex, err);
-    if (st == MLM_OK && (prefix || regex))
-        return mlm_err_set(
-            err, MLM_ERR_UNSUPPORTED,
-            "%s: pre_tokenizer.pretokenizers[1]: ByteLevel after Split with "
-            "add_prefix_space %s and use_regex %s is not supported (both must be false)",
-            file, prefix ? "true" : "false", regex ? "true" : "false");
-    return st;
+                           "%s: pre_tokenizer: a Sequence of %zu (%s) is not supported (%s, at "
+                           "most %d)",
+                           file, n, types, PRETOK_FORMS, MLM_PRETOK_MAX_STEPS);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(where, sizeof where, "pre_tokenizer.pretokenizers[%zu]", i);
+        mlm_status st = pretok_step(file, where, json_array_get(list, i), pre, err);
+        if (st != MLM_OK) return st;
+    }
+    return MLM_OK;
 }
 
 /* TemplateProcessing: the special token before $A in the single template, if any. */
@@ -261,9 +305,14 @@ static mlm_status parse_post(const char *file, const json_t *v, int64_t *bos, ml
     return MLM_OK;
 }
 
-/* The model's options; fills *IGNORE_MERGES. */
-static mlm_status check_model(const char *file, const json_t *m, int *ignore_merges,
-                              mlm_error *err) {
+/* The model's options. */
+typedef struct model_opts {
+    int ignore_merges, fuse_unk, byte_fallback;
+    const char *unk_token; /* borrowed from the JSON, NULL: none */
+    size_t unk_len;
+} model_opts;
+
+static mlm_status check_model(const char *file, const json_t *m, model_opts *o, mlm_error *err) {
     if (!json_is_object(m))
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s 'model'", file,
                            m ? "expected an object for" : "missing field");
@@ -286,11 +335,58 @@ static mlm_status check_model(const char *file, const json_t *m, int *ignore_mer
                                "%s: model: %s is not supported (only null or \"\")", file,
                                AFFIX[i]);
     }
-    int dummy;
-    mlm_status st = opt_bool(file, "model", m, "ignore_merges", 0, ignore_merges, err);
-    if (st == MLM_OK) st = opt_bool(file, "model", m, "fuse_unk", 0, &dummy, err);
-    if (st == MLM_OK) st = opt_bool(file, "model", m, "byte_fallback", 0, &dummy, err);
+    mlm_status st = opt_bool(file, "model", m, "ignore_merges", 0, &o->ignore_merges, err);
+    if (st == MLM_OK) st = opt_bool(file, "model", m, "fuse_unk", 0, &o->fuse_unk, err);
+    if (st == MLM_OK) st = opt_bool(file, "model", m, "byte_fallback", 0, &o->byte_fallback, err);
+    const json_t *unk = json_object_get(m, "unk_token");
+    if (st == MLM_OK && unk && !json_is_null(unk) && !json_is_string(unk))
+        st = mlm_err_set(err, MLM_ERR_FORMAT,
+                         "%s: model: unk_token must be a string or null, got %s", file,
+                         mlm_json_type_name(unk));
+    o->unk_token = json_string_value(unk);
+    o->unk_len = o->unk_token ? json_string_length(unk) : 0;
     return st;
+}
+
+/* What a byte missing from the vocabulary becomes: the unk_token (tokenizers' merge_word),
+ * which must then be a vocabulary token that no merge involves, or nothing. Only checked
+ * when a byte is missing, since tokenizers only looks the unk_token up then. */
+static mlm_status resolve_unk(mlm_hf_builder *b, const model_opts *o, mlm_error *err) {
+    const mlm_tokenizer *tok = b->tok;
+    if (tok->vocab.n_missing_bytes == 0) return MLM_OK;
+    int b0 = 0;
+    while (tok->vocab.byte_rank[b0] >= 0)
+        b0++;
+    if (o->byte_fallback)
+        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                           "%s: model: byte_fallback with a vocabulary that lacks %d single bytes "
+                           "(the first 0x%02x) is not supported",
+                           b->file, tok->vocab.n_missing_bytes, b0);
+    if (!o->unk_token) return MLM_OK;
+    unsigned char buf[4 * MLM_VOCAB_MAX_TOKEN_BYTES];
+    size_t bad;
+    uint32_t cp;
+    long n = o->unk_len <= sizeof buf
+                 ? mlm_bytelevel_decode(o->unk_token, o->unk_len, buf, &bad, &cp)
+                 : -1;
+    int32_t id = n > 0 ? mlm_vocab_rank(&tok->vocab, buf, (size_t)n) : -1;
+    if (id < 0)
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: model: unk_token '%.60s' is not in model.vocab (needed: the "
+                           "vocabulary lacks the single byte 0x%02x)",
+                           b->file, o->unk_token, b0);
+    const mlm_merges *m = &tok->merges;
+    for (uint32_t i = 0; i <= m->mask; i++) {
+        uint64_t key = m->slots[i].key;
+        if (key != MLM_MERGE_EMPTY && ((int32_t)(key >> 32) == id || (int32_t)(uint32_t)key == id))
+            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                               "%s: model.merges: a merge involves the unk_token '%.60s' (id %d); "
+                               "not supported with a vocabulary lacking single bytes",
+                               b->file, o->unk_token, (int)id);
+    }
+    b->unk_id = id;
+    b->fuse_unk = o->fuse_unk;
+    return MLM_OK;
 }
 
 // ---- vocabulary, merges, added tokens ----
@@ -389,8 +485,9 @@ static mlm_status read_added(mlm_hf_builder *b, const json_t *list, mlm_error *e
 
 // ---- the document ----
 
-static mlm_status from_json(const json_t *root, const char *file, mlm_tokenizer **out,
-                            mlm_error *err) {
+/* CFG: tokenizer_config.json (read from CONFIG) or NULL. */
+static mlm_status from_json(const json_t *root, const char *file, const json_t *cfg,
+                            const char *config, mlm_tokenizer **out, mlm_error *err) {
     if (!json_is_object(root))
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object, got %s", file,
                            mlm_json_type_name(root));
@@ -404,9 +501,9 @@ static mlm_status from_json(const json_t *root, const char *file, mlm_tokenizer 
                            json_is_string(ver) ? "'" : "");
     const json_t *model = json_object_get(root, "model");
     mlm_hf_pretok pre;
-    int ignore_merges = 0;
+    model_opts mo = {0};
     int64_t bos = -1;
-    mlm_status st = check_model(file, model, &ignore_merges, err);
+    mlm_status st = check_model(file, model, &mo, err);
     if (st == MLM_OK) st = check_normalizer(file, json_object_get(root, "normalizer"), err);
     if (st == MLM_OK) st = parse_pretok(file, json_object_get(root, "pre_tokenizer"), &pre, err);
     if (st == MLM_OK) st = check_decoder(file, json_object_get(root, "decoder"), err);
@@ -416,7 +513,9 @@ static mlm_status from_json(const json_t *root, const char *file, mlm_tokenizer 
     st = mlm_hfb_init(&b, file, err);
     if (st == MLM_OK) st = read_vocab(&b, json_object_get(model, "vocab"), err);
     if (st == MLM_OK) st = read_merges(&b, json_object_get(model, "merges"), err);
+    if (st == MLM_OK) st = resolve_unk(&b, &mo, err);
     if (st == MLM_OK) st = read_added(&b, json_object_get(root, "added_tokens"), err);
+    if (st == MLM_OK && cfg) st = mlm_hfb_config_template(&b, config, cfg, err);
     if (st == MLM_OK && bos >= 0) {
         int known = bos < b.tok->vocab.n;
         for (int32_t i = 0; i < b.n_added && !known; i++)
@@ -427,7 +526,7 @@ static mlm_status from_json(const json_t *root, const char *file, mlm_tokenizer 
                              "added token",
                              file, (long long)bos);
     }
-    if (st == MLM_OK) st = mlm_hfb_finish(&b, &pre, ignore_merges, (int32_t)bos, out, err);
+    if (st == MLM_OK) st = mlm_hfb_finish(&b, &pre, mo.ignore_merges, (int32_t)bos, out, err);
     mlm_hfb_deinit(&b);
     return st;
 }
@@ -438,17 +537,40 @@ mlm_status mlm_hf_load_json_memory(const void *data, size_t len, const char *nam
     json_t *root = NULL;
     mlm_status st = mlm_json_parse(name, data, len, &root, err);
     if (st != MLM_OK) return st;
-    st = from_json(root, name, out, err);
+    st = from_json(root, name, NULL, NULL, out, err);
     json_decref(root);
     return st;
 }
 
+#define CONFIG_MAX ((size_t)64 << 20)
+
 mlm_status mlm_hf_load_json(const char *path, mlm_tokenizer **out, mlm_error *err) {
     *out = NULL;
+    /* tokenizer_config.json beside the file, as transformers reads it: the chat template. */
+    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+    const char *d = ".";
+    if (slash) {
+        *slash = 0;
+        d = dir[0] ? dir : "/";
+    }
+    char *config = dir ? mlm_path_join(d, "tokenizer_config.json") : NULL;
+    free(dir);
+    if (!config) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+    json_t *cfg = NULL, *root = NULL;
+    mlm_status st = MLM_OK;
+    if (mlm_is_file(config)) st = mlm_json_load_file(config, CONFIG_MAX, &cfg, err);
+    if (st == MLM_OK && cfg && !json_is_object(cfg))
+        st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object, got %s", config,
+                         mlm_json_type_name(cfg));
     mlm_mapfile mf;
-    mlm_status st = mlm_mapfile_open(&mf, path, err);
-    if (st != MLM_OK) return st;
-    st = mlm_hf_load_json_memory(mf.data, mf.size, path, out, err);
-    mlm_mapfile_close(&mf);
+    if (st == MLM_OK) st = mlm_mapfile_open(&mf, path, err);
+    if (st == MLM_OK) {
+        st = mlm_json_parse(path, (const char *)mf.data, mf.size, &root, err);
+        mlm_mapfile_close(&mf);
+    }
+    if (st == MLM_OK) st = from_json(root, path, cfg, config, out, err);
+    json_decref(root);
+    json_decref(cfg);
+    free(config);
     return st;
 }

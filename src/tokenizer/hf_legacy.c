@@ -4,8 +4,9 @@
  * config's add_prefix_space, the config's added_tokens_decoder in id order, then the named
  * special tokens (bos, eos, unk, sep, pad, cls, mask; GPT2Tokenizer defaults unk, bos and
  * eos to "<|endoftext|>") that are not added yet, as special tokens; add_bos_token
- * prepends bos_token. Other tokenizer classes are refused: their pre-tokenizers differ
- * (Qwen2Tokenizer, for one) and only tokenizer.json says what they are. */
+ * prepends bos_token; chat_template picks the chat format. Other tokenizer classes are refused:
+ * their pre-tokenizers differ (Qwen2Tokenizer, for one) and only tokenizer.json says what they are.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,7 +200,9 @@ mlm_status mlm_hf_load_legacy(const char *dir, mlm_tokenizer **out, mlm_error *e
             st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: add_bos_token is true but bos_token is %s",
                              config, bos_text ? "not a token" : "null");
     }
-    mlm_hf_pretok pre = {MLM_PRETOK_GPT2, 0, prefix};
+    mlm_hf_pretok pre = {.n_steps = 1, .add_prefix_space = prefix};
+    pre.step[0] = (mlm_pretok_spec){MLM_PRETOK_GPT2, 0, MLM_SPLIT_ISOLATED, 0, "ByteLevel"};
+    if (st == MLM_OK && cfg) st = mlm_hfb_config_template(&b, config, cfg, err);
     if (st == MLM_OK) st = mlm_hfb_finish(&b, &pre, 0, bos_id, out, err);
     mlm_hfb_deinit(&b);
     json_decref(cfg);

@@ -8,4 +8,9 @@
  * allocation failure). */
 char *mlm_tokenizer_locate(const char *dir);
 
+/* The malloc'd path of the GGUF file in DIR whose vocabulary mlm_tokenizer_load uses when
+ * DIR has none of the files above: of the files named *.gguf that start with the GGUF
+ * magic, the first by name (bytewise). NULL when there is none. */
+char *mlm_tokenizer_locate_gguf(const char *dir);
+
 #endif

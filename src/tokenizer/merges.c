@@ -21,6 +21,7 @@ mlm_status mlm_merges_init(mlm_merges *m, int64_t n_max, mlm_error *err) {
     for (uint64_t i = 0; i < cap; i++)
         m->slots[i].key = MLM_MERGE_EMPTY;
     m->mask = (uint32_t)(cap - 1);
+    m->unk_id = -1;
     return MLM_OK;
 }
 

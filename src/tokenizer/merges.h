@@ -29,12 +29,17 @@ typedef struct mlm_merge_to {
 typedef struct mlm_merges {
     mlm_merge_slot *slots; /* owned: (mask + 1) */
     uint32_t mask;
-    int32_t n;            /* distinct pairs */
+    int32_t n; /* distinct pairs */
+    /* A byte that is no token (see mlm_vocab.byte_rank) never merges; it is dropped from
+     * the output, or with UNK_ID >= 0 (Hugging Face's unk_token) emitted as that id, a run
+     * of them as one when FUSE_UNK (tokenizers' fuse_unk). No merge involves UNK_ID. */
+    int32_t unk_id;
+    int fuse_unk;
     mlm_merge_to *bytes2; /* owned: (256 * 256) merges of byte pairs, by (left << 8 | right)
                              bytes; NULL until mlm_merges_index_bytes */
 } mlm_merges;
 
-/* Sizes the table for up to N_MAX pairs. NOMEM. */
+/* Sizes the table for up to N_MAX pairs (UNK_ID -1, FUSE_UNK 0). NOMEM. */
 mlm_status mlm_merges_init(mlm_merges *m, int64_t n_max, mlm_error *err);
 void mlm_merges_deinit(mlm_merges *m);
 
@@ -50,9 +55,11 @@ static inline uint32_t mlm_merges_slot(const mlm_merges *m, uint64_t key) {
     return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & m->mask;
 }
 
-/* The rank of merging LEFT and RIGHT (and the merged id in *ID), or -1 when no merge. */
+/* The rank of merging LEFT and RIGHT (and the merged id in *ID), or -1 when no merge
+ * (always for a negative id: a byte that is no token). */
 static inline int32_t mlm_merges_get(const mlm_merges *m, int32_t left, int32_t right,
                                      int32_t *id) {
+    if ((left | right) < 0) return -1;
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
     for (uint32_t i = mlm_merges_slot(m, key);; i = (i + 1) & m->mask) {
         const mlm_merge_slot *s = &m->slots[i];

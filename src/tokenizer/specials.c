@@ -48,6 +48,7 @@ mlm_tok_flavour mlm_specials_flavour_for(int32_t n_ranks) {
 void mlm_specials_deinit(mlm_special_set *s) {
     if (!s) return;
     free(s->tok);
+    free(s->by_len);
     free(s->names);
     memset(s, 0, sizeof *s);
     s->max_id = -1;
@@ -101,6 +102,34 @@ static int by_id(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+typedef struct len_key {
+    size_t len;
+    int32_t id, index;
+} len_key;
+
+static int by_len_desc(const void *a, const void *b) {
+    const len_key *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Fills S->by_len from S->tok. NOMEM. */
+static mlm_status order_by_len(mlm_special_set *s, int32_t n, mlm_error *err) {
+    s->by_len = malloc((size_t)n * sizeof *s->by_len);
+    len_key *k = malloc((size_t)n * sizeof *k);
+    if (!s->by_len || !k) {
+        free(k);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    for (int32_t i = 0; i < n; i++)
+        k[i] = (len_key){s->tok[i].len, s->tok[i].id, i};
+    qsort(k, (size_t)n, sizeof *k, by_len_desc);
+    for (int32_t i = 0; i < n; i++)
+        s->by_len[i] = k[i].index;
+    free(k);
+    return MLM_OK;
+}
+
 mlm_status mlm_specials_build(mlm_special_set *s, const mlm_special_def *defs, int32_t n,
                               mlm_error *err) {
     memset(s, 0, sizeof *s);
@@ -128,6 +157,10 @@ mlm_status mlm_specials_build(mlm_special_set *s, const mlm_special_def *defs, i
         w += defs[i].len + 1;
     }
     qsort(s->tok, (size_t)n, sizeof *s->tok, by_id);
+    if (order_by_len(s, n, err) != MLM_OK) {
+        mlm_specials_deinit(s);
+        return MLM_ERR_NOMEM;
+    }
     s->only_first = (unsigned char)s->tok[0].text[0];
     for (int32_t i = 1; i < n; i++)
         if ((unsigned char)s->tok[i].text[0] != s->only_first) s->only_first = -1;

@@ -20,7 +20,9 @@ typedef enum mlm_tok_flavour {
     MLM_TOK_PLAIN = 0, /* any other rank count: no special tokens */
     MLM_TOK_LLAMA3,    /* 128000 ranks + 256 specials 128000..128255 */
     MLM_TOK_CL100K,    /* 100256 ranks + cl100k_base's 5 specials (100257..100276) */
-    MLM_TOK_HF         /* Hugging Face byte-level BPE: merges list + added tokens (hf_*.c) */
+    MLM_TOK_HF,        /* Hugging Face byte-level BPE: merges list + added tokens (hf_*.c) */
+    MLM_TOK_GGUF       /* llama.cpp's "gpt2" vocabulary in a GGUF file (gguf_vocab.c):
+                          merges list, special tokens matched as llama.cpp does */
 } mlm_tok_flavour;
 
 /* Added-token flags (Hugging Face AddedToken fields; tiktoken specials are SPECIAL only). */
@@ -42,6 +44,8 @@ typedef struct mlm_special {
 typedef struct mlm_special_set {
     int32_t n;
     mlm_special *tok; /* owned: (n), sorted by id */
+    int32_t *by_len;  /* owned: (n) indices into TOK, longest text first, then by id
+                         (llama.cpp's matching order); mlm_specials_build only, else NULL */
     char *names;      /* owned: every text, NUL-separated */
     int32_t max_id;   /* -1 when empty */
     size_t max_len;

@@ -1,10 +1,15 @@
 /* tokenizer/tokenizer.c: the public tokenizer API: loading, encoding, decoding, token lists.
+ * Loading tells files apart by their content (GGUF magic, JSON, tiktoken text), never by
+ * their name alone, and names what it found when it is none of those.
  * Encoding is: repair invalid UTF-8 (U+FFFD, Python's rules), split at special-token text
  * (tiktoken: only with parse_special, tiktoken's allowed_special="all"; Hugging Face: added
  * tokens in two passes with their lstrip / rstrip / single_word flags, added.c, special ones
- * only with parse_special), pre-tokenize each ordinary stretch with the regex, then BPE each
- * piece (whole-piece lookup first, unless a Hugging Face file turns ignore_merges off; ranks
- * for tiktoken, the merges list for Hugging Face). Meta's pre-chunking of huge inputs (400k-char
+ * only with parse_special; GGUF: llama.cpp's partition, control tokens only with
+ * parse_special), pre-tokenize each ordinary stretch, then BPE each piece (whole-piece
+ * lookup first, unless the file turns ignore_merges off; ranks for tiktoken, the merges
+ * list for Hugging Face and GGUF). Bytes that are no token (some byte-level vocabularies
+ * lack a few) are dropped as each format's own tokenizer drops them: Hugging Face before
+ * merging (or as its unk_token), llama.cpp after. Meta's pre-chunking of huge inputs (400k-char
  * pieces, 25k-char runs of whitespace / non-whitespace) is deliberately not replicated: the regex
  * engine here handles arbitrarily long runs, and the result equals tiktoken's encode_ordinary on
  * the whole text. The streaming detokenizer is in detok.c and chat formats in chat.c. */
@@ -63,6 +68,7 @@ void mlm_tokenizer_free(mlm_tokenizer *tok) {
     mlm_merges_deinit(&tok->merges);
     mlm_specials_deinit(&tok->specials);
     mlm_vocab_deinit(&tok->vocab);
+    free(tok->chat_system);
     free(tok->name);
     free(tok);
 }
@@ -93,9 +99,14 @@ mlm_status mlm_tokenizer_load_memory(const void *data, size_t len, const char *n
     tok->n_vocab = tok->vocab.n;
     if (tok->specials.max_id >= tok->n_vocab) tok->n_vocab = tok->specials.max_id + 1;
     tok->bos_id = -1;
+    tok->eos_id = -1;
     if (tok->flavour == MLM_TOK_LLAMA3)
         tok->bos_id = mlm_tokenizer_special_id(tok, "<|begin_of_text|>");
-    mlm_chat_detect(tok);
+    st = mlm_chat_detect(tok, NULL, 0, err);
+    if (st != MLM_OK) {
+        mlm_tokenizer_free(tok);
+        return st;
+    }
     *out = tok;
     return MLM_OK;
 }
@@ -106,39 +117,82 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
-/* Whether the file at PATH starts (after whitespace) with '{': JSON, not tiktoken text
- * (whose lines start with base64). */
-static int looks_like_json(const mlm_mapfile *mf) {
-    for (size_t i = 0; i < mf->size; i++) {
-        unsigned char c = mf->data[i];
-        if (c != ' ' && c != '\t' && c != '\r' && c != '\n') return c == '{';
+/* What a file that is not a tokenizer looks like, by its first bytes, or NULL when it may
+ * be tiktoken text (printable, no NUL). */
+static const char *not_a_tokenizer(const unsigned char *d, size_t n) {
+    if (n >= 9 && d[8] == '{') { /* safetensors: u64 header size, then the JSON header */
+        uint64_t h = 0;
+        for (int k = 0; k < 8; k++)
+            h |= (uint64_t)d[k] << (8 * k);
+        if (h >= 2 && h <= n - 8) return "a safetensors checkpoint";
     }
-    return 0;
+    if (n >= 4 && memcmp(d, "PK\x03\x04", 4) == 0) return "a zip archive (a PyTorch checkpoint?)";
+    if (n >= 2 && d[0] == 0x80 && d[1] >= 2 && d[1] <= 5) return "a Python pickle";
+    size_t m = n < 4096 ? n : 4096;
+    for (size_t i = 0; i < m; i++) {
+        if (d[i] >= 0x09 && d[i] != 0x7F) continue;
+        /* SentencePiece models are protobuf: field 1 (the pieces), length-delimited. */
+        return d[0] == 0x0A ? "binary, like a SentencePiece model (Llama 2 style tokenizer.model)"
+                            : "binary, of a kind meshlm does not know";
+    }
+    return NULL;
 }
 
-/* Loads FILE by its kind: vocab.json -> the legacy layout of its directory, other JSON (by
- * name or content) -> tokenizer.json, anything else -> tiktoken. */
+/* Whether the first line of D[0..N) that is not blank reads "<base64> <rank>". */
+static int tiktoken_first_line(const unsigned char *d, size_t n) {
+    size_t i = 0;
+    while (i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' || d[i] == '\n'))
+        i++;
+    size_t a = i;
+    while (i < n && ((d[i] >= 'A' && d[i] <= 'Z') || (d[i] >= 'a' && d[i] <= 'z') ||
+                     (d[i] >= '0' && d[i] <= '9') || d[i] == '+' || d[i] == '/' || d[i] == '='))
+        i++;
+    if (i == a || i == n || (d[i] != ' ' && d[i] != '\t')) return 0;
+    while (i < n && (d[i] == ' ' || d[i] == '\t'))
+        i++;
+    a = i;
+    while (i < n && d[i] >= '0' && d[i] <= '9')
+        i++;
+    while (i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r'))
+        i++;
+    return i > a && (i == n || d[i] == '\n');
+}
+
+/* Loads FILE by its content: GGUF magic -> the GGUF vocabulary, then vocab.json -> the
+ * legacy layout of its directory, other JSON -> tokenizer.json, text -> tiktoken; anything
+ * else is FORMAT naming what it looks like. */
 static mlm_status load_file(const char *file, mlm_tokenizer **out, mlm_error *err) {
-    if (strcmp(base_name(file), "vocab.json") == 0) {
-        char *dir = strdup(file);
-        if (!dir) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = 0;
-        else
-            strcpy(dir, ".");
-        mlm_status st = mlm_hf_load_legacy(dir, out, err);
-        free(dir);
-        return st;
-    }
     mlm_mapfile mf;
     mlm_status st = mlm_mapfile_open(&mf, file, err);
     if (st != MLM_OK) return st;
+    const unsigned char *d = mf.data;
+    size_t i = 0;
+    while (i < mf.size && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' || d[i] == '\n'))
+        i++;
+    const char *other = NULL;
     size_t n = strlen(file);
-    if (looks_like_json(&mf) || (n >= 5 && strcmp(file + n - 5, ".json") == 0))
-        st = mlm_hf_load_json_memory(mf.data, mf.size, file, out, err);
-    else
-        st = mlm_tokenizer_load_memory(mf.data, mf.size, file, out, err);
+    if (mf.size >= 4 && memcmp(d, "GGUF", 4) == 0) {
+        st = mlm_tokenizer_load_gguf_memory(d, mf.size, file, out, err);
+    } else if (strcmp(base_name(file), "vocab.json") == 0) { /* its JSON errors named there */
+        char *dir = strdup(file);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (slash) *slash = 0;
+        st = dir ? mlm_hf_load_legacy(slash ? (dir[0] ? dir : "/") : ".", out, err)
+                 : mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        free(dir);
+    } else if (i < mf.size && d[i] == '{') {
+        st = mlm_hf_load_json(file, out, err);
+    } else if (!tiktoken_first_line(d, mf.size) && (other = not_a_tokenizer(d, mf.size))) {
+        st = mlm_err_set(err, MLM_ERR_FORMAT,
+                         "%s: not a tokenizer meshlm reads: the file is %s (expected a GGUF file, "
+                         "a tokenizer.json, vocab.json, or a tiktoken tokenizer.model of "
+                         "'<base64> <rank>' lines)",
+                         file, other);
+    } else if ((i < mf.size && d[i] == '[') || (n >= 5 && strcmp(file + n - 5, ".json") == 0)) {
+        st = mlm_hf_load_json(file, out, err); /* names the JSON error */
+    } else {
+        st = mlm_tokenizer_load_memory(d, mf.size, file, out, err);
+    }
     mlm_mapfile_close(&mf);
     return st;
 }
@@ -149,10 +203,11 @@ mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *
     char *file = NULL;
     if (mlm_is_dir(path)) {
         file = mlm_tokenizer_locate(path); /* the one search order, shared with the CLI */
+        if (!file) file = mlm_tokenizer_locate_gguf(path);
         if (!file)
             return mlm_err_set(err, MLM_ERR_IO,
                                "tokenizer: %s has no tokenizer.model, original/tokenizer.model, "
-                               "tokenizer.json, or vocab.json with merges.txt",
+                               "tokenizer.json, vocab.json with merges.txt, or .gguf file",
                                path);
     } else {
         file = strdup(path);
@@ -210,10 +265,32 @@ typedef struct encode_ctx {
     mlm_pretok_iter it;
     mlm_bpe_scratch bpe;
     mlm_tokens *out;
-    mlm_added_splits pass1, pass2; /* Hugging Face added-token splits */
+    mlm_added_splits pass1, pass2; /* added-token splits (GGUF: partition + scratch) */
     unsigned char *pre;            /* add_prefix_space: " " + the stretch */
     size_t pre_cap;
+    unsigned char *kept; /* drop_missing_first: a piece without the bytes that are no token */
+    size_t kept_cap;
 } encode_ctx;
+
+/* Hugging Face without unk_token: BPE of piece P[0..N) with the bytes that are no token
+ * left out first (tokenizers' merge_word skips such characters). */
+static mlm_status merge_present(encode_ctx *c, const unsigned char *p, size_t n, mlm_error *err) {
+    const mlm_vocab *v = &c->tok->vocab;
+    size_t i = 0;
+    while (i < n && v->byte_rank[p[i]] >= 0)
+        i++;
+    if (i == n) return mlm_bpe_merge(v, c->merges, p, n, &c->bpe, c->out, err);
+    if (n > c->kept_cap) {
+        unsigned char *k = realloc(c->kept, n);
+        if (!k) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        c->kept = k;
+        c->kept_cap = n;
+    }
+    size_t m = 0;
+    for (i = 0; i < n; i++)
+        if (v->byte_rank[p[i]] >= 0) c->kept[m++] = p[i];
+    return m ? mlm_bpe_merge(v, c->merges, c->kept, m, &c->bpe, c->out, err) : MLM_OK;
+}
 
 /* Pre-tokenizes and BPE-encodes valid UTF-8 TEXT[0..LEN), no special handling (LEN may be
  * 0). */
@@ -243,7 +320,9 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
                                        "tokenizer: out of memory for token ids");
                 out->ids[out->n++] = r;
             } else {
-                st = mlm_bpe_merge(v, c->merges, text + pa, pb - pa, &c->bpe, out, err);
+                st = c->tok->drop_missing_first && v->n_missing_bytes
+                         ? merge_present(c, text + pa, pb - pa, err)
+                         : mlm_bpe_merge(v, c->merges, text + pa, pb - pa, &c->bpe, out, err);
                 if (st != MLM_OK) return st;
             }
         }
@@ -310,6 +389,21 @@ static mlm_status encode_hf(encode_ctx *c, const unsigned char *t, size_t len, i
     return st;
 }
 
+/* GGUF: llama.cpp's special-token partition, then each text stretch. */
+static mlm_status encode_gguf(encode_ctx *c, const unsigned char *t, size_t len, int parse_special,
+                              mlm_error *err) {
+    const mlm_tokenizer *tok = c->tok;
+    if (tok->specials.n == 0) return encode_ordinary(c, t, len, err);
+    mlm_status st =
+        mlm_added_partition(&tok->specials, t, len, parse_special, &c->pass1, &c->pass2, err);
+    for (size_t i = 0; i < c->pass1.n && st == MLM_OK; i++) {
+        mlm_added_split sp = c->pass1.v[i];
+        st = sp.id >= 0 ? push_id(c->out, sp.id, err)
+                        : encode_ordinary(c, t + sp.a, sp.b - sp.a, err);
+    }
+    return st;
+}
+
 mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size_t len,
                                 const mlm_encode_params *params, mlm_tokens *out, mlm_error *err) {
     if (!tok || !out || (!text && len))
@@ -339,11 +433,13 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
         return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
     }
     encode_ctx c = {.tok = tok, .out = out};
-    if (tok->flavour == MLM_TOK_HF) c.merges = &tok->merges;
+    if (tok->flavour == MLM_TOK_HF || tok->flavour == MLM_TOK_GGUF) c.merges = &tok->merges;
     mlm_bpe_scratch_init(&c.bpe);
     st = mlm_pretok_iter_init(&c.it, &tok->pretok, err);
     if (st == MLM_OK && tok->flavour == MLM_TOK_HF) {
         st = encode_hf(&c, t, len, p.parse_special, err);
+    } else if (st == MLM_OK && tok->flavour == MLM_TOK_GGUF) {
+        st = encode_gguf(&c, t, len, p.parse_special, err);
     } else if (st == MLM_OK && !p.parse_special) {
         st = encode_ordinary(&c, t, len, err);
     } else if (st == MLM_OK) {
@@ -367,6 +463,7 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
     mlm_added_splits_deinit(&c.pass1);
     mlm_added_splits_deinit(&c.pass2);
     free(c.pre);
+    free(c.kept);
     free(fixed);
     return st;
 }

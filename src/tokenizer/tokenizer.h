@@ -1,9 +1,10 @@
 /* tokenizer/tokenizer.h: the mlm_tokenizer handle, internal to the library.
- * A tokenizer is a byte-level BPE vocabulary (ids = tiktoken ranks, or a Hugging Face
- * vocab), optionally a merges list (Hugging Face), a set of special / added tokens, a
- * pre-tokenizer, a flavour (how it was loaded, hence how it encodes) and a chat format
- * chosen from the special tokens present. It owns all of them, keeps no file open, and is
- * immutable after loading: every encode/decode call may run concurrently. */
+ * A tokenizer is a byte-level BPE vocabulary (ids = tiktoken ranks, a Hugging Face vocab,
+ * or a GGUF token list), optionally a merges list (Hugging Face, GGUF), a set of special /
+ * added tokens, a pre-tokenizer, a flavour (how it was loaded, hence how it encodes) and a
+ * chat format chosen from the chat template or the special tokens present. It owns all of
+ * them, keeps no file open, and is immutable after loading: every encode/decode call may
+ * run concurrently. */
 #ifndef MESHLM_TOKENIZER_TOKENIZER_H
 #define MESHLM_TOKENIZER_TOKENIZER_H
 
@@ -16,8 +17,9 @@
 /* The chat format mlm_tokenizer_encode_chat uses (chat.c). */
 typedef enum mlm_chat_kind {
     MLM_CHAT_NONE = 0,
-    MLM_CHAT_LLAMA3, /* <|start_header_id|> role <|end_header_id|> "\n\n" content <|eot_id|> */
-    MLM_CHAT_CHATML  /* <|im_start|> role <|im_sep|> content <|im_end|> (Phi-4) */
+    MLM_CHAT_LLAMA3,   /* <|start_header_id|> role <|end_header_id|> "\n\n" content <|eot_id|> */
+    MLM_CHAT_CHATML,   /* <|im_start|> role <|im_sep|> content <|im_end|> (Phi-4) */
+    MLM_CHAT_CHATML_NL /* <|im_start|> role "\n" content <|im_end|> "\n" (SmolLM2, Qwen) */
 } mlm_chat_kind;
 
 struct mlm_tokenizer {
@@ -30,9 +32,15 @@ struct mlm_tokenizer {
     mlm_pretok word;          /* owned: HF with single_word tokens: the \w class, else NULL */
     int ignore_merges;        /* a piece that is a whole token skips merging (tiktoken: 1) */
     int add_prefix_space;     /* HF ByteLevel: a text stretch not starting with ' ' gets one */
+    int drop_missing_first;   /* HF without unk_token: bytes that are no token are removed
+                                 from a piece before merging (tokenizers' merge_word); else
+                                 they stay parts that never merge (merges.h) */
     mlm_chat_kind chat;
-    int32_t n_vocab; /* highest id + 1 */
-    int32_t bos_id;  /* -1 when there is none */
+    char *chat_system; /* owned, NULL: the default system message the chat template adds
+                          when the first message is not a system one (ChatML with newlines) */
+    int32_t n_vocab;   /* highest id + 1 */
+    int32_t bos_id;    /* the id add_bos prepends; -1 when there is none */
+    int32_t eos_id;    /* GGUF's tokenizer.ggml.eos_token_id (a stop id); -1 when unknown */
 };
 
 /* Loads a tiktoken file held in memory, DATA[0..LEN) (only read during the call); NAME is
@@ -40,7 +48,15 @@ struct mlm_tokenizer {
 mlm_status mlm_tokenizer_load_memory(const void *data, size_t len, const char *name,
                                      mlm_tokenizer **out, mlm_error *err);
 
-/* Sets TOK->chat from the special tokens it has (chat.c). */
-void mlm_chat_detect(mlm_tokenizer *tok);
+/* Loads a GGUF file held in memory, DATA[0..LEN) (only read during the call), as
+ * mlm_tokenizer_load does a .gguf path (gguf_vocab.c); NAME is used in messages. Used by
+ * the fuzz target and the tests. */
+mlm_status mlm_tokenizer_load_gguf_memory(const void *data, size_t len, const char *name,
+                                          mlm_tokenizer **out, mlm_error *err);
+
+/* Sets TOK->chat (and chat_system) from the chat template TMPL[0..LEN) when it names a
+ * format meshlm writes (Llama 3 headers, ChatML with <|im_sep|> or with newlines), else
+ * from the special tokens TOK has; TMPL may be NULL (chat.c). NOMEM. */
+mlm_status mlm_chat_detect(mlm_tokenizer *tok, const char *tmpl, size_t len, mlm_error *err);
 
 #endif

@@ -1,4 +1,5 @@
-/* tokenizer/vocab.c: parsing tiktoken BPE files into a byte-string -> rank hash table.
+/* tokenizer/vocab.c: parsing tiktoken BPE files into a byte-string -> rank hash table
+ * (and building the same table from decoded Hugging Face / GGUF tokens).
  * The file is only read during parsing; the vocabulary keeps its own decoded copy of every
  * token. Lookups hash the bytes (wyhash-style multiply-mix), probe linearly, and compare
  * each slot's inline head (first 8 bytes) and length before any further bytes. See vocab.h
@@ -345,13 +346,7 @@ mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *to
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
         v->byte_rank[b] = mlm_vocab_rank(v, &c, 1);
-        if (v->byte_rank[b] < 0) {
-            mlm_vocab_deinit(v);
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: no token for the single byte 0x%02x (a byte-level BPE "
-                               "vocabulary needs all 256)",
-                               what, b);
-        }
+        v->n_missing_bytes += v->byte_rank[b] < 0;
     }
     return MLM_OK;
 }

@@ -34,7 +34,9 @@ typedef struct mlm_vocab {
     mlm_vocab_tok *tok;    /* owned: (n) where token R's bytes lie in BYTES */
     mlm_vocab_slot *slots; /* owned: (mask + 1) hash slots, at most half full */
     uint32_t mask;
-    int32_t byte_rank[256]; /* rank of each single byte (all present, checked) */
+    int32_t byte_rank[256]; /* rank of each single byte; -1 for a byte that is no token
+                               (mlm_vocab_build only; tiktoken files have all 256) */
+    int n_missing_bytes;    /* bytes with byte_rank -1 */
     size_t max_token_len;
 } mlm_vocab;
 
@@ -49,9 +51,10 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
 
 /* Builds V from N tokens already decoded: token I's bytes are BYTES[TOK[I].off ..
  * + TOK[I].len). Takes ownership of BYTES and TOK (freed on failure too). Checks that no
- * token is empty or longer than MLM_VOCAB_MAX_TOKEN_BYTES, that no two ids share bytes,
- * and that all 256 single bytes are tokens. FORMAT messages start with WHAT (e.g.
- * "tokenizer.json: model.vocab"); NOMEM. On failure V is left empty. */
+ * token is empty or longer than MLM_VOCAB_MAX_TOKEN_BYTES and that no two ids share bytes.
+ * Single bytes may be missing (SmolLM2 has 235 of 256): their byte_rank is -1 and the
+ * encoder drops them the way the file's own tokenizer does. FORMAT messages start with
+ * WHAT (e.g. "tokenizer.json: model.vocab"); NOMEM. On failure V is left empty. */
 mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *tok, int32_t n,
                            const char *what, mlm_error *err);
 

@@ -3,8 +3,8 @@
  *  1. as a tokenizer.json (mlm_hf_load_json_memory); when it loads, a fixed text is encoded
  *     with and without special parsing (and with the BOS when there is one), checking: ids
  *     are in range, decode succeeds, streaming detok gives the decoded bytes UTF-8-repaired,
- *     the two merge engines agree on the text as one piece, and with no added tokens and no
- *     prefix space decoding gives the text back;
+ *     the two merge engines agree on the text as one piece, and with no added tokens, no
+ *     prefix space, no missing single bytes and no Removed split decoding gives the text back;
  *  2. as text for Phi-4's tokenizer (loaded once from the repository root, where make fuzz
  *     runs), in both special modes: ids in range, and without special parsing decoding
  *     gives the UTF-8-repaired input back (Phi-4's added tokens are all special).
@@ -69,6 +69,15 @@ static void decode_checked(const mlm_tokenizer *tok, const mlm_tokens *ids, char
     free(fixed);
 }
 
+/* Whether encoding keeps every byte: no added tokens, no prefix space, every single byte a
+ * token, no Split step that removes what it matches. */
+static int lossless(const mlm_tokenizer *tok) {
+    if (tok->specials.n || tok->add_prefix_space || tok->vocab.n_missing_bytes) return 0;
+    for (int i = 0; i < tok->pretok.n_steps; i++)
+        if (tok->pretok.step[i].behavior == MLM_SPLIT_REMOVED) return 0;
+    return 1;
+}
+
 static void as_tokenizer_json(const uint8_t *data, size_t size) {
     mlm_tokenizer *tok = NULL;
     mlm_error err;
@@ -89,7 +98,7 @@ static void as_tokenizer_json(const uint8_t *data, size_t size) {
         char *dec = NULL;
         size_t len = 0;
         decode_checked(tok, &ids, &dec, &len);
-        if (mode == 0 && tok->specials.n == 0 && !tok->add_prefix_space)
+        if (mode == 0 && lossless(tok))
             REQUIRE(len == sizeof text - 1 && memcmp(dec, text, len) == 0);
         free(dec);
         mlm_tokens_deinit(&ids);

@@ -178,7 +178,7 @@ TEST(default_model_matches_transformers) {
     if (!ref) return;
     char args[512];
     json_t *gen = json_object_get(ref, "generated");
-    snprintf(args, sizeof args, "generate -p '%s' -n %zu --json --optimizations bf16",
+    snprintf(args, sizeof args, "generate -m models/default -p '%s' -n %zu --json --optimizations bf16",
              json_string_value(json_object_get(ref, "prompt_text")), json_array_size(gen));
     EXPECT(args, 0, "\"generated_ids\"");
     json_t *got = json_loads(out, 0, &jerr);
@@ -191,7 +191,7 @@ TEST(default_model_matches_transformers) {
     json_decref(got);
     json_decref(ref);
     /* streaming text mode prints the same text and a stats line */
-    snprintf(args, sizeof args, "generate -p 'It was a dark and stormy night' -n 8 --seed 3 "
+    snprintf(args, sizeof args, "generate -m models/default -p 'It was a dark and stormy night' -n 8 --seed 3 "
                                 "--temperature 0.8 --top-p 0.9");
     EXPECT(args, 0, "decode");
     CHECK(strstr(out, "TTFT") != NULL);

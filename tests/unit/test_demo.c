@@ -31,7 +31,7 @@ TEST(token_accuracy_against_transformers) {
     char args[1024];
     for (int p = 0; p < 4; p++) {
         snprintf(args, sizeof args,
-                 "demo --preset token-accuracy --reference tests/data/refpt/models-default.refpt "
+                 "demo -m models/default --preset token-accuracy --reference tests/data/refpt/models-default.refpt "
                  "--optimizations %s --report %s/acc-%s.json",
                  profiles[p], tmp, profiles[p]);
         EXPECT(args, 0, "token accuracy top-1");
@@ -52,9 +52,9 @@ TEST(token_accuracy_against_transformers) {
 TEST(determinism_ci_eval) {
     char args[1024];
     snprintf(args, sizeof args,
-             "demo --preset ci-eval-32 --max-generated-tokens 8 --quiet --report %s/eval32.json", tmp);
+             "demo -m models/default --preset ci-eval-32 --max-generated-tokens 8 --quiet --report %s/eval32.json", tmp);
     EXPECT(args, 0, "64 pairs of outputs of one prompt compared, all identical");
-    snprintf(args, sizeof args, "demo --preset ci-eval-1 --max-generated-tokens 12 --quiet");
+    snprintf(args, sizeof args, "demo -m models/default --preset ci-eval-1 --max-generated-tokens 12 --quiet");
     EXPECT(args, 0, "all identical");
     json_t *r = report("eval32.json");
     CHECK(json_array_size(json_object_get(r, "users")) == 96);
@@ -66,7 +66,7 @@ TEST(determinism_ci_eval) {
 TEST(batched_equals_alone) {
     char args[1024];
     snprintf(args, sizeof args,
-             "demo --batch-size 4 --max-generated-tokens 12 --quiet --report %s/b4.json", tmp);
+             "demo -m models/default --batch-size 4 --max-generated-tokens 12 --quiet --report %s/b4.json", tmp);
     EXPECT(args, 0, "decode total");
     json_t *b4 = report("b4.json");
     json_t *users = json_object_get(b4, "users");
@@ -81,7 +81,7 @@ TEST(batched_equals_alone) {
         json_dump_file(one, file, 0);
         json_decref(one), json_decref(all);
         snprintf(args, sizeof args,
-                 "demo --input-prompts %s --max-generated-tokens 12 --quiet --report %s/b1.json",
+                 "demo -m models/default --input-prompts %s --max-generated-tokens 12 --quiet --report %s/b1.json",
                  file, tmp);
         EXPECT(args, 0, "decode total");
         json_t *b1 = report("b1.json");
@@ -101,7 +101,7 @@ TEST(presets_and_report_fields) {
     char args[1400];
     for (int i = 0; i < 4; i++) {
         snprintf(args, sizeof args,
-                 "demo --preset %s --max-generated-tokens 6 --quiet --report %s/p.json", fast[i], tmp);
+                 "demo -m models/default --preset %s --max-generated-tokens 6 --quiet --report %s/p.json", fast[i], tmp);
         EXPECT(args, 0, fast[i]);
         json_t *r = report("p.json");
         static const char *fields[] = {"preset", "model", "optimizations", "batch_size",
@@ -135,7 +135,7 @@ TEST(presets_and_report_fields) {
         json_dump_file(p, file, 0);
         json_decref(p);
         snprintf(args, sizeof args,
-                 "demo --preset long-context-%s --input-prompts %s --max-generated-tokens 4 "
+                 "demo -m models/default --preset long-context-%s --input-prompts %s --max-generated-tokens 4 "
                  "--quiet",
                  lc[i], file);
         EXPECT(args, 0, "long-context");
@@ -147,7 +147,7 @@ TEST(expect_targets) {
     snprintf(file, sizeof file, "%s/expect.json", tmp);
     const char *hard = "{\"batch-1\": {\"decode_tps_user\": 1e9, \"peak_memory_gb\": 100}}";
     harness_write_file(file, hard, strlen(hard));
-    snprintf(args, sizeof args, "demo --max-generated-tokens 4 --quiet --expect %s", file);
+    snprintf(args, sizeof args, "demo -m models/default --max-generated-tokens 4 --quiet --expect %s", file);
     EXPECT(args, 1, "decode_tps_user");
     const char *easy = "{\"batch-1\": {\"decode_tps_user\": 0.001}}";
     harness_write_file(file, easy, strlen(easy));
@@ -158,7 +158,7 @@ TEST(bad_input_fails_before_compute) {
     char args[1024], file[400];
     snprintf(file, sizeof file, "%s/bad.json", tmp);
     harness_write_file(file, "[{\"prompt\": \"hi\"", strlen("[{\"prompt\": \"hi\""));
-    snprintf(args, sizeof args, "demo --input-prompts %s", file);
+    snprintf(args, sizeof args, "demo -m models/default --input-prompts %s", file);
     EXPECT(args, 1, "bad.json");
     harness_write_file(file, "[{\"prompt\": 3}]", strlen("[{\"prompt\": 3}]"));
     EXPECT(args, 1, "\"prompt\" must be a string");

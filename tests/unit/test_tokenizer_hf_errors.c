@@ -152,25 +152,32 @@ TEST(unsupported_components) {
     expect("pre_tokenizer",
            "{\"type\":\"Metaspace\",\"replacement\":\"_\",\"prepend_scheme\":\"always\"}", UNSUP,
            "pre_tokenizer", "Metaspace");
-    expect("pre_tokenizer",
-           "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":"
-           "true},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}",
-           UNSUP, "pre_tokenizer.pretokenizers[0]", "Digits");
-    expect("pre_tokenizer",
-           "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-           "\"a\"},\"behavior\":\"Removed\",\"invert\":false},{\"type\":\"ByteLevel\","
-           "\"add_prefix_space\":false,\"use_regex\":false}]}",
-           UNSUP, "pre_tokenizer.pretokenizers[0]", "Removed");
+    /* Digits, every Split behavior, invert and ByteLevel(use_regex) after a Split load now
+     * (test_tokenizer_gguf.c checks them against tokenizers); these stay refused. */
+    expect(
+        "pre_tokenizer",
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\",\"behavior\":"
+        "\"Isolated\"},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}",
+        UNSUP, "pre_tokenizer.pretokenizers[0]", "Punctuation");
     expect("pre_tokenizer",
            "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-           "\"a\"},\"behavior\":\"Isolated\",\"invert\":true},{\"type\":\"ByteLevel\","
+           "\"a\"},\"behavior\":\"Shuffled\",\"invert\":false},{\"type\":\"ByteLevel\","
            "\"add_prefix_space\":false,\"use_regex\":false}]}",
-           UNSUP, "pre_tokenizer.pretokenizers[0]", "invert");
+           UNSUP, "pre_tokenizer.pretokenizers[0]", "Shuffled");
+    expect("pre_tokenizer",
+           "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\","
+           "\"add_prefix_space\":false,\"use_regex\":false},{\"type\":\"Digits\","
+           "\"individual_digits\":true}]}",
+           UNSUP, "pre_tokenizer", "Sequence of 2");
     expect("pre_tokenizer",
            "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
            "\"a\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
-           "\"add_prefix_space\":false,\"use_regex\":true}]}",
-           UNSUP, "pre_tokenizer.pretokenizers[1]", "use_regex");
+           "\"add_prefix_space\":true,\"use_regex\":true}]}",
+           UNSUP, "pre_tokenizer.pretokenizers[1]", "add_prefix_space");
+    expect("pre_tokenizer",
+           "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\"},{\"type\":"
+           "\"ByteLevel\",\"add_prefix_space\":false}]}",
+           FMT, "pre_tokenizer.pretokenizers[0]", "individual_digits");
     expect("pre_tokenizer",
            "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\",\"add_prefix_space\":"
            "false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false}]}",

@@ -41,18 +41,23 @@ double cli_now(void);
 
 /* The precision flags every command that runs a model takes (load.c). */
 typedef struct cli_precision {
-    const char *optimizations;  /* "performance" (default), "accuracy", "bf16", "f32" */
+    const char *optimizations;  /* "performance", "accuracy", "bf16", "f32"; NULL: the model's
+                                   default (cli_precision_resolve) */
     const char *decoder_config; /* per-layer overrides, or NULL */
 } cli_precision;
 
 #define CLI_PRECISION_HELP                                                                    \
-    "      --optimizations P    precision profile: performance (default; BFP4 MLP up/gate,\n" \
-    "                           BFP8 elsewhere), accuracy (all BFP8), bf16 or f32\n"         \
+    "      --optimizations P    precision profile: performance (BFP4 MLP up/gate, BFP8\n"    \
+    "                           elsewhere; the default for checkpoints), accuracy (all\n"   \
+    "                           BFP8), bf16 (the default for GGUF files) or f32\n"          \
     "      --decoder-config F   per-layer precision overrides (the seeds' JSON format)\n"
 
 /* Handles --optimizations, --dtype (f32|bf16, the older spelling) and --decoder-config with
  * VALUE; 0 after printing a usage error. */
 int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli_precision *p);
+/* Fills P's profile, when no flag named one, with the model's default
+ * (mlm_model_default_profile: bf16 for GGUF files, else performance). */
+void cli_precision_resolve(cli_precision *p, const char *dir);
 /* Whether FLAG is one of those. */
 static inline int cli_is_precision_flag(const char *a) {
     return !strcmp(a, "--optimizations") || !strcmp(a, "--dtype") || !strcmp(a, "--decoder-config");
@@ -70,8 +75,16 @@ int32_t cli_largest_seq_len(const mlm_config *cfg, const cli_precision *p,
 mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision *p, int n_threads,
                           mlm_model **model, mlm_error *err);
 
+/* The model CMD runs without -m: the SmolLM2-135M-Instruct GGUF that scripts/setup.sh puts
+ * in models/smollm2/ (beside the build folder), else the tiny embedded model (models/default,
+ * with a notice on stderr that it babbles and how to get the real one). Malloc'd; NULL, after
+ * printing why, when neither is there. */
+#define CLI_DEFAULT_GGUF "models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+char *cli_default_model(const char *cmd);
+
 int cmd_accuracy(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

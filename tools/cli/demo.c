@@ -58,7 +58,6 @@ static int parse(int argc, char **argv, demo_config *c) {
             snprintf(names + strlen(names), sizeof names - strlen(names), " %s", demo_preset_names[k]);
         return cli_usage("demo", "unknown preset '%s' (presets:%s)", preset, names);
     }
-    c->prec.optimizations = "performance";
     c->prefill_chunk = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -169,7 +168,7 @@ static char *model_dir(const demo_config *c) {
     if (env && env[0]) return strdup(env);
     env = getenv("HF_MODEL");
     if (env && env[0]) return strdup(env);
-    return cli_repo_path("models/default");
+    return cli_default_model("demo");
 }
 
 /* A random disjoint page table per user, as the seeds build it: a permutation of the pool
@@ -219,11 +218,8 @@ int cmd_demo(int argc, char **argv) {
     int rc = parse(argc, argv, &c);
     if (rc) return rc < 0 ? CLI_OK : rc;
     char *dir = model_dir(&c);
-    if (!dir) {
-        fprintf(stderr, "meshlm demo: no -m DIR, $LLAMA_DIR or $HF_MODEL, and the embedded "
-                        "default model was not found\n");
-        return CLI_USAGE;
-    }
+    if (!dir) return CLI_USAGE;
+    cli_precision_resolve(&c.prec, dir);
     /* prompts, before any model work */
     demo_prompt *prompts = NULL;
     int n_prompts = 0;

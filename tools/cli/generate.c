@@ -8,14 +8,15 @@
 #include "cli.h"
 
 static void help(void) {
-    printf("usage: meshlm generate [-m DIR] (-p TEXT | --prompt-file FILE | --prompt-ids IDS) "
+    printf("usage: meshlm generate [-m PATH] (-p TEXT | --prompt-file FILE | --prompt-ids IDS) "
            "[options]\n"
            "\n"
-           "Generates text with a Llama 3 model (HF or Meta checkpoint directory). Without -m,\n"
-           "the tiny model embedded in the repository (models/default) is used.\n"
+           "Generates text with a Llama 3 or Phi-4 model. Without -m, SmolLM2-135M-Instruct\n"
+           "(" CLI_DEFAULT_GGUF ", fetched by scripts/setup.sh), else the\n"
+           "tiny model embedded in the repository (models/default).\n"
            "\n"
-           "  -m, --model DIR          model directory (config.json or params.json, weights,\n"
-           "                           tokenizer.model)\n"
+           "  -m, --model PATH         a model folder (config.json or params.json, weights,\n"
+           "                           tokenizer), a .gguf file, or a folder holding one\n"
            "  -p, --prompt TEXT        the prompt\n"
            "      --prompt-file FILE   read the prompt from FILE ('-' for stdin)\n"
            "      --prompt-ids IDS     raw token ids instead of text: \"1,2,3\" (no BOS added)\n"
@@ -56,7 +57,6 @@ static int parse(int argc, char **argv, gen_opts *o) {
     o->max_seq_len = 4096;
     o->prefill_chunk = 2048;
     o->sp = mlm_sampler_default_params();
-    o->prec.optimizations = "performance";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
@@ -217,14 +217,10 @@ int cmd_generate(int argc, char **argv) {
     if (rc) return rc < 0 ? CLI_OK : rc;
     char *default_model = NULL;
     if (!o.model) {
-        default_model = cli_repo_path("models/default");
-        if (!default_model) {
-            fprintf(stderr, "meshlm generate: no -m DIR given and the embedded default model "
-                            "(models/default beside the build folder) was not found\n");
-            return CLI_USAGE;
-        }
+        if (!(default_model = cli_default_model("generate"))) return CLI_USAGE;
         o.model = default_model;
     }
+    cli_precision_resolve(&o.prec, o.model);
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;

@@ -12,10 +12,12 @@ static void help(void) {
            "       meshlm info --system [--json]\n"
            "\n"
            "Describes a model: PATH is a model directory (HF config.json + *.safetensors, or\n"
-           "Meta params.json + consolidated.NN.pth + tokenizer.model) or one checkpoint file\n"
-           "(.safetensors, .pth/.pt/.refpt zip written by torch.save, model.safetensors.index.json).\n"
-           "Prints the detected format and family, the configuration, the parameter count,\n"
-           "bytes per dtype and the files. Nothing is loaded beyond mapping the files.\n"
+           "Meta params.json + consolidated.NN.pth + tokenizer.model), a GGUF file or a folder\n"
+           "holding one, or one checkpoint file (.safetensors, .pth/.pt/.refpt zip written by\n"
+           "torch.save, model.safetensors.index.json). Prints the detected format and family,\n"
+           "the configuration, the parameter count, elements and bytes per type (the file's\n"
+           "own: f32, bf16, q4_1, q6_k, ...), the files, and the profile the model runs in by\n"
+           "default with the type it gives each weight. Nothing is loaded beyond mapping.\n"
            "\n"
            "  -m, --model PATH   model directory or checkpoint file\n"
            "      --system       this machine instead: the CPU, the features it and the OS\n"
@@ -38,20 +40,39 @@ typedef struct info {
     mlm_checkpoint *ckpt;
     mlm_tokenizer *tok;
     int64_t n_params;
-    int64_t bytes[MLM_DTYPE_COUNT];
-    int64_t numel[MLM_DTYPE_COUNT];
+    int n_types; /* element types seen, in first-seen order */
+    struct {
+        const char *name;
+        int64_t numel, bytes;
+    } types[48];
+    const char *profile; /* the default profile and what it turns the weights into */
+    char profile_types[1024];
 } info;
+
+static void count_type(info *in, const mlm_tensor_view *t) {
+    const char *name = mlm_tensor_type_name(t);
+    int i = 0;
+    while (i < in->n_types && strcmp(in->types[i].name, name)) i++;
+    if (i == in->n_types) {
+        if (i == (int)(sizeof in->types / sizeof in->types[0])) return;
+        in->types[in->n_types++].name = name;
+    }
+    in->types[i].numel += mlm_tensor_numel(t);
+    in->types[i].bytes += mlm_tensor_nbytes(t);
+}
 
 static const char *format_name(const info *in) {
     if (!in->have_ckpt) return in->have_cfg && !strcmp(in->cfg.source, "params.json") ? "meta" : "hf";
     if (mlm_checkpoint_format(in->ckpt) == MLM_CKPT_SAFETENSORS) return "safetensors";
+    if (mlm_checkpoint_format(in->ckpt) == MLM_CKPT_GGUF) return "gguf";
     return in->have_cfg && !strcmp(in->cfg.source, "params.json") ? "meta-pth" : "pytorch";
 }
 
 static void print_text(const info *in) {
     printf("path:       %s\n", in->path);
-    printf("format:     %s%s%s\n", format_name(in), in->have_cfg ? " + " : "",
-           in->have_cfg ? in->cfg.source : "");
+    int same = in->have_cfg && !strcmp(format_name(in), in->cfg.source);
+    printf("format:     %s%s%s\n", format_name(in), in->have_cfg && !same ? " + " : "",
+           in->have_cfg && !same ? in->cfg.source : "");
     if (in->have_cfg) {
         const mlm_config *c = &in->cfg;
         printf("family:     %s\n", mlm_family_name(c->family));
@@ -73,10 +94,9 @@ static void print_text(const info *in) {
     if (in->have_ckpt) {
         printf("tensors:    %lld, %lld params\n", (long long)mlm_checkpoint_n_tensors(in->ckpt),
                (long long)in->n_params);
-        for (int d = 0; d < MLM_DTYPE_COUNT; d++)
-            if (in->numel[d])
-                printf("  %-6s    %lld elements, %lld bytes\n", mlm_dtype_name((mlm_dtype)d),
-                       (long long)in->numel[d], (long long)in->bytes[d]);
+        for (int i = 0; i < in->n_types; i++)
+            printf("  %-6s    %lld elements, %lld bytes\n", in->types[i].name,
+                   (long long)in->types[i].numel, (long long)in->types[i].bytes);
         for (int i = 0; i < mlm_checkpoint_n_files(in->ckpt); i++) {
             size_t size;
             const char *f = mlm_checkpoint_file(in->ckpt, i, &size);
@@ -93,6 +113,9 @@ static void print_text(const info *in) {
     } else {
         printf("weights:    none found\n");
     }
+    if (in->profile)
+        printf("profile:    %s by default, which runs them as: %s\n", in->profile,
+               in->profile_types);
     if (in->have_tok) printf("tokenizer:  %d tokens\n", mlm_tokenizer_n_vocab(in->tok));
 }
 
@@ -118,14 +141,10 @@ static void print_json(const info *in) {
     if (in->have_ckpt) {
         printf(",\"n_tensors\":%lld,\"params\":%lld,\"dtypes\":{",
                (long long)mlm_checkpoint_n_tensors(in->ckpt), (long long)in->n_params);
-        int first = 1;
-        for (int d = 0; d < MLM_DTYPE_COUNT; d++)
-            if (in->numel[d]) {
-                printf("%s\"%s\":{\"elements\":%lld,\"bytes\":%lld}", first ? "" : ",",
-                       mlm_dtype_name((mlm_dtype)d), (long long)in->numel[d],
-                       (long long)in->bytes[d]);
-                first = 0;
-            }
+        for (int i = 0; i < in->n_types; i++)
+            printf("%s\"%s\":{\"elements\":%lld,\"bytes\":%lld}", i ? "," : "",
+                   in->types[i].name, (long long)in->types[i].numel,
+                   (long long)in->types[i].bytes);
         printf("},\"files\":[");
         for (int i = 0; i < mlm_checkpoint_n_files(in->ckpt); i++) {
             size_t size;
@@ -135,6 +154,10 @@ static void print_json(const info *in) {
             printf(",\"bytes\":%zu}", size);
         }
         printf("]");
+    }
+    if (in->profile) {
+        printf(",\"default_profile\":\"%s\",\"profile_types\":", in->profile);
+        cli_json_string(stdout, in->profile_types, strlen(in->profile_types));
     }
     if (in->have_tok) printf(",\"tokenizer_vocab\":%d", mlm_tokenizer_n_vocab(in->tok));
     printf("}\n");
@@ -224,17 +247,29 @@ int cmd_info(int argc, char **argv) {
         in.have_ckpt = 1;
         for (int64_t i = 0; i < mlm_checkpoint_n_tensors(in.ckpt); i++) {
             const mlm_tensor_view *t = mlm_checkpoint_tensor(in.ckpt, i);
-            int64_t n = mlm_tensor_numel(t);
-            in.n_params += n;
-            in.numel[t->dtype] += n;
-            in.bytes[t->dtype] += n * (int64_t)mlm_dtype_size(t->dtype);
+            in.n_params += mlm_tensor_numel(t);
+            count_type(&in, t);
         }
+    }
+    int gguf = in.have_ckpt && mlm_checkpoint_format(in.ckpt) == MLM_CKPT_GGUF;
+    if (gguf && !dir) {
+        if (mlm_config_load(in.path, &in.cfg, &err) != MLM_OK) {
+            mlm_checkpoint_free(in.ckpt);
+            return cli_fail(&err);
+        }
+        in.have_cfg = 1;
+    }
+    if (in.have_cfg && in.have_ckpt) {
+        in.profile = mlm_model_default_profile(in.path);
+        if (mlm_profile_types_for(&in.cfg, in.profile, NULL, in.profile_types,
+                                  sizeof in.profile_types, &err) != MLM_OK)
+            in.profile = NULL;
     }
     if (dir && !in.have_cfg && !in.have_ckpt) {
         fprintf(stderr, "meshlm: %s: no config.json, params.json or checkpoint files\n", in.path);
         return CLI_RUNTIME;
     }
-    if (dir && mlm_tokenizer_present(in.path)) {
+    if ((dir || gguf) && mlm_tokenizer_present(in.path)) {
         if (mlm_tokenizer_load(in.path, &in.tok, &err) != MLM_OK) {
             mlm_checkpoint_free(in.ckpt);
             return cli_fail(&err);

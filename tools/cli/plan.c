@@ -33,7 +33,7 @@ int cmd_plan(int argc, char **argv) {
             return cli_usage("plan", "unknown argument '%s'", argv[i]);
         }
     }
-    char *dflt = model ? NULL : cli_repo_path("models/default");
+    char *dflt = model ? NULL : cli_default_model("plan");
     if (!model && !(model = dflt)) return cli_usage("plan", "give -m DIR");
     mlm_config cfg;
     mlm_error err = {0};

@@ -122,6 +122,25 @@ int cli_float(const char *cmd, const char *flag, const char *s, double lo, doubl
     return 1;
 }
 
+char *cli_default_model(const char *cmd) {
+    char *p = cli_repo_path(CLI_DEFAULT_GGUF);
+    if (p) return p;
+    p = cli_repo_path("models/default");
+    if (p)
+        fprintf(stderr, "meshlm %s: no -m given and %s is absent (scripts/setup.sh fetches it); "
+                        "using the tiny embedded model models/default, which babbles\n",
+                cmd, CLI_DEFAULT_GGUF);
+    else
+        fprintf(stderr, "meshlm %s: no -m given, and neither %s nor the embedded models/default "
+                        "is beside the build folder\n",
+                cmd, CLI_DEFAULT_GGUF);
+    return p;
+}
+
+void cli_precision_resolve(cli_precision *p, const char *dir) {
+    if (!p->optimizations) p->optimizations = mlm_model_default_profile(dir);
+}
+
 char *cli_repo_path(const char *rel) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

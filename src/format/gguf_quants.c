@@ -1,0 +1,345 @@
+/* format/gguf_quants.c: scalar dequantization of ggml tensor types, bit for bit as gguf-py's
+ * gguf.quants.dequantize (see gguf_quants.h for the list of types).
+ * gguf-py works in float32 numpy arrays: f16 scales widened exactly, integer codes and
+ * sub-scales converted to float, then one float32 op per step: d * q, (d * q) + m, or
+ * (d * sc) * q - dmin * m. Each step here is its own statement, in the same order. Every
+ * product is exact in float32 (an 11-bit f16 significand times integers of at most 12 bits
+ * together, Q6_K's 7-bit scale and 5-bit code being the widest; f16 subnormals are f32
+ * normals), so only the final add or subtract rounds, and neither the order of a product nor
+ * an fma contraction could change a result. The sign of a zero does depend on the ops: the
+ * offset comes off the code before the multiply (d * (q - 8), never d * q - 8 * d).
+ * Block fields are byte arrays read little-endian, so blocks may sit at any address. No
+ * allocation, no state: safe to call from any thread. */
+#include "format/gguf_quants.h"
+
+#include <string.h>
+
+#include "tensor/dtype.h"
+
+#define QK 32    /* elements per block of the 32-element types */
+#define QK_K 256 /* elements per super-block of the k-quants */
+
+// ---- block layouts (ggml-common.h) ----
+
+typedef struct {
+    uint8_t d[2];       /* f16 delta */
+    uint8_t qs[QK / 2]; /* element i in the low nibble of qs[i], i + 16 in the high one */
+} block_q4_0;
+_Static_assert(sizeof(block_q4_0) == 18, "q4_0 block is 18 bytes");
+
+typedef struct {
+    uint8_t d[2]; /* f16 delta */
+    uint8_t m[2]; /* f16 min */
+    uint8_t qs[QK / 2];
+} block_q4_1;
+_Static_assert(sizeof(block_q4_1) == 20, "q4_1 block is 20 bytes");
+
+typedef struct {
+    uint8_t d[2];  /* f16 delta */
+    uint8_t qh[4]; /* bit i of this little-endian u32: the fifth bit of element i */
+    uint8_t qs[QK / 2];
+} block_q5_0;
+_Static_assert(sizeof(block_q5_0) == 22, "q5_0 block is 22 bytes");
+
+typedef struct {
+    uint8_t d[2]; /* f16 delta */
+    uint8_t m[2]; /* f16 min */
+    uint8_t qh[4];
+    uint8_t qs[QK / 2];
+} block_q5_1;
+_Static_assert(sizeof(block_q5_1) == 24, "q5_1 block is 24 bytes");
+
+typedef struct {
+    uint8_t d[2]; /* f16 delta */
+    int8_t qs[QK];
+} block_q8_0;
+_Static_assert(sizeof(block_q8_0) == 34, "q8_0 block is 34 bytes");
+
+typedef struct {
+    uint8_t scales[QK_K / 16]; /* per 16 elements: low nibble scale, high nibble min */
+    uint8_t qs[QK_K / 4];      /* 2-bit codes, four planes of 32 per 128 elements */
+    uint8_t d[2];              /* f16 scale of the scales */
+    uint8_t dmin[2];           /* f16 scale of the mins */
+} block_q2_K;
+_Static_assert(sizeof(block_q2_K) == 84, "q2_K block is 84 bytes");
+
+typedef struct {
+    uint8_t hmask[QK_K / 8]; /* third bit (inverted offset), eight planes of 32 */
+    uint8_t qs[QK_K / 4];    /* low 2 bits, as in q2_K */
+    uint8_t scales[12];      /* sixteen 6-bit scales, offset by 32 */
+    uint8_t d[2];            /* f16 scale of the scales */
+} block_q3_K;
+_Static_assert(sizeof(block_q3_K) == 110, "q3_K block is 110 bytes");
+
+typedef struct {
+    uint8_t d[2];       /* f16 scale of the scales */
+    uint8_t dmin[2];    /* f16 scale of the mins */
+    uint8_t scales[12]; /* eight 6-bit scales and eight 6-bit mins */
+    uint8_t qs[QK_K / 2];
+} block_q4_K;
+_Static_assert(sizeof(block_q4_K) == 144, "q4_K block is 144 bytes");
+
+typedef struct {
+    uint8_t d[2];
+    uint8_t dmin[2];
+    uint8_t scales[12];   /* as q4_K */
+    uint8_t qh[QK_K / 8]; /* fifth bit, eight planes of 32 */
+    uint8_t qs[QK_K / 2]; /* low 4 bits, as q4_K */
+} block_q5_K;
+_Static_assert(sizeof(block_q5_K) == 176, "q5_K block is 176 bytes");
+
+typedef struct {
+    uint8_t ql[QK_K / 2];     /* low 4 bits */
+    uint8_t qh[QK_K / 4];     /* high 2 bits */
+    int8_t scales[QK_K / 16]; /* per 16 elements */
+    uint8_t d[2];             /* f16 scale of the scales */
+} block_q6_K;
+_Static_assert(sizeof(block_q6_K) == 210, "q6_K block is 210 bytes");
+
+static inline uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static inline uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline float f16_at(const uint8_t *p) { return mlm_f16_to_f32(le16(p)); }
+
+// ---- plain floats ----
+
+static void dequant_f32(const uint8_t *src, int64_t n, float *dst) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = le32(src + 4 * i);
+        memcpy(&dst[i], &u, 4);
+    }
+}
+
+/* numpy's float16 -> float32 keeps NaN payloads (a signalling NaN stays signalling), as
+ * mlm_f16_to_f32 does. */
+static void dequant_f16(const uint8_t *src, int64_t n, float *dst) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = f16_at(src + 2 * i);
+}
+
+static void dequant_bf16(const uint8_t *src, int64_t n, float *dst) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = mlm_bf16_to_f32(le16(src + 2 * i));
+}
+
+// ---- blocks of 32 ----
+
+/* y = d * (q - 8) */
+static void dequant_q4_0(const block_q4_0 *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK) {
+        float d = f16_at(b->d);
+        for (int j = 0; j < QK / 2; j++) {
+            y[j] = d * (float)((b->qs[j] & 0x0f) - 8);
+            y[j + QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
+        }
+    }
+}
+
+/* y = (d * q) + m: the product is exact, the add rounds */
+static void dequant_q4_1(const block_q4_1 *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK) {
+        float d = f16_at(b->d), m = f16_at(b->m);
+        for (int j = 0; j < QK / 2; j++) {
+            float lo = d * (float)(b->qs[j] & 0x0f);
+            float hi = d * (float)(b->qs[j] >> 4);
+            y[j] = lo + m;
+            y[j + QK / 2] = hi + m;
+        }
+    }
+}
+
+/* y = d * (q - 16), q = low nibble | fifth bit << 4 */
+static void dequant_q5_0(const block_q5_0 *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK) {
+        float d = f16_at(b->d);
+        uint32_t qh = le32(b->qh);
+        for (int j = 0; j < QK / 2; j++) {
+            int lo = (b->qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
+            int hi = (b->qs[j] >> 4) | (int)((qh >> (j + QK / 2)) & 1) << 4;
+            y[j] = d * (float)(lo - 16);
+            y[j + QK / 2] = d * (float)(hi - 16);
+        }
+    }
+}
+
+/* y = (d * q) + m */
+static void dequant_q5_1(const block_q5_1 *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK) {
+        float d = f16_at(b->d), m = f16_at(b->m);
+        uint32_t qh = le32(b->qh);
+        for (int j = 0; j < QK / 2; j++) {
+            int lo = (b->qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
+            int hi = (b->qs[j] >> 4) | (int)((qh >> (j + QK / 2)) & 1) << 4;
+            float plo = d * (float)lo;
+            float phi = d * (float)hi;
+            y[j] = plo + m;
+            y[j + QK / 2] = phi + m;
+        }
+    }
+}
+
+/* y = q * d */
+static void dequant_q8_0(const block_q8_0 *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK) {
+        float d = f16_at(b->d);
+        for (int j = 0; j < QK; j++)
+            y[j] = (float)b->qs[j] * d;
+    }
+}
+
+// ---- k-quants (super-blocks of 256) ----
+
+/* Element l of plane j (0..3) in a 128-element half: 2 bits of qs[l] at shift 2j, so element
+ * index h * 128 + j * 32 + l reads qs[h * 32 + l]. Sub-block scale index = element / 16. */
+static void dequant_q2_K(const block_q2_K *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
+        float d = f16_at(b->d), dmin = f16_at(b->dmin);
+        float dl[QK_K / 16], ml[QK_K / 16];
+        for (int s = 0; s < QK_K / 16; s++) {
+            dl[s] = d * (float)(b->scales[s] & 0x0f);
+            ml[s] = dmin * (float)(b->scales[s] >> 4);
+        }
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 32; l++) {
+                    int e = h * 128 + j * 32 + l;
+                    int q = (b->qs[h * 32 + l] >> (2 * j)) & 3;
+                    float p = dl[e / 16] * (float)q;
+                    y[e] = p - ml[e / 16];
+                }
+    }
+}
+
+/* Scales: the low 4 bits of scale s are nibble s / 8 of scales[s % 8], the high 2 bits are
+ * bits 2 * (s / 4) of scales[8 + s % 4]; value - 32. Codes: 2 low bits as q2_K, minus 4
+ * where the hmask bit (plane e / 32 of hmask[e % 32]) is clear. y = (d * scale) * q. */
+static void dequant_q3_K(const block_q3_K *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
+        float d = f16_at(b->d);
+        float dl[QK_K / 16];
+        for (int s = 0; s < QK_K / 16; s++) {
+            int lo = (b->scales[s % 8] >> (4 * (s / 8))) & 0x0f;
+            int hi = (b->scales[8 + s % 4] >> (2 * (s / 4))) & 0x03;
+            dl[s] = d * (float)((lo | hi << 4) - 32);
+        }
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 32; l++) {
+                    int e = h * 128 + j * 32 + l;
+                    int q = (b->qs[h * 32 + l] >> (2 * j)) & 3;
+                    int m = (b->hmask[l] >> (e / 32)) & 1;
+                    y[e] = dl[e / 16] * (float)(q - (m ? 0 : 4));
+                }
+    }
+}
+
+/* The 12 bytes hold eight 6-bit scales and mins (ggml's get_scale_min_k4): sub-blocks 0..3
+ * in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 in the nibbles of bytes
+ * 8..11 with their top 2 bits in the top bits of bytes 0..3 / 4..7. */
+static void scale_min_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        mn[j] = q[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((q[j + 8] & 0x0f) | ((q[j] >> 2) & 0x30));
+        mn[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 2) & 0x30));
+    }
+}
+
+/* Sub-block s (32 elements) = nibble s % 2 of qs[(s / 2) * 32 + l]; y = (d*sc)*q - dmin*m. */
+static void dequant_q4_K(const block_q4_K *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
+        float d = f16_at(b->d), dmin = f16_at(b->dmin);
+        uint8_t sc[8], mn[8];
+        scale_min_k4(b->scales, sc, mn);
+        for (int s = 0; s < 8; s++) {
+            float ds = d * (float)sc[s];
+            float dm = dmin * (float)mn[s];
+            for (int l = 0; l < 32; l++) {
+                int q = (b->qs[(s / 2) * 32 + l] >> (4 * (s % 2))) & 0x0f;
+                float p = ds * (float)q;
+                y[s * 32 + l] = p - dm;
+            }
+        }
+    }
+}
+
+/* As q4_K, with the fifth bit of sub-block s in bit s of qh[l]. */
+static void dequant_q5_K(const block_q5_K *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
+        float d = f16_at(b->d), dmin = f16_at(b->dmin);
+        uint8_t sc[8], mn[8];
+        scale_min_k4(b->scales, sc, mn);
+        for (int s = 0; s < 8; s++) {
+            float ds = d * (float)sc[s];
+            float dm = dmin * (float)mn[s];
+            for (int l = 0; l < 32; l++) {
+                int lo = (b->qs[(s / 2) * 32 + l] >> (4 * (s % 2))) & 0x0f;
+                int q = lo | ((b->qh[l] >> s) & 1) << 4;
+                float p = ds * (float)q;
+                y[s * 32 + l] = p - dm;
+            }
+        }
+    }
+}
+
+/* Element e = h * 128 + r: low 4 bits are nibble r / 64 of ql[h * 64 + r % 64], high 2 bits
+ * are bits 2 * (r / 32) of qh[h * 32 + r % 32]; y = (d * scales[e / 16]) * (q - 32). */
+static void dequant_q6_K(const block_q6_K *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
+        float d = f16_at(b->d);
+        float dl[QK_K / 16];
+        for (int s = 0; s < QK_K / 16; s++)
+            dl[s] = d * (float)b->scales[s];
+        for (int h = 0; h < 2; h++)
+            for (int r = 0; r < 128; r++) {
+                int lo = (b->ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0x0f;
+                int hi = (b->qh[h * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
+                int e = h * 128 + r;
+                y[e] = dl[e / 16] * (float)((lo | hi << 4) - 32);
+            }
+    }
+}
+
+// ---- dispatch ----
+
+int mlm_ggml_can_dequantize(uint32_t type) {
+    switch (type) {
+    case MLM_GGML_T_F32:
+    case MLM_GGML_T_F16:
+    case MLM_GGML_T_BF16:
+    case MLM_GGML_T_Q4_0:
+    case MLM_GGML_T_Q4_1:
+    case MLM_GGML_T_Q5_0:
+    case MLM_GGML_T_Q5_1:
+    case MLM_GGML_T_Q8_0:
+    case MLM_GGML_T_Q2_K:
+    case MLM_GGML_T_Q3_K:
+    case MLM_GGML_T_Q4_K:
+    case MLM_GGML_T_Q5_K:
+    case MLM_GGML_T_Q6_K: return 1;
+    default: return 0;
+    }
+}
+
+void mlm_ggml_dequantize(uint32_t type, const void *src, int64_t n, float *dst) {
+    const uint8_t *s = src;
+    switch (type) {
+    case MLM_GGML_T_F32: dequant_f32(s, n, dst); break;
+    case MLM_GGML_T_F16: dequant_f16(s, n, dst); break;
+    case MLM_GGML_T_BF16: dequant_bf16(s, n, dst); break;
+    case MLM_GGML_T_Q4_0: dequant_q4_0(src, n / QK, dst); break;
+    case MLM_GGML_T_Q4_1: dequant_q4_1(src, n / QK, dst); break;
+    case MLM_GGML_T_Q5_0: dequant_q5_0(src, n / QK, dst); break;
+    case MLM_GGML_T_Q5_1: dequant_q5_1(src, n / QK, dst); break;
+    case MLM_GGML_T_Q8_0: dequant_q8_0(src, n / QK, dst); break;
+    case MLM_GGML_T_Q2_K: dequant_q2_K(src, n / QK_K, dst); break;
+    case MLM_GGML_T_Q3_K: dequant_q3_K(src, n / QK_K, dst); break;
+    case MLM_GGML_T_Q4_K: dequant_q4_K(src, n / QK_K, dst); break;
+    case MLM_GGML_T_Q5_K: dequant_q5_K(src, n / QK_K, dst); break;
+    case MLM_GGML_T_Q6_K: dequant_q6_K(src, n / QK_K, dst); break;
+    default: break; /* the caller checked mlm_ggml_can_dequantize */
+    }
+}

@@ -1,0 +1,312 @@
+/* tests/unit/test_gguf_model.c: GGUF files as models, against transformers.
+ *
+ * tests/data/gguf/models/ (tests/fixtures/make_gguf_model_fixtures.py): tiny random Llama and
+ * Phi-3 models written as llama.cpp's convert_hf_to_gguf.py lays them out (q/k rows permuted,
+ * fused Phi-3 qkv and gate/up), in F32, F16 (with Llama 3.1 rope_freqs), Q8_0, Q4_0, Q4_K and
+ * a per-tensor mix. Their f32 logits at every position and 8 greedy tokens come from
+ * transformers' from_pretrained(gguf_file=...) (for rope_freqs, which transformers ignores,
+ * from LlamaForCausalLM with the llama3 rope_scaling on the same dequantized weights). Bad
+ * files, each a valid one broken in one place, must fail with a message naming the field.
+ *
+ * SmolLM2-135M-Instruct itself (models/smollm2/, fetched by scripts/get-model.sh; SKIP when
+ * absent): f32 greedy answers to chat prompts (prompt ids from llama.cpp's tokenizer) equal
+ * transformers' on the dequantized GGUF (tests/data/smollm2/chat_greedy.json). */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "meshlm.h"
+
+#define DIR "tests/data/gguf/models"
+#define SMOLLM2 "models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static int32_t argmax(const float *v, int32_t n) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+static mlm_status load_f32(const char *path, mlm_model **m, mlm_error *err) {
+    mlm_model_params p = mlm_model_default_params();
+    p.optimizations = "f32";
+    p.use_cache = 0;
+    return mlm_model_load(path, &p, m, err);
+}
+
+/* Runs TOKENS[0..N) in one step with logits at every position into LOGITS (N x V). */
+static mlm_status forward_all(mlm_exec *x, const int32_t *tokens, int n, float *logits,
+                              mlm_error *err) {
+    int32_t seq[64] = {0}, pos[64];
+    int8_t want[64];
+    for (int i = 0; i < n; i++) pos[i] = i, want[i] = 1;
+    mlm_batch b = {n, tokens, seq, pos, want};
+    return mlm_exec_step(x, &b, logits, err);
+}
+
+/* Greedy continuation of PROMPT[0..N) for up to MAX tokens into OUT, stopping after STOP
+ * (kept) when STOP >= 0; returns the count. */
+static int greedy(mlm_exec *x, const int32_t *prompt, int n, int max, int32_t stop, int32_t *out,
+                  mlm_error *err) {
+    int32_t V = mlm_model_config(mlm_exec_model(x))->n_vocab;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    int32_t *seq = calloc((size_t)n, sizeof *seq), *pos = malloc((size_t)n * sizeof *pos);
+    int8_t *want = calloc((size_t)n, 1);
+    int got = -1;
+    if (!lg || !seq || !pos || !want) goto done;
+    for (int i = 0; i < n; i++) pos[i] = i;
+    want[n - 1] = 1;
+    mlm_batch b = {n, prompt, seq, pos, want};
+    if (mlm_exec_seq_reset(x, 0, 0, err) || mlm_exec_step(x, &b, lg, err)) goto done;
+    got = 0;
+    for (int g = 0; g < max; g++) {
+        int32_t t = argmax(lg, V), p = n + g;
+        out[got++] = t;
+        if (t == stop || g + 1 == max) break;
+        int8_t one = 1;
+        mlm_batch d = {1, &t, seq, &p, &one};
+        if (mlm_exec_step(x, &d, lg, err)) {
+            got = -1;
+            break;
+        }
+    }
+done:
+    free(lg), free(seq), free(pos), free(want);
+    return got;
+}
+
+static int ids_of(const json_t *arr, int32_t *out, int cap) {
+    int n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (n < cap) out[n++] = (int32_t)json_integer_value(v);
+    return n;
+}
+
+/* One fixture model: logits within 1e-4 x max|logit| at every position, greedy identical. */
+static void check_model(const char *name, const json_t *entry) {
+    char path[512];
+    snprintf(path, sizeof path, DIR "/%s", json_string_value(json_object_get(entry, "json")));
+    json_error_t jerr;
+    json_t *fx = json_load_file(path, 0, &jerr);
+    CHECKF(fx != NULL, "%s: %s", path, jerr.text);
+    if (!fx) return;
+    int32_t tokens[64], gen_want[64], gen[64];
+    int n = ids_of(json_object_get(fx, "tokens"), tokens, 64);
+    json_t *greedy_fx = json_object_get(fx, "greedy");
+    int n_gen = ids_of(json_object_get(greedy_fx, "generated"), gen_want, 64);
+    int32_t V = (int32_t)json_integer_value(json_object_get(fx, "vocab"));
+    snprintf(path, sizeof path, DIR "/%s", json_string_value(json_object_get(fx, "logits_file")));
+    size_t len = 0;
+    float *want = (float *)harness_read_file(path, &len);
+    CHECKF(want && len == (size_t)n * (size_t)V * sizeof(float), "%s: %zu bytes", path, len);
+    snprintf(path, sizeof path, DIR "/%s", json_string_value(json_object_get(entry, "file")));
+    mlm_error err = {0};
+    mlm_model *m = NULL;
+    mlm_exec *x = NULL;
+    mlm_exec_params xp = mlm_exec_default_params();
+    xp.max_seq_len = 128;
+    xp.max_step_logits = 64;
+    float *got = malloc((size_t)n * (size_t)V * sizeof *got);
+    if (!want || !got) goto done;
+    CHECK_OK(load_f32(path, &m, &err), &err);
+    if (!m) goto done;
+    CHECKF(mlm_model_config(m)->n_vocab == V, "%s: n_vocab %d, want %d", name,
+           mlm_model_config(m)->n_vocab, V);
+    CHECK_OK(mlm_exec_create(m, &xp, &x, &err), &err);
+    if (!x) goto done;
+    CHECK_OK(forward_all(x, tokens, n, got, &err), &err);
+    float amax = 0, dmax = 0;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < (int64_t)n * V; i++) {
+        if (fabsf(want[i]) > amax) amax = fabsf(want[i]);
+        float d = fabsf(got[i] - want[i]);
+        if (d > dmax) dmax = d, worst = i;
+    }
+    CHECKF(dmax <= 1e-4f * amax, "%s: logits differ by %g (max |logit| %g) at position %lld id %lld",
+           name, dmax, amax, (long long)(worst / V), (long long)(worst % V));
+    int k = greedy(x, tokens, n, n_gen, -1, gen, &err);
+    CHECKF(k == n_gen && !memcmp(gen, gen_want, (size_t)n_gen * sizeof *gen),
+           "%s: greedy tokens differ from transformers' (first: %d vs %d)", name, k > 0 ? gen[0] : -1,
+           gen_want[0]);
+done:
+    mlm_exec_free(x);
+    mlm_model_free(m);
+    free(got), free(want);
+    json_decref(fx);
+}
+
+static json_t *index_json(void) {
+    json_error_t jerr;
+    json_t *j = json_load_file(DIR "/index.json", 0, &jerr);
+    if (!j) printf("  %s: %s\n", DIR "/index.json", jerr.text);
+    return j;
+}
+
+TEST(models_match_transformers) {
+    json_t *j = index_json();
+    CHECK(j != NULL);
+    const char *name;
+    json_t *entry;
+    int n = 0;
+    json_object_foreach(json_object_get(j, "models"), name, entry) {
+        check_model(name, entry);
+        n++;
+    }
+    CHECKF(n >= 6, "only %d fixture models", n);
+    json_decref(j);
+}
+
+/* A folder holding the file works as -m does, and the config reads the metadata. */
+TEST(folder_and_config) {
+    char tmp[128], link[256];
+    CHECK(harness_tmpdir(tmp, sizeof tmp, "gguf-dir") == 0);
+    char real[4096];
+    CHECK(realpath(DIR "/llama-q8_0.gguf", real) != NULL);
+    snprintf(link, sizeof link, "%s/model.gguf", tmp);
+    CHECK(symlink(real, link) == 0);
+    mlm_config c;
+    mlm_error err = {0};
+    CHECK_OK(mlm_config_load(tmp, &c, &err), &err);
+    CHECK(!strcmp(c.source, "gguf") && c.family == MLM_FAMILY_LLAMA3);
+    CHECK(c.n_layer == 2 && c.n_embd == 64 && c.n_head == 4 && c.n_kv_head == 2 && c.head_dim == 16);
+    CHECK(c.n_ff == 160 && c.n_vocab == 320 && !c.tied_embeddings);
+    CHECK(c.rope_theta == 40000.0f && fabsf(c.norm_eps - 6e-4f) < 1e-9f);
+    CHECK(c.bos_id == 1 && c.n_stop_ids >= 1 && c.stop_ids[0] == 2);
+    mlm_model *m = NULL;
+    CHECK_OK(load_f32(tmp, &m, &err), &err);
+    mlm_model_free(m);
+    CHECK_OK(mlm_config_load(DIR "/phi3-mix.gguf", &c, &err), &err);
+    CHECK(c.family == MLM_FAMILY_PHI3 && !c.tied_embeddings && c.n_ff == 128);
+    CHECK_OK(mlm_config_load(DIR "/llama-f16-rope-llama3.gguf", &c, &err), &err);
+    CHECK(c.rope_type == MLM_ROPE_FACTORS);
+    CHECK(!strcmp(mlm_model_default_profile(DIR "/llama-q4_0.gguf"), "bf16"));
+    CHECK(!strcmp(mlm_model_default_profile("models/default"), "performance"));
+    harness_rmtree(tmp);
+}
+
+/* A BFP profile goes through the weight cache beside the file, like any checkpoint, and the
+ * second load maps what the first wrote. */
+TEST(bfp_cache) {
+    char tmp[128], dst[256];
+    CHECK(harness_tmpdir(tmp, sizeof tmp, "gguf-cache") == 0);
+    size_t len;
+    char *data = harness_read_file(DIR "/llama-q4_0.gguf", &len);
+    CHECK(data != NULL);
+    if (!data) return;
+    snprintf(dst, sizeof dst, "%s/tiny.gguf", tmp);
+    CHECK(harness_write_file(dst, data, len) == 0);
+    free(data);
+    mlm_model_params p = mlm_model_default_params();
+    p.optimizations = "accuracy";
+    mlm_error err = {0};
+    mlm_model *m = NULL;
+    CHECK_OK(mlm_model_load(dst, &p, &m, &err), &err);
+    if (m) {
+        CHECK(mlm_model_cache_built(m) && strstr(mlm_model_cache_path(m), tmp) != NULL);
+        mlm_model_free(m);
+    }
+    CHECK_OK(mlm_model_load(dst, &p, &m, &err), &err);
+    if (m) CHECK(!mlm_model_cache_built(m) && mlm_model_cache_path(m)[0]);
+    mlm_model_free(m);
+    harness_rmtree(tmp);
+}
+
+/* Every bad file fails, loading as meshlm does (model, then tokenizer), with a message
+ * naming the field; the valid file they come from loads. */
+TEST(bad_files_name_the_field) {
+    json_t *j = index_json();
+    CHECK(j != NULL);
+    const char *name;
+    json_t *entry;
+    int n = 0;
+    json_object_foreach(json_object_get(j, "bad"), name, entry) {
+        char path[512];
+        snprintf(path, sizeof path, DIR "/bad/%s", name);
+        /* "blk.0.attn_q.weight (type 99)": the name before the parenthesis */
+        char field_buf[256] = "", *field = NULL;
+        if (json_is_string(json_object_get(entry, "error_names"))) {
+            snprintf(field_buf, sizeof field_buf, "%s",
+                     json_string_value(json_object_get(entry, "error_names")));
+            char *paren = strstr(field_buf, " (");
+            if (paren) *paren = 0;
+            field = field_buf;
+        }
+        mlm_error err = {0};
+        mlm_model *m = NULL;
+        mlm_tokenizer *tok = NULL;
+        mlm_status st = load_f32(path, &m, &err);
+        if (!st) st = mlm_tokenizer_load(path, &tok, &err);
+        mlm_model_free(m);
+        mlm_tokenizer_free(tok);
+        if (!field) {
+            CHECKF(st == MLM_OK, "%s should load: %s", name, err.msg);
+            continue;
+        }
+        n++;
+        CHECKF(st != MLM_OK, "%s loaded", name);
+        CHECKF(st == MLM_OK || strstr(err.msg, field), "%s: message does not name '%s': %s", name,
+               field, err.msg);
+        CHECKF(st == MLM_OK || strstr(err.msg, name), "%s: message does not name the file: %s",
+               name, err.msg);
+    }
+    CHECKF(n >= 10, "only %d bad files", n);
+    json_decref(j);
+}
+
+/* `meshlm info` shows the file's own types and what the default profile makes of them. */
+TEST(info_shows_types) {
+    char out[8192];
+    HARNESS_EXPECT_MESHLM(out, "info -m " DIR "/phi3-mix.gguf", 0, "format:     gguf");
+    CHECK(strstr(out, "q8_0") && strstr(out, "q4_0") && strstr(out, "f16"));
+    CHECK(strstr(out, "profile:    bf16 by default") != NULL);
+    HARNESS_EXPECT_MESHLM(out, "info -m " DIR "/bad/bad-iq2_xxs.gguf", 0, "iq2_xxs");
+    HARNESS_EXPECT_MESHLM(out, "generate -m " DIR "/bad/bad-iq2_xxs.gguf -p hi", 1,
+                          "blk.0.ffn_down.weight");
+}
+
+TEST(smollm2_f32_greedy_equals_transformers) {
+    if (access(SMOLLM2, R_OK) != 0)
+        SKIP("%s is absent (scripts/get-model.sh fetches it)", SMOLLM2);
+    json_error_t jerr;
+    json_t *fx = json_load_file("tests/data/smollm2/chat_greedy.json", 0, &jerr);
+    CHECKF(fx != NULL, "%s", jerr.text);
+    if (!fx) return;
+    mlm_error err = {0};
+    mlm_model *m = NULL;
+    mlm_exec *x = NULL;
+    CHECK_OK(load_f32(SMOLLM2, &m, &err), &err);
+    mlm_exec_params xp = mlm_exec_default_params();
+    xp.max_seq_len = 512;
+    if (m) CHECK_OK(mlm_exec_create(m, &xp, &x, &err), &err);
+    int32_t eos = (int32_t)json_integer_value(json_object_get(fx, "eos_token_id"));
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(fx, "cases"), i, c) {
+        if (!x) break;
+        int32_t prompt[512], want[64], got[64];
+        int n = ids_of(json_object_get(c, "prompt_ids"), prompt, 512);
+        int nw = ids_of(json_object_get(c, "generated_ids"), want, 64);
+        int k = greedy(x, prompt, n, nw, eos, got, &err);
+        int first = 0;
+        while (first < k && first < nw && got[first] == want[first]) first++;
+        CHECKF(k == nw && first == nw, "%s: f32 greedy differs from transformers' at token %d of %d",
+               json_string_value(json_object_get(c, "name")), first, nw);
+    }
+    mlm_exec_free(x);
+    mlm_model_free(m);
+    json_decref(fx);
+}
+
+int main(void) {
+    RUN(models_match_transformers);
+    RUN(folder_and_config);
+    RUN(bfp_cache);
+    RUN(bad_files_name_the_field);
+    RUN(info_shows_types);
+    RUN(smollm2_f32_greedy_equals_transformers);
+    return HARNESS_END();
+}
