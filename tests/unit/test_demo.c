@@ -45,7 +45,7 @@ TEST(token_accuracy_against_transformers) {
     CHECKF(top1[0] == 1.0 && top5[0] == 1.0, "f32 must match transformers' top-1 everywhere");
     CHECK(top1[1] >= top1[2] && top1[2] >= top1[3]);
     /* `meshlm accuracy` is the same run */
-    EXPECT("accuracy --reference tests/data/refpt/models-default-128.refpt --optimizations f32", 0,
+    EXPECT("accuracy -m models/default --reference tests/data/refpt/models-default-128.refpt --optimizations f32", 0,
            "top-1        100.00 %");
 }
 

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"accuracy", cmd_accuracy, "token accuracy against a reference (.refpt), teacher forced"},
     {"cache", cmd_cache, "build, list or clear the weight caches of the BFP profiles"},
+    {"chat", cmd_chat, "talk with a model in its chat format (keeps the conversation's KV)"},
     {"demo", cmd_demo, "the seed demos: batch-1/32, long context, ci-eval, token accuracy"},
     {"export", cmd_export, "write a model as a GGUF file for llama.cpp"},
     {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},

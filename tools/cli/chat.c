@@ -1,0 +1,648 @@
+/* tools/cli/chat.c: `meshlm chat`: a conversation in the model's chat format (Llama 3,
+ * ChatML). The dialog lives as token ids in sequence 0 of one executor: a turn encodes only
+ * the new user message and the generation prompt, prefills that on top of the KV of the
+ * conversation so far, and streams the answer to stdout until an end-of-turn id. Ctrl-C
+ * stops an answer (at the prompt it quits); a turn that would not fit in the context drops
+ * the oldest turns and reads the rest again. With stdin not a terminal: one message a line
+ * in, one reply a line out, notices on stderr. The chat struct owns every buffer it points
+ * to; the model, tokenizer and executor are freed by chat_deinit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define CHAT_COMMANDS                                                                              \
+    "  /reset          forget the conversation (the system message stays)\n"                       \
+    "  /system [TEXT]  set the system message (none without TEXT) and reset\n"                     \
+    "  /help           these commands\n"                                                           \
+    "  /exit, /quit    quit (also Ctrl-D; Ctrl-C stops an answer)\n"
+
+// clang-format off
+static void help(void) {
+    printf("usage: meshlm chat [-m PATH] [options]\n"
+           "\n"
+           "Talks with a model in its chat format (Llama 3, ChatML), keeping the conversation\n"
+           "in the KV cache: a turn reads only the new message. Without -m, SmolLM2-135M-Instruct\n"
+           "(" CLI_DEFAULT_GGUF ", fetched by scripts/setup.sh), else\n"
+           "the tiny model embedded in the repository (models/default), which babbles.\n"
+           "\n"
+           "  -m, --model PATH         a model folder or .gguf file whose tokenizer has a chat\n"
+           "                           format\n"
+           "      --system TEXT        a system message at the start of the conversation\n"
+           "  -n, --max-new-tokens N   tokens per answer at most (default 512)\n"
+           "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
+           "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
+           "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
+           "      --seed S             RNG seed for sampling (default 0); /reset restarts it\n"
+           "      --max-seq-len N      context in tokens, the whole conversation (default 4096)\n"
+           CLI_PRECISION_HELP
+           "      --threads N          threads (default: all cores)\n"
+           "  -v, --verbose            a stats line per answer on stderr: tokens prefilled (of\n"
+           "                           them new), tokens generated, speed, context used\n"
+           "  -h, --help               this help\n"
+           "\n"
+           "In a terminal: a \"> \" prompt; a line ending in '\\' continues on the next one.\n"
+           "Ctrl-C stops an answer, which stays in the conversation as far as it got; Ctrl-C at\n"
+           "the prompt, Ctrl-D or /exit quits. Commands:\n"
+           CHAT_COMMANDS
+           "\n"
+           "When stdin is not a terminal: one message per line, and one reply per message on\n"
+           "stdout followed by a newline (empty lines and commands give none); no prompt.\n"
+           "\n"
+           "Answers stop at the chat format's end-of-turn ids, after -n tokens or at the end of\n"
+           "the context. When a message plus room for an answer (-n tokens, at most half the\n"
+           "context) would not fit in --max-seq-len, the oldest turns are dropped (a notice on\n"
+           "stderr) and the rest is read again. Exit status 1 if a message did not fit at all.\n");
+}
+
+// clang-format on
+
+typedef struct chat_opts {
+    const char *model, *system;
+    int n_threads, verbose;
+    long long max_new, max_seq_len;
+    mlm_sampler_params sp;
+    cli_precision prec;
+} chat_opts;
+
+static int parse(int argc, char **argv, chat_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->max_new = 512;
+    o->max_seq_len = 4096;
+    o->sp = mlm_sampler_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        long long ll;
+        double d;
+#define VALUE()                                                                                    \
+    if (!(v = cli_value(argc, argv, &i))) return cli_usage("chat", "%s needs a value", a)
+        if (cli_is_help(a)) {
+            help();
+            return -1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            VALUE();
+            o->model = v;
+        } else if (!strcmp(a, "--system")) {
+            VALUE();
+            o->system = v;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = 1;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
+            VALUE();
+            if (!cli_int("chat", a, v, 1, 1 << 24, &o->max_new)) return CLI_USAGE;
+        } else if (!strcmp(a, "--max-seq-len")) {
+            VALUE();
+            if (!cli_int("chat", a, v, 8, 1 << 24, &o->max_seq_len)) return CLI_USAGE;
+        } else if (!strcmp(a, "--threads")) {
+            VALUE();
+            if (!cli_int("chat", a, v, 1, 1024, &ll)) return CLI_USAGE;
+            o->n_threads = (int)ll;
+        } else if (!strcmp(a, "--temperature")) {
+            VALUE();
+            if (!cli_float("chat", a, v, 0, 100, &d)) return CLI_USAGE;
+            o->sp.temperature = (float)d;
+        } else if (!strcmp(a, "--top-p")) {
+            VALUE();
+            if (!cli_float("chat", a, v, 1e-6, 1, &d)) return CLI_USAGE;
+            o->sp.top_p = (float)d;
+        } else if (!strcmp(a, "--top-k")) {
+            VALUE();
+            if (!cli_int("chat", a, v, 0, 1 << 24, &ll)) return CLI_USAGE;
+            o->sp.top_k = (int32_t)ll;
+        } else if (!strcmp(a, "--seed")) {
+            VALUE();
+            if (!cli_int("chat", a, v, 0, (long long)1 << 62, &ll)) return CLI_USAGE;
+            o->sp.seed = (uint64_t)ll;
+        } else if (cli_is_precision_flag(a)) {
+            VALUE();
+            if (!cli_precision_flag("chat", a, v, &o->prec)) return CLI_USAGE;
+        } else {
+            return cli_usage("chat", "unknown argument '%s'", a);
+        }
+#undef VALUE
+    }
+    return 0;
+}
+
+// ---- the conversation ----
+
+/* The only process state, as signals need it: Ctrl-C sets the flag, which the answer loop
+ * reads, and writes a byte to the pipe, which wakes the wait for input (the signal may run
+ * on any thread, e.g. an executor's worker, so it cannot be relied on to interrupt it). */
+static volatile sig_atomic_t interrupted;
+static int sigpipe[2] = {-1, -1};
+
+static void on_sigint(int sig) {
+    (void)sig;
+    int saved = errno;
+    interrupted = 1;
+    ssize_t n = write(sigpipe[1], "", 1); /* when full, a wake-up is pending anyway */
+    (void)n;
+    errno = saved;
+}
+
+static void clear_interrupt(void) {
+    char b[64];
+    while (read(sigpipe[0], b, sizeof b) > 0) {
+    }
+    interrupted = 0;
+}
+
+/* Installs the handler; 0 if the pipe cannot be made. */
+static int catch_sigint(void) {
+    if (pipe(sigpipe) != 0) return 0;
+    for (int i = 0; i < 2; i++) {
+        fcntl(sigpipe[i], F_SETFL, fcntl(sigpipe[i], F_GETFL) | O_NONBLOCK);
+        fcntl(sigpipe[i], F_SETFD, FD_CLOEXEC);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGINT, &sa, NULL) == 0;
+}
+
+typedef struct chat {
+    const chat_opts *o;
+    mlm_model *model;      /* owned */
+    mlm_tokenizer *tok;    /* owned */
+    mlm_exec *exec;        /* owned; sequence 0 holds conv[0, n_kv) */
+    mlm_sampler sampler;   /* restarted by every reset */
+    const mlm_config *cfg; /* borrowed from the model */
+    char *system;          /* owned, or NULL: the system message */
+    mlm_tokens conv;       /* the dialog: head (BOS, system message), then the turns */
+    mlm_tokens turns;      /* not ids: where each turn (user part + answer) starts in conv */
+    mlm_tokens anchor;     /* the dialog of one user message ANCHOR (see encode_after) */
+    mlm_tokens nosys;      /* the head without a system message (Llama 3: BOS; SmolLM2: its
+                              template's own system message) */
+    mlm_tokens close;      /* what closes an assistant message (Llama 3: <|eot_id|>; ChatML
+                              with newlines: <|im_end|> "\n") */
+    int64_t n_head, n_kv;
+    int32_t stop[8], n_stop;
+    int32_t *pos, *seq; /* owned, max_step_tokens each: one step's batch */
+    int8_t *want;       /* owned, max_step_tokens */
+    float *logits;      /* owned, n_vocab */
+    int turn_no;        /* answers since the last reset */
+} chat;
+
+static mlm_status set_err(mlm_error *err, mlm_status st, const char *msg) {
+    err->status = st;
+    snprintf(err->msg, sizeof err->msg, "%s", msg);
+    return st;
+}
+
+static mlm_status append(mlm_tokens *t, const int32_t *ids, int64_t n) {
+    mlm_status st = MLM_OK;
+    for (int64_t i = 0; !st && i < n; i++)
+        st = mlm_tokens_push(t, ids[i]);
+    return st;
+}
+
+/* A message's share of a dialog's tokens is what encoding [ANCHOR, message] adds to
+ * encoding [ANCHOR]: the anchor takes what only a dialog's start gets (Llama 3's BOS, a
+ * template's default system message when the first message is not a system one). */
+static const mlm_chat_message ANCHOR = {"user", "x"};
+
+/* Encodes the dialog MSGS[0, N) and appends to OUT what follows PREFIX's tokens in it;
+ * UNSUPPORTED when it does not start with them. */
+static mlm_status encode_after(const chat *c, const mlm_chat_message *msgs, int n, int gen,
+                               const mlm_tokens *prefix, mlm_tokens *out, mlm_error *err) {
+    mlm_tokens all;
+    mlm_tokens_init(&all);
+    mlm_status st = mlm_tokenizer_encode_chat(c->tok, msgs, n, gen, &all, err);
+    int64_t k = prefix->n;
+    if (!st && (all.n < k || (k && memcmp(all.ids, prefix->ids, (size_t)k * sizeof *all.ids))))
+        st = set_err(err, MLM_ERR_UNSUPPORTED,
+                     "chat: the chat format does not encode a dialog message by message, so "
+                     "turns cannot be added to it one at a time");
+    if (!st) st = append(out, all.ids + k, all.n - k);
+    mlm_tokens_deinit(&all);
+    return st;
+}
+
+static int is_stop(const chat *c, int32_t id) {
+    for (int32_t i = 0; i < c->n_stop; i++)
+        if (c->stop[i] == id) return 1;
+    return 0;
+}
+
+static int64_t turn_start(const chat *c, int64_t k) {
+    return k < c->turns.n ? c->turns.ids[k] : c->conv.n;
+}
+
+/* Starts a new conversation with SYSTEM (NULL: none), which the chat takes over. CAPACITY,
+ * and the old conversation kept, when the system message leaves no room for a turn. */
+static mlm_status reset(chat *c, char *system, mlm_error *err) {
+    mlm_tokens head, none = {0};
+    mlm_tokens_init(&head);
+    mlm_chat_message m = {"system", system};
+    mlm_status st = system ? encode_after(c, &m, 1, 0, &none, &head, err)
+                           : append(&head, c->nosys.ids, c->nosys.n);
+    if (!st && head.n + c->close.n + 8 > c->o->max_seq_len) {
+        snprintf(err->msg, sizeof err->msg,
+                 "the system message is %lld tokens: too long for --max-seq-len %lld",
+                 (long long)head.n, c->o->max_seq_len);
+        st = err->status = MLM_ERR_CAPACITY;
+    }
+    if (!st) st = mlm_exec_seq_reset(c->exec, 0, 0, err);
+    if (!st) {
+        mlm_sampler_deinit(&c->sampler);
+        st = mlm_sampler_init(&c->sampler, &c->o->sp, c->cfg->n_vocab, err);
+    }
+    if (st) {
+        free(system);
+        mlm_tokens_deinit(&head);
+        return st;
+    }
+    free(c->system);
+    c->system = system;
+    c->conv.n = c->turns.n = 0;
+    st = append(&c->conv, head.ids, head.n);
+    c->n_head = c->conv.n;
+    c->n_kv = 0;
+    c->turn_no = 0;
+    mlm_tokens_deinit(&head);
+    return st;
+}
+
+static void chat_deinit(chat *c) {
+    free(c->system);
+    mlm_tokens_deinit(&c->conv);
+    mlm_tokens_deinit(&c->turns);
+    mlm_tokens_deinit(&c->anchor);
+    mlm_tokens_deinit(&c->nosys);
+    mlm_tokens_deinit(&c->close);
+    free(c->pos);
+    free(c->seq);
+    free(c->want);
+    free(c->logits);
+    mlm_sampler_deinit(&c->sampler);
+    mlm_exec_free(c->exec);
+    mlm_tokenizer_free(c->tok);
+    mlm_model_free(c->model);
+}
+
+/* Loads everything; the tokenizer first, so that a model without a chat format is refused
+ * before its weights are read. */
+static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_exec_params *xp,
+                            mlm_error *err) {
+    memset(c, 0, sizeof *c);
+    c->o = o;
+    mlm_tokens_init(&c->conv);
+    mlm_tokens_init(&c->turns);
+    mlm_tokens_init(&c->anchor);
+    mlm_tokens_init(&c->nosys);
+    mlm_tokens_init(&c->close);
+    mlm_status st = mlm_tokenizer_load(o->model, &c->tok, err);
+    if (!st && !mlm_tokenizer_chat_format(c->tok)) {
+        snprintf(err->msg, sizeof err->msg,
+                 "%s: the tokenizer has no chat format (meshlm knows Llama 3's and ChatML's); "
+                 "'meshlm generate' takes plain prompts",
+                 o->model);
+        st = err->status = MLM_ERR_UNSUPPORTED;
+    }
+    if (!st) st = cli_load_model("chat", o->model, &o->prec, o->n_threads, &c->model, err);
+    if (!st) st = mlm_exec_create(c->model, xp, &c->exec, err);
+    if (st) return st;
+    c->cfg = mlm_model_config(c->model);
+    c->n_stop = mlm_tokenizer_chat_stop_ids(c->tok, c->stop, 8);
+    if (c->n_stop > 8) c->n_stop = 8;
+    /* the head without a system message: the anchor's dialog less the anchor's share; the
+     * closing: what an empty answer adds to the generation prompt */
+    mlm_tokens gen, share;
+    mlm_tokens_init(&gen);
+    mlm_tokens_init(&share);
+    mlm_chat_message m[2] = {ANCHOR, ANCHOR};
+    st = mlm_tokenizer_encode_chat(c->tok, &ANCHOR, 1, 0, &c->anchor, err);
+    if (!st) st = encode_after(c, m, 2, 0, &c->anchor, &share, err);
+    int64_t n_nosys = c->anchor.n - share.n;
+    if (!st && (n_nosys < 0 || (share.n && memcmp(c->anchor.ids + n_nosys, share.ids,
+                                                  (size_t)share.n * sizeof *share.ids))))
+        st = set_err(err, MLM_ERR_UNSUPPORTED,
+                     "chat: the chat format encodes a message differently at the start");
+    if (!st) st = append(&c->nosys, c->anchor.ids, n_nosys);
+    m[1] = (mlm_chat_message){"assistant", ""};
+    if (!st) st = mlm_tokenizer_encode_chat(c->tok, &ANCHOR, 1, 1, &gen, err);
+    if (!st) st = encode_after(c, m, 2, 0, &gen, &c->close, err);
+    if (!st && c->close.n < 1)
+        st = set_err(err, MLM_ERR_UNSUPPORTED, "chat: the chat format does not close an answer");
+    mlm_tokens_deinit(&gen);
+    mlm_tokens_deinit(&share);
+    size_t step = (size_t)mlm_exec_get_params(c->exec)->max_step_tokens;
+    c->pos = malloc(step * sizeof *c->pos);
+    c->seq = calloc(step, sizeof *c->seq);
+    c->want = calloc(step, 1);
+    c->logits = malloc((size_t)c->cfg->n_vocab * sizeof *c->logits);
+    if (!st && (!c->pos || !c->seq || !c->want || !c->logits))
+        st = set_err(err, MLM_ERR_NOMEM, "out of memory");
+    char *sys = !st && o->system ? strdup(o->system) : NULL;
+    if (!st && o->system && !sys) st = set_err(err, MLM_ERR_NOMEM, "out of memory");
+    if (!st) st = reset(c, sys, err);
+    return st;
+}
+
+/* Runs conv[n_kv, conv.n) through the model in steps of at most max_step_tokens, the last
+ * token asking for logits. With MAY_STOP, a Ctrl-C stops it between steps (n_kv tells how
+ * far it got). */
+static mlm_status feed(chat *c, int may_stop, mlm_error *err) {
+    int32_t step = mlm_exec_get_params(c->exec)->max_step_tokens;
+    mlm_status st = MLM_OK;
+    while (!st && c->n_kv < c->conv.n && !(may_stop && interrupted)) {
+        int64_t left = c->conv.n - c->n_kv;
+        int32_t n = left < step ? (int32_t)left : step;
+        for (int32_t j = 0; j < n; j++)
+            c->pos[j] = (int32_t)c->n_kv + j;
+        c->want[n - 1] = n == left;
+        mlm_batch b = {.n = n,
+                       .tokens = c->conv.ids + c->n_kv,
+                       .seq = c->seq,
+                       .pos = c->pos,
+                       .logits = c->want};
+        st = mlm_exec_step(c->exec, &b, c->logits, err);
+        c->want[n - 1] = 0;
+        if (!st) c->n_kv += n;
+    }
+    return st;
+}
+
+/* Makes room for a turn of N_PART tokens: drops the oldest turns while the dialog, the part
+ * and ROOM for the answer exceed the context, then rewinds the KV to be read again. */
+static mlm_status make_room(chat *c, int64_t n_part, int64_t room, mlm_error *err) {
+    int64_t max = c->o->max_seq_len, k = 0;
+    while (k < c->turns.n && c->n_head + c->conv.n - turn_start(c, k) + n_part + room > max)
+        k++;
+    if (k == 0) return MLM_OK;
+    int64_t from = turn_start(c, k), cut = from - c->n_head, was = c->conv.n;
+    memmove(c->conv.ids + c->n_head, c->conv.ids + from,
+            (size_t)(c->conv.n - from) * sizeof *c->conv.ids);
+    c->conv.n -= cut;
+    for (int64_t i = k; i < c->turns.n; i++)
+        c->turns.ids[i - k] = c->turns.ids[i] - (int32_t)cut;
+    c->turns.n -= k;
+    fprintf(stderr,
+            "meshlm chat: context full (%lld tokens so far + %lld for this turn + %lld for the "
+            "answer > --max-seq-len %lld): dropped the oldest %lld turn%s; the %lld "
+            "tokens kept are read again\n",
+            (long long)was, (long long)n_part, (long long)room, (long long)max, (long long)k,
+            k == 1 ? "" : "s", (long long)c->conv.n);
+    c->n_kv = 0;
+    return mlm_exec_seq_reset(c->exec, 0, 0, err);
+}
+
+/* One user message: room, prefill, and the answer streamed to stdout. *REJECTED when the
+ * message cannot fit even alone. */
+static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err) {
+    const chat_opts *o = c->o;
+    mlm_chat_message m[2] = {ANCHOR, {"user", text}};
+    mlm_tokens part;
+    mlm_tokens_init(&part);
+    mlm_status st = encode_after(c, m, 2, 1, &c->anchor, &part, err);
+    int64_t max = o->max_seq_len, n_close = c->close.n;
+    int64_t room = (o->max_new < max / 2 ? o->max_new : max / 2) + n_close;
+    if (!st && c->n_head + part.n + 1 + n_close > max) {
+        fprintf(stderr,
+                "meshlm chat: the message is %lld tokens; with the system message (%lld) and an "
+                "answer it does not fit in --max-seq-len %lld\n",
+                (long long)part.n, (long long)c->n_head, (long long)max);
+        *rejected = 1;
+        mlm_tokens_deinit(&part);
+        return MLM_OK;
+    }
+    if (!st) st = make_room(c, part.n, room, err);
+    if (!st) st = mlm_tokens_push(&c->turns, (int32_t)c->conv.n);
+    if (!st) st = append(&c->conv, part.ids, part.n);
+    int64_t n_new = part.n, kv0 = c->n_kv;
+    mlm_tokens_deinit(&part);
+    if (st) return st;
+
+    double t0 = cli_now();
+    st = feed(c, 1, err);
+    double t1 = cli_now();
+    int64_t n_prefill = c->n_kv - kv0;
+    const char *why = c->n_kv < c->conv.n ? "interrupted" : "length";
+    int stopped = 0;
+    int64_t n_gen = 0;
+    mlm_detok dt;
+    mlm_detok_init(&dt);
+    char buf[1024];
+    while (!st && c->n_kv == c->conv.n) {
+        int32_t id = mlm_sampler_sample(&c->sampler, c->logits);
+        n_gen++;
+        if ((st = mlm_tokens_push(&c->conv, id))) break;
+        if (is_stop(c, id)) {
+            why = "end of turn";
+            stopped = 1 + (id == c->close.ids[0]); /* 2: the closing's first token */
+            break;
+        }
+        size_t n = 0;
+        if (mlm_detok_push(&dt, c->tok, id, buf, sizeof buf, &n, err) != MLM_OK) n = 0;
+        fwrite(buf, 1, n, stdout);
+        fflush(stdout);
+        if (interrupted) {
+            why = "interrupted";
+            break;
+        }
+        if (n_gen >= o->max_new) break;
+        if (c->conv.n + 1 + n_close > max) {
+            why = "context";
+            break;
+        }
+        st = feed(c, 0, err);
+    }
+    clear_interrupt();
+    fwrite(buf, 1, mlm_detok_flush(&dt, buf, sizeof buf), stdout);
+    /* the closing, or its rest after its first token, ends the answer; with the last token
+     * sampled it waits for the next turn's prefill */
+    if (!st && stopped != 1)
+        st = append(&c->conv, c->close.ids + (stopped == 2), c->close.n - (stopped == 2));
+    fputc('\n', stdout);
+    fflush(stdout);
+    double t2 = cli_now();
+    c->turn_no++;
+    if (o->verbose)
+        fprintf(stderr,
+                "[turn %d: prefilled %lld tokens (%lld new) in %.3f s, generated %lld tokens, "
+                "%.1f tok/s, context %lld/%lld, stop: %s]\n",
+                c->turn_no, (long long)n_prefill, (long long)n_new, t1 - t0, (long long)n_gen,
+                t2 > t1 ? (double)n_gen / (t2 - t1) : 0.0, (long long)c->conv.n, (long long)max,
+                why);
+    return st;
+}
+
+// ---- the prompt loop ----
+
+/* Standard input, read with read(2) and poll(2) beside the signal pipe. */
+typedef struct input {
+    char *buf; /* owned: bytes read and not yet taken */
+    size_t len, cap;
+    char *msg; /* owned: the message being returned */
+    size_t msg_len, msg_cap;
+    int eof;
+} input;
+
+static int grow(char **p, size_t *cap, size_t need) {
+    if (need <= *cap) return 1;
+    size_t c2 = need * 2 > 4096 ? need * 2 : 4096;
+    char *b = realloc(*p, c2);
+    if (!b) return 0;
+    *p = b;
+    *cap = c2;
+    return 1;
+}
+
+/* Appends the next line (without its end of line) to IN->msg; 0 at EOF or on Ctrl-C. */
+static int next_line(input *in) {
+    for (;;) {
+        char *nl = in->len ? memchr(in->buf, '\n', in->len) : NULL;
+        if (nl || (in->eof && in->len)) {
+            size_t n = nl ? (size_t)(nl - in->buf) : in->len, take = n + (nl != NULL);
+            while (n > 0 && in->buf[n - 1] == '\r')
+                n--;
+            if (!grow(&in->msg, &in->msg_cap, in->msg_len + n + 1)) return 0;
+            memcpy(in->msg + in->msg_len, in->buf, n);
+            in->msg_len += n;
+            in->msg[in->msg_len] = 0;
+            memmove(in->buf, in->buf + take, in->len - take);
+            in->len -= take;
+            return 1;
+        }
+        if (in->eof || !grow(&in->buf, &in->cap, in->len + 4096)) return 0;
+        struct pollfd pf[2] = {{.fd = 0, .events = POLLIN}, {.fd = sigpipe[0], .events = POLLIN}};
+        int r = poll(pf, 2, -1);
+        if (interrupted) return 0;
+        if (r < 0 && errno != EINTR) in->eof = 1;
+        if (r <= 0 || !pf[0].revents) continue;
+        ssize_t n = read(0, in->buf + in->len, in->cap - in->len);
+        if (n > 0)
+            in->len += (size_t)n;
+        else if (n == 0 || errno != EINTR)
+            in->eof = 1;
+    }
+}
+
+/* Reads one message: a line, or in a terminal lines joined while they end in '\'. NULL at
+ * EOF or on Ctrl-C. */
+static char *read_message(input *in, int tty) {
+    in->msg_len = 0;
+    while (next_line(in)) {
+        if (!tty || !in->msg_len || in->msg[in->msg_len - 1] != '\\') return in->msg;
+        in->msg[in->msg_len - 1] = '\n';
+    }
+    return NULL;
+}
+
+/* A slash command: 0 to go on, 1 to quit, -1 on an error in ERR. */
+static int command(chat *c, const char *line, int tty, mlm_error *err) {
+    size_t name = strcspn(line, " \t");
+    const char *arg = line + name + strspn(line + name, " \t");
+#define IS(cmd) (name == strlen(cmd) && !strncmp(line, cmd, name))
+    if (IS("/exit") || IS("/quit")) return 1;
+    if (IS("/help")) {
+        fputs(CHAT_COMMANDS, stderr);
+        return 0;
+    }
+    if (!IS("/reset") && !IS("/system")) {
+        fprintf(stderr, "meshlm chat: unknown command '%.*s' (/help lists them)\n", (int)name,
+                line);
+        return 0;
+    }
+    /* /reset keeps the system message, /system replaces it (removes it without TEXT) */
+    const char *sys = IS("/reset") ? c->system : *arg ? arg : NULL;
+    const char *done = IS("/reset") ? "conversation reset"
+                       : sys        ? "system message set, conversation reset"
+                                    : "system message removed, conversation reset";
+#undef IS
+    char *text = sys ? strdup(sys) : NULL;
+    if (sys && !text) {
+        set_err(err, MLM_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    if (reset(c, text, err) != MLM_OK) {
+        if (err->status != MLM_ERR_CAPACITY) return -1;
+        fprintf(stderr, "meshlm chat: %s; the conversation goes on as it was\n", err->msg);
+    } else if (tty || c->o->verbose) {
+        fprintf(stderr, "meshlm chat: %s\n", done);
+    }
+    return 0;
+}
+
+/* Prompts and answers until EOF, /exit or Ctrl-C at the prompt. */
+static mlm_status loop(chat *c, int tty, int *rejected, mlm_error *err) {
+    input in = {0};
+    mlm_status st = MLM_OK;
+    for (;;) {
+        if (tty) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        char *msg = interrupted ? NULL : read_message(&in, tty);
+        if (!msg) {
+            if (tty) fputc('\n', stdout);
+            break;
+        }
+        if (!msg[strspn(msg, " \t\n")]) continue;
+        if (msg[0] == '/') {
+            int r = command(c, msg, tty, err);
+            if (r < 0) st = err->status;
+            if (r) break;
+            continue;
+        }
+        int bad = 0;
+        if ((st = turn(c, msg, &bad, err))) break;
+        if (bad) {
+            *rejected = 1;
+            if (!tty) fputc('\n', stdout); /* one reply line per message, even an empty one */
+        }
+    }
+    free(in.buf);
+    free(in.msg);
+    return st;
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    char *default_model = NULL;
+    if (!o.model) {
+        if (!(default_model = cli_default_model("chat"))) return CLI_USAGE;
+        o.model = default_model;
+    }
+    cli_precision_resolve(&o.prec, o.model);
+    mlm_exec_params xp = mlm_exec_default_params();
+    xp.max_seq_len = (int32_t)o.max_seq_len;
+    xp.n_threads = o.n_threads;
+    xp.max_step_tokens = (int32_t)(o.max_seq_len < 2048 ? o.max_seq_len : 2048); /* per step */
+    if (!cli_memory_fits("chat", o.model, &o.prec, &xp)) {
+        free(default_model);
+        return CLI_RUNTIME;
+    }
+    chat c;
+    mlm_error err = {0};
+    double t0 = cli_now();
+    mlm_status st = chat_init(&c, &o, &xp, &err);
+    int tty = isatty(0), rejected = 0;
+    if (!st) {
+        if (tty || o.verbose)
+            fprintf(stderr,
+                    "meshlm chat: %s (%s chat format, %s, %s kernels), context %lld tokens%s, "
+                    "loaded in %.2f s\n",
+                    o.model, mlm_tokenizer_chat_format(c.tok), mlm_model_profile(c.model),
+                    mlm_model_kernels(c.model), o.max_seq_len, c.system ? ", a system message" : "",
+                    cli_now() - t0);
+        if (tty)
+            fprintf(stderr, "/help for commands; Ctrl-C stops an answer; Ctrl-D or /exit quits\n");
+        if (!catch_sigint()) fprintf(stderr, "meshlm chat: Ctrl-C will not stop answers\n");
+        st = loop(&c, tty, &rejected, &err);
+    }
+    rc = st ? cli_fail(&err) : rejected ? CLI_RUNTIME : CLI_OK;
+    chat_deinit(&c);
+    free(default_model);
+    return rc;
+}
