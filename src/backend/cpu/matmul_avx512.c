@@ -113,6 +113,11 @@ INLINE void tile_bf16(float *out, int64_t os, const uint16_t *W, const uint16_t 
         __m512bh xv[TT];
         _Pragma("GCC unroll 16")
         for (int j = 0; j < T; j++) xv[j] = (__m512bh)_mm512_loadu_si512((const void *)(h + (t + j) * hc + k));
+        /* one token (decode): the rows are short streams, so fetch the next tile's ahead */
+        if (T == 1)
+            _Pragma("GCC unroll 16")
+            for (int i = 0; i < R; i++)
+                _mm_prefetch((const char *)(W + (r + 2 * R + i) * cols + k), _MM_HINT_T0);
         _Pragma("GCC unroll 16")
         for (int i = 0; i < R; i++) {
             __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, W + (r + i) * cols + k);
