@@ -157,19 +157,10 @@ static void tile16_4(float *out, int64_t os, const uint8_t *panel, const int8_t 
 /* Panel P (BFP4, PC padded columns) as a BFP8-layout panel at DST; 0 if an exponent would
  * overflow (then the caller expands block by block). */
 static int expand_panel(const uint8_t *panel, int64_t pc, uint8_t *dst) {
-    const __m512i m15 = _mm512_set1_epi8(0x0f);
-    const __m512i lut = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, -1, -2, -3, -4, -5, -6, -7));
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
         const uint8_t *src = panel + g * 576;
         uint8_t *o = dst + g * 1088;
-        for (int b = 0; b < 4; b++)
-            for (int h = 0; h < 2; h++) {
-                __m512i v = _mm512_loadu_si512((const void *)(src + b * 128 + 64 * h));
-                _mm512_storeu_si512((void *)(o + b * 256 + 128 * h), _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m15)));
-                _mm512_storeu_si512((void *)(o + b * 256 + 128 * h + 64),
-                                    _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m15)));
-            }
+        expand4(src, o);
         for (int e = 0; e < 64; e++) {
             if (src[512 + e] > 251) return 0;
             o[1024 + e] = (uint8_t)(src[512 + e] + 4);
