@@ -78,7 +78,6 @@ static int parse(int argc, char **argv, chat_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
-        double d;
 #define VALUE()                                                                                    \
     if (!(v = cli_value(argc, argv, &i))) return cli_usage("chat", "%s needs a value", a)
         if (cli_is_help(a)) {
@@ -102,22 +101,9 @@ static int parse(int argc, char **argv, chat_opts *o) {
             VALUE();
             if (!cli_int("chat", a, v, 1, 1024, &ll)) return CLI_USAGE;
             o->n_threads = (int)ll;
-        } else if (!strcmp(a, "--temperature")) {
+        } else if (cli_is_sampling_flag(a)) {
             VALUE();
-            if (!cli_float("chat", a, v, 0, 100, &d)) return CLI_USAGE;
-            o->sp.temperature = (float)d;
-        } else if (!strcmp(a, "--top-p")) {
-            VALUE();
-            if (!cli_float("chat", a, v, 1e-6, 1, &d)) return CLI_USAGE;
-            o->sp.top_p = (float)d;
-        } else if (!strcmp(a, "--top-k")) {
-            VALUE();
-            if (!cli_int("chat", a, v, 0, 1 << 24, &ll)) return CLI_USAGE;
-            o->sp.top_k = (int32_t)ll;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (!cli_int("chat", a, v, 0, (long long)1 << 62, &ll)) return CLI_USAGE;
-            o->sp.seed = (uint64_t)ll;
+            if (!cli_sampling_flag("chat", a, v, &o->sp)) return CLI_USAGE;
         } else if (cli_is_precision_flag(a)) {
             VALUE();
             if (!cli_precision_flag("chat", a, v, &o->prec)) return CLI_USAGE;

@@ -55,6 +55,13 @@ typedef struct cli_precision {
 /* Handles --optimizations, --dtype (f32|bf16, the older spelling) and --decoder-config with
  * VALUE; 0 after printing a usage error. */
 int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli_precision *p);
+/* Handles --temperature, --top-k, --top-p and --seed with VALUE into SP; 0 after printing a
+ * usage error. */
+int cli_sampling_flag(const char *cmd, const char *flag, const char *value, mlm_sampler_params *sp);
+static inline int cli_is_sampling_flag(const char *a) {
+    return !strcmp(a, "--temperature") || !strcmp(a, "--top-k") || !strcmp(a, "--top-p") ||
+           !strcmp(a, "--seed");
+}
 /* Fills P's profile, when no flag named one, with the model's default
  * (mlm_model_default_profile: bf16 for GGUF files, else performance). */
 void cli_precision_resolve(cli_precision *p, const char *dir);

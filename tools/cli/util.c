@@ -122,6 +122,25 @@ int cli_float(const char *cmd, const char *flag, const char *s, double lo, doubl
     return 1;
 }
 
+int cli_sampling_flag(const char *cmd, const char *flag, const char *value, mlm_sampler_params *sp) {
+    double d;
+    long long ll;
+    if (!strcmp(flag, "--temperature")) {
+        if (!cli_float(cmd, flag, value, 0, 100, &d)) return 0;
+        sp->temperature = (float)d;
+    } else if (!strcmp(flag, "--top-p")) {
+        if (!cli_float(cmd, flag, value, 1e-6, 1, &d)) return 0;
+        sp->top_p = (float)d;
+    } else if (!strcmp(flag, "--top-k")) {
+        if (!cli_int(cmd, flag, value, 0, 1 << 24, &ll)) return 0;
+        sp->top_k = (int32_t)ll;
+    } else {
+        if (!cli_int(cmd, flag, value, 0, (long long)1 << 62, &ll)) return 0;
+        sp->seed = (uint64_t)ll;
+    }
+    return 1;
+}
+
 char *cli_default_model(const char *cmd) {
     char *p = cli_repo_path(CLI_DEFAULT_GGUF);
     if (p) return p;
