@@ -10,7 +10,12 @@ NAME=SmolLM2-135M-Instruct.Q4_1.gguf
 SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 DEST=models/smollm2/$NAME
 
+# the token-accuracy reference made from this file (tests/fixtures/make_smollm2_fixtures.py),
+# where `meshlm demo --preset token-accuracy` looks for it
+REF=tests/data/smollm2/SmolLM2-135M-Instruct.Q4_1.refpt
+install_ref() { cp "$REF" "models/smollm2/$(basename "$REF").tmp" && mv "models/smollm2/$(basename "$REF").tmp" "models/smollm2/$(basename "$REF")"; }
 if [ -f "$DEST" ] && echo "$SHA256  $DEST" | sha256sum -c --status; then
+  install_ref
   echo "get-model.sh: $DEST is present and intact"
   exit 0
 fi
@@ -33,4 +38,5 @@ fi
 # same file system as the destination, then an atomic rename
 mv "$tmp/$NAME" "$DEST.tmp"
 mv "$DEST.tmp" "$DEST"
+install_ref
 echo "get-model.sh: $DEST ($(wc -c < "$DEST") bytes, sha256 verified)"

@@ -21,7 +21,13 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
                         double *top5) {
     char path[2048];
     if (c->reference) snprintf(path, sizeof path, "%s", c->reference);
-    else snprintf(path, sizeof path, "%s/reference.refpt", model);
+    else {
+        /* a model folder's reference.refpt; beside a model file (GGUF), its name with .refpt */
+        size_t n = strlen(model);
+        if (n > 5 && !strcmp(model + n - 5, ".gguf"))
+            snprintf(path, sizeof path, "%.*s.refpt", (int)(n - 5), model);
+        else snprintf(path, sizeof path, "%s/reference.refpt", model);
+    }
     mlm_checkpoint *ck = NULL;
     mlm_error err = {0};
     if (mlm_checkpoint_open(path, &ck, &err)) {

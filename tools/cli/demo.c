@@ -33,7 +33,8 @@ static void help(void) {
            "  --page-params B,N          KV block size and number of blocks\n"
            "  --sampling-params T,P[,K]  temperature (0 = greedy), top-p, top-k for all users\n"
            "  --stop-at-eos 0|1          stop a user at an end-of-turn / end-of-text token\n"
-           "  --reference FILE.refpt     token-accuracy reference (default DIR/reference.refpt)\n"
+           "  --reference FILE.refpt     token-accuracy reference (default DIR/reference.refpt,\n"
+           "                             or NAME.refpt beside a model file NAME.gguf)\n"
            CLI_PRECISION_HELP
            "  --report FILE.json         write the report as JSON\n"
            "  --expect FILE.json         targets {\"<preset>\": {\"decode_tps_user\": ..}}: exit 1\n"
