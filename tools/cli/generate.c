@@ -329,6 +329,7 @@ int cmd_generate(int argc, char **argv) {
                    mlm_model_kernels(g.model), mlm_model_profile(g.model), cache);
         } else {
             printf("\n");
+            fflush(stdout); /* the text ends before the stats line, also when both are piped */
             fprintf(stderr,
                     "[load %.2f s (cache: %s) | prompt %lld tokens | TTFT %.1f ms | %lld tokens, "
                     "decode %.2f tok/s | %s, %s, stop: %s]\n",
