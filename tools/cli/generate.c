@@ -278,7 +278,7 @@ int cmd_generate(int argc, char **argv) {
     double t_load = cli_now(), t_first = t_load, t_end = t_load;
     const char *stop_reason = "length";
     if (!st && !rc) {
-        st = prefill(&g, 256, &err);
+        st = prefill(&g, xp.max_step_tokens, &err); /* --prefill-chunk tokens a step */
         mlm_detok dt;
         mlm_detok_init(&dt);
         char buf[1024];
