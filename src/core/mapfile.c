@@ -112,6 +112,13 @@ int mlm_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+void mlm_path_dir(const char *path, char *out, size_t size) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, size, ".");
+    else if (slash == path) snprintf(out, size, "/");
+    else snprintf(out, size, "%.*s", (int)(slash - path), path);
+}
+
 char *mlm_path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
     char *p = malloc(a + b + 2);

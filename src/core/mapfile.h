@@ -36,5 +36,8 @@ int mlm_is_dir(const char *path);
 
 /* Joins DIR and NAME into a malloc'd path. */
 char *mlm_path_join(const char *dir, const char *name);
+/* The folder part of PATH ("." when it has none) into OUT (SIZE bytes, truncated if
+ * longer); "/" for a file in the root. */
+void mlm_path_dir(const char *path, char *out, size_t size);
 
 #endif

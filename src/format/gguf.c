@@ -5,9 +5,11 @@
  * copied (NUL-terminated) into one owned buffer; values and tensor data stay views. */
 #include "format/gguf.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/error.h"
 #include "core/mapfile.h"
@@ -572,4 +574,41 @@ mlm_status mlm_gguf_get_str(const mlm_gguf *g, const char *key, const char **str
 mlm_status mlm_gguf_get_array(const mlm_gguf *g, const char *key, const mlm_gguf_value **arr,
                               mlm_error *err) {
     return get(g, key, "an array", BIT(MLM_GGUF_ARRAY), arr, err);
+}
+
+// ---- finding GGUF files ----
+
+int mlm_gguf_is_file(const char *path) {
+    if (!mlm_is_file(path)) return 0;
+    FILE *f = fopen(path, "rb");
+    char m[4];
+    int ok = f && fread(m, 1, 4, f) == 4 && memcmp(m, "GGUF", 4) == 0;
+    if (f) fclose(f);
+    return ok;
+}
+
+char *mlm_gguf_find_in_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char *best = NULL, *best_name = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcasecmp(e->d_name + n - 5, ".gguf") != 0) continue;
+        if (best_name && strcmp(e->d_name, best_name) >= 0) continue;
+        char *path = mlm_path_join(dir, e->d_name);
+        char *name = strdup(e->d_name);
+        if (path && name && mlm_gguf_is_file(path)) {
+            free(best);
+            free(best_name);
+            best = path;
+            best_name = name;
+        } else {
+            free(path);
+            free(name);
+        }
+    }
+    closedir(d);
+    free(best_name);
+    return best;
 }

@@ -131,6 +131,13 @@ int mlm_gguf_array_next(const mlm_gguf_value *arr, uint64_t *pos, mlm_gguf_value
  * or the elements have no fixed size. */
 int mlm_gguf_array_get(const mlm_gguf_value *arr, uint64_t i, mlm_gguf_value *elem);
 
+/* Whether PATH is a regular file that starts with the GGUF magic. */
+int mlm_gguf_is_file(const char *path);
+/* The malloc'd path of the GGUF file in folder DIR: of the files named *.gguf (any case)
+ * that start with the GGUF magic, the first by name (bytewise), so that the choice does not
+ * depend on readdir's order. NULL when there is none (or on allocation failure). */
+char *mlm_gguf_find_in_dir(const char *dir);
+
 /* "u8", "i8", ..., "f64" ("?" out of range). */
 const char *mlm_gguf_type_name(uint32_t type);
 /* "f32", "f16", "q4_0", ..., "bf16" ("?" for a type llama.cpp does not have). */

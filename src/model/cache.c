@@ -89,10 +89,9 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_
     snprintf(folder, sizeof folder, "%s", real);
     if (mlm_is_file(real)) {
         /* one model file (GGUF): it is the only source; names are relative to its folder */
-        char *slash = strrchr(real, '/');
+        const char *slash = strrchr(real, '/');
         if ((names[0] = strdup(slash ? slash + 1 : real))) n = 1;
-        snprintf(folder, sizeof folder, "%s", real);
-        folder[slash ? slash - real : 0] = 0;
+        mlm_path_dir(real, folder, sizeof folder);
     } else {
         DIR *d = opendir(real);
         if (!d) return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", real, strerror(errno));
@@ -133,10 +132,7 @@ static mlm_status cache_dir(const char *dir, const mlm_model_params *p, char *ou
     /* a model given as one file (GGUF): its caches go beside it */
     char parent[PATH_MAX];
     if (dir && mlm_is_file(dir)) {
-        snprintf(parent, sizeof parent, "%s", dir);
-        char *slash = strrchr(parent, '/');
-        if (slash) *slash = 0;
-        else snprintf(parent, sizeof parent, ".");
+        mlm_path_dir(dir, parent, sizeof parent);
         dir = parent;
     }
     if (p && p->cache_dir && p->cache_dir[0]) n = snprintf(out, size, "%s", p->cache_dir);

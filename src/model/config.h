@@ -17,7 +17,7 @@ mlm_status mlm_config_from_json(const char *what, const json_t *j, mlm_config *o
 mlm_status mlm_config_check(const char *what, mlm_config *c, mlm_error *err);
 
 /* Whether PATH is a GGUF model: a file that starts with "GGUF", or a folder without
- * config.json / params.json that holds *.gguf files (the first by name). *OUT gets the file. */
+ * config.json / params.json that holds one (mlm_gguf_find_in_dir). *OUT gets the file. */
 int mlm_gguf_model_file(const char *path, char *out, size_t size);
 /* Fills OUT from the GGUF file PATH's metadata (model/config_gguf.c). */
 mlm_status mlm_config_from_gguf(const char *path, mlm_config *out, mlm_error *err);

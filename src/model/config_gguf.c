@@ -10,7 +10,6 @@
  * (Llama 3.1, per-frequency divisors) or rope.scaling.type "none"/"linear" with factor 1;
  * anything else is refused by name. Tied embeddings: no "output.weight" tensor. Token ids:
  * tokenizer.ggml.bos/eos/eot/eom/padding_token_id. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +22,7 @@
 
 int mlm_gguf_model_file(const char *path, char *out, size_t size) {
     if (!path) return 0;
-    if (mlm_is_file(path)) {
-        FILE *f = fopen(path, "rb");
-        char magic[4] = {0};
-        size_t n = f ? fread(magic, 1, 4, f) : 0;
-        if (f) fclose(f);
-        if (n != 4 || memcmp(magic, "GGUF", 4)) return 0;
+    if (mlm_gguf_is_file(path)) {
         snprintf(out, size, "%s", path);
         return 1;
     }
@@ -40,21 +34,10 @@ int mlm_gguf_model_file(const char *path, char *out, size_t size) {
         free(p);
         if (there) return 0;
     }
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    int found = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        if (n > 5 && !strcmp(e->d_name + n - 5, ".gguf")) {
-            /* several: the first in name order, so the choice does not depend on readdir */
-            char cand[4096];
-            snprintf(cand, sizeof cand, "%s/%s", path, e->d_name);
-            if (!found || strcmp(cand, out) < 0) snprintf(out, size, "%s", cand);
-            found++;
-        }
-    }
-    closedir(d);
-    return found > 0;
+    char *found = mlm_gguf_find_in_dir(path);
+    if (found) snprintf(out, size, "%s", found);
+    free(found);
+    return found != NULL;
 }
 
 typedef struct reader {

@@ -319,7 +319,7 @@ static mlm_status bind_all(binder *b) {
     char name[256];
     role_name(b, name, sizeof name, R_OUT, 0);
     if (find(b, name, 0)) return bind_matrix(b, R_OUT, 0, V, d, 0, 0, &m->output);
-    if (!b->meta && !c->tied_embeddings && !b->gguf)
+    if (!b->meta && !c->tied_embeddings)
         return mlm_err_set(b->err, MLM_ERR_FORMAT,
                            "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
                            "tied)",

@@ -8,9 +8,7 @@
  * allocation failure). */
 char *mlm_tokenizer_locate(const char *dir);
 
-/* The malloc'd path of the GGUF file in DIR whose vocabulary mlm_tokenizer_load uses when
- * DIR has none of the files above: of the files named *.gguf that start with the GGUF
- * magic, the first by name (bytewise). NULL when there is none. */
-char *mlm_tokenizer_locate_gguf(const char *dir);
+/* When DIR has none of those, mlm_tokenizer_load uses the vocabulary of its GGUF file
+ * (mlm_gguf_find_in_dir in format/gguf.h). */
 
 #endif

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/mapfile.h"
+#include "format/gguf.h"
 #include "tokenizer/added.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/hf.h"
@@ -203,7 +204,7 @@ mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *
     char *file = NULL;
     if (mlm_is_dir(path)) {
         file = mlm_tokenizer_locate(path); /* the one search order, shared with the CLI */
-        if (!file) file = mlm_tokenizer_locate_gguf(path);
+        if (!file) file = mlm_gguf_find_in_dir(path);
         if (!file)
             return mlm_err_set(err, MLM_ERR_IO,
                                "tokenizer: %s has no tokenizer.model, original/tokenizer.model, "
