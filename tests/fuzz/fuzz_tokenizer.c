@@ -14,6 +14,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "fuzz_bpe.h"
 
 #define LLAMA3_MODEL "tests/data/tokenizer/llama3/tokenizer.model"
 
@@ -21,14 +22,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static mlm_tokenizer *g_real; /* loaded once, read-only */
-
-#define REQUIRE(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_tokenizer: %s:%d: %s\n", __FILE__, __LINE__, #cond);             \
-            __builtin_trap();                                                                      \
-        }                                                                                          \
-    } while (0)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -107,19 +100,7 @@ static void as_text(const uint8_t *data, size_t size) {
     }
     /* The two merge engines on the whole input as one piece (bounded: the reference one is
      * quadratic). */
-    if (size >= 2 && size <= 512) {
-        mlm_bpe_scratch s;
-        mlm_bpe_scratch_init(&s);
-        mlm_tokens a, b;
-        mlm_tokens_init(&a);
-        mlm_tokens_init(&b);
-        REQUIRE(mlm_bpe_merge_ref(&g_real->vocab, NULL, data, size, &s, &a, &err) == MLM_OK);
-        REQUIRE(mlm_bpe_merge_heap(&g_real->vocab, NULL, data, size, &s, &b, &err) == MLM_OK);
-        REQUIRE(a.n == b.n && memcmp(a.ids, b.ids, (size_t)a.n * sizeof *a.ids) == 0);
-        mlm_tokens_deinit(&a);
-        mlm_tokens_deinit(&b);
-        mlm_bpe_scratch_deinit(&s);
-    }
+    if (size >= 2 && size <= 512) fuzz_merges_agree(&g_real->vocab, NULL, data, size);
     free(fixed);
 }
 
