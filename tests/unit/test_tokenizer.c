@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tokenizer_cases.h"
 #include "meshlm.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretok.h"
@@ -27,85 +28,6 @@
 static mlm_tokenizer *g_llama, *g_cl100k; /* loaded once in main, read-only afterwards */
 
 // ---- helpers ----
-
-typedef struct cases {
-    char *buf;   /* owned file contents */
-    char **text; /* (n) borrowed from buf */
-    size_t *len; /* (n) */
-    int n;
-} cases;
-
-/* Splits a file of "case SEP case SEP ..." into cases. Returns 0 on success. */
-static int read_cases(const char *path, const char *sep, cases *c) {
-    memset(c, 0, sizeof *c);
-    size_t n;
-    c->buf = harness_read_file(path, &n);
-    if (!c->buf) return -1;
-    size_t sl = strlen(sep), pos = 0, cap = 0;
-    while (pos < n) {
-        char *hit = memmem(c->buf + pos, n - pos, sep, sl);
-        if (!hit) break;
-        if (c->n == (int)cap) {
-            cap = cap ? 2 * cap : 64;
-            c->text = realloc(c->text, cap * sizeof *c->text);
-            c->len = realloc(c->len, cap * sizeof *c->len);
-        }
-        c->text[c->n] = c->buf + pos;
-        c->len[c->n] = (size_t)(hit - (c->buf + pos));
-        c->n++;
-        pos = (size_t)(hit - c->buf) + sl;
-    }
-    return 0;
-}
-
-static void free_cases(cases *c) {
-    free(c->buf);
-    free(c->text);
-    free(c->len);
-}
-
-/* Reads a .out file: one line per case, " id id ...". */
-typedef struct id_lines {
-    mlm_tokens *line; /* (n) owned */
-    int n;
-} id_lines;
-
-static int read_id_lines(const char *path, id_lines *out) {
-    memset(out, 0, sizeof *out);
-    size_t n;
-    char *buf = harness_read_file(path, &n);
-    if (!buf) return -1;
-    int cap = 0;
-    char *p = buf;
-    while (*p) {
-        char *nl = strchr(p, '\n');
-        if (!nl) break;
-        *nl = 0;
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 64;
-            out->line = realloc(out->line, (size_t)cap * sizeof *out->line);
-        }
-        mlm_tokens *t = &out->line[out->n++];
-        mlm_tokens_init(t);
-        char *q = p;
-        for (;;) {
-            char *end;
-            long v = strtol(q, &end, 10);
-            if (end == q) break;
-            mlm_tokens_push(t, (int32_t)v);
-            q = end;
-        }
-        p = nl + 1;
-    }
-    free(buf);
-    return 0;
-}
-
-static void free_id_lines(id_lines *l) {
-    for (int i = 0; i < l->n; i++)
-        mlm_tokens_deinit(&l->line[i]);
-    free(l->line);
-}
 
 /* Compares ids; prints the first difference. Returns 1 when equal. */
 static int same_ids(const char *what, int idx, const int32_t *got, int64_t n_got,

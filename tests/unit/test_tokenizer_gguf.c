@@ -19,6 +19,7 @@
 
 #include "format/gguf_writer.h"
 #include "harness.h"
+#include "tokenizer_cases.h"
 #include "meshlm.h"
 #include "tokenizer/bytelevel.h"
 #include "tokenizer/tokenizer.h"
@@ -37,78 +38,6 @@ static mlm_tokenizer *g_json; /* SmolLM2 as tokenizer.json (+ tokenizer_config.j
 static char g_dir[64];        /* scratch directory */
 
 // ---- helpers ----
-
-typedef struct cases {
-    char *buf;   /* owned file contents */
-    char **text; /* (n) borrowed from buf */
-    size_t *len; /* (n) */
-    int n;
-} cases;
-
-/* Splits a file of "case SEP case SEP ..." into cases. Returns 0 on success. */
-static int read_cases(const char *path, cases *c) {
-    memset(c, 0, sizeof *c);
-    size_t n;
-    c->buf = harness_read_file(path, &n);
-    if (!c->buf) return -1;
-    size_t sl = strlen(CASE_SEP), pos = 0;
-    int cap = 0;
-    while (pos < n) {
-        char *hit = memmem(c->buf + pos, n - pos, CASE_SEP, sl);
-        if (!hit) break;
-        if (c->n == cap) {
-            cap = cap ? 2 * cap : 64;
-            c->text = realloc(c->text, (size_t)cap * sizeof *c->text);
-            c->len = realloc(c->len, (size_t)cap * sizeof *c->len);
-        }
-        c->text[c->n] = c->buf + pos;
-        c->len[c->n] = (size_t)(hit - (c->buf + pos));
-        c->n++;
-        pos = (size_t)(hit - c->buf) + sl;
-    }
-    return 0;
-}
-
-static void free_cases(cases *c) {
-    free(c->buf);
-    free(c->text);
-    free(c->len);
-}
-
-/* A .out file: one line per case, " id id ...". */
-typedef struct id_lines {
-    mlm_tokens *line; /* (n) owned */
-    int n;
-} id_lines;
-
-static int read_id_lines(const char *path, id_lines *out) {
-    memset(out, 0, sizeof *out);
-    char *buf = harness_read_file(path, NULL);
-    if (!buf) return -1;
-    int cap = 0;
-    for (char *p = buf, *nl; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
-        *nl = 0;
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 64;
-            out->line = realloc(out->line, (size_t)cap * sizeof *out->line);
-        }
-        mlm_tokens *t = &out->line[out->n++];
-        mlm_tokens_init(t);
-        for (char *q = p, *end;; q = end) {
-            long v = strtol(q, &end, 10);
-            if (end == q) break;
-            mlm_tokens_push(t, (int32_t)v);
-        }
-    }
-    free(buf);
-    return 0;
-}
-
-static void free_id_lines(id_lines *l) {
-    for (int i = 0; i < l->n; i++)
-        mlm_tokens_deinit(&l->line[i]);
-    free(l->line);
-}
 
 /* Compares ids; prints the first difference. Returns 1 when equal. */
 static int same_ids(const char *what, int idx, const mlm_tokens *got, const int32_t *want,
@@ -151,7 +80,7 @@ static mlm_status encode(const mlm_tokenizer *tok, const char *text, size_t len,
 static int check_edge_cases(const mlm_tokenizer *tok, const char *outp, int special) {
     cases c;
     id_lines want;
-    if (read_cases(DATA "tokenizer/edge_cases.bin", &c) != 0 || read_id_lines(outp, &want) != 0) {
+    if (read_cases(DATA "tokenizer/edge_cases.bin", CASE_SEP, &c) != 0 || read_id_lines(outp, &want) != 0) {
         CHECKF(0, "cannot read the edge cases / %s", outp);
         return 0;
     }
@@ -749,7 +678,7 @@ TEST(smollm2_chat) {
 TEST(smollm2_round_trip) {
     NEED_GGUF();
     cases c;
-    CHECK(read_cases(DATA "tokenizer/edge_cases.bin", &c) == 0);
+    CHECK(read_cases(DATA "tokenizer/edge_cases.bin", CASE_SEP, &c) == 0);
     int n_exact = 0;
     for (int i = 0; i < c.n; i++) {
         mlm_error err = {0};

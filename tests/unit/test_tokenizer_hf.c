@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tokenizer_cases.h"
 #include "meshlm.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/hf.h"
@@ -29,74 +30,6 @@
 static mlm_tokenizer *g_phi4; /* loaded once in main, read-only afterwards */
 
 // ---- helpers ----
-
-typedef struct cases {
-    char *buf;   /* owned file contents */
-    char **text; /* (n) borrowed from buf */
-    size_t *len; /* (n) */
-    int n;
-} cases;
-
-static int read_cases(const char *path, const char *sep, cases *c) {
-    memset(c, 0, sizeof *c);
-    size_t n;
-    c->buf = harness_read_file(path, &n);
-    if (!c->buf) return -1;
-    size_t sl = strlen(sep), pos = 0;
-    int cap = 0;
-    while (pos < n) {
-        char *hit = memmem(c->buf + pos, n - pos, sep, sl);
-        if (!hit) break;
-        if (c->n == cap) {
-            cap = cap ? 2 * cap : 64;
-            c->text = realloc(c->text, (size_t)cap * sizeof *c->text);
-            c->len = realloc(c->len, (size_t)cap * sizeof *c->len);
-        }
-        c->text[c->n] = c->buf + pos;
-        c->len[c->n] = (size_t)(hit - (c->buf + pos));
-        c->n++;
-        pos = (size_t)(hit - c->buf) + sl;
-    }
-    return 0;
-}
-
-static void free_cases(cases *c) {
-    free(c->buf);
-    free(c->text);
-    free(c->len);
-}
-
-/* Lines of " id id ..." into token lists. */
-static int read_id_lines(const char *path, mlm_tokens **lines, int *n_lines) {
-    size_t n;
-    char *buf = harness_read_file(path, &n);
-    *lines = NULL;
-    *n_lines = 0;
-    if (!buf) return -1;
-    int cap = 0;
-    for (char *p = buf, *nl; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
-        *nl = 0;
-        if (*n_lines == cap) {
-            cap = cap ? 2 * cap : 64;
-            *lines = realloc(*lines, (size_t)cap * sizeof **lines);
-        }
-        mlm_tokens *t = &(*lines)[(*n_lines)++];
-        mlm_tokens_init(t);
-        for (char *q = p, *end;; q = end) {
-            long v = strtol(q, &end, 10);
-            if (end == q) break;
-            mlm_tokens_push(t, (int32_t)v);
-        }
-    }
-    free(buf);
-    return 0;
-}
-
-static void free_id_lines(mlm_tokens *lines, int n) {
-    for (int i = 0; i < n; i++)
-        mlm_tokens_deinit(&lines[i]);
-    free(lines);
-}
 
 static int same_ids(const char *what, int idx, const int32_t *got, int64_t n_got,
                     const int32_t *want, int64_t n_want) {
@@ -133,25 +66,24 @@ static mlm_status encode(const mlm_tokenizer *tok, const char *text, size_t len,
 static int check_vectors(const mlm_tokenizer *tok, const char *inp, const char *sep,
                          const char *outp, int special) {
     cases c;
-    mlm_tokens *want;
-    int n_want;
-    if (read_cases(inp, sep, &c) != 0 || read_id_lines(outp, &want, &n_want) != 0) {
+    id_lines want;
+    if (read_cases(inp, sep, &c) != 0 || read_id_lines(outp, &want) != 0) {
         CHECKF(0, "cannot read %s / %s", inp, outp);
         return 0;
     }
-    CHECKF(c.n == n_want, "%s: %d cases, %s: %d lines", inp, c.n, outp, n_want);
-    int n = c.n < n_want ? c.n : n_want, bad = 0;
+    CHECKF(c.n == want.n, "%s: %d cases, %s: %d lines", inp, c.n, outp, want.n);
+    int n = c.n < want.n ? c.n : want.n, bad = 0;
     for (int i = 0; i < n; i++) {
         mlm_tokens got;
         mlm_tokens_init(&got);
         mlm_error err = {0};
         CHECK_OK(encode(tok, c.text[i], c.len[i], special, 0, &got, &err), &err);
-        if (!same_ids(outp, i, got.ids, got.n, want[i].ids, want[i].n)) bad++;
+        if (!same_ids(outp, i, got.ids, got.n, want.line[i].ids, want.line[i].n)) bad++;
         mlm_tokens_deinit(&got);
     }
     CHECKF(bad == 0, "%d of %d cases differ", bad, n);
     free_cases(&c);
-    free_id_lines(want, n_want);
+    free_id_lines(&want);
     return n;
 }
 
