@@ -616,6 +616,144 @@ mlm_status mlm_exec_generate(mlm_exec *exec, const mlm_gen_user *users, int32_t 
                              const int32_t *const *pages, int32_t n_pages, mlm_gen_output *out,
                              mlm_gen_stats *stats, mlm_error *err);
 
+/* ---- scheduler: continuous batching ---- */
+
+/* A scheduler serves many independent requests on one executor it owns: a bounded queue of
+ * waiting requests, up to max_batch running sequences, and a step loop. Every step it admits
+ * waiting requests while batch slots and KV blocks allow, then runs one executor step over all
+ * running sequences: one decode token for each sequence that is generating, plus prompt
+ * chunks of admitted sequences up to prefill_chunk tokens in all, so that running streams keep
+ * their pace while a long prompt is read. Tokens are reported as they are sampled.
+ *
+ * Prefix cache: every full KV block of a prompt or of generated text is kept, keyed by a hash
+ * of the whole token prefix it ends (and checked against its tokens), reference counted and
+ * shared between sequences. A new request starts from the longest cached prefix of its
+ * prompt; blocks no sequence holds are evicted least recently used first. Because a token's
+ * numbers never depend on what else is in the step, a cached result is bit-identical to an
+ * uncached one.
+ *
+ * When a step needs KV blocks that no eviction can free, the most recently admitted running
+ * sequence is preempted: its blocks are released (full ones stay in the prefix cache) and it
+ * returns to the front of the queue, to be recomputed from its prompt and the tokens it had
+ * generated; its output is unchanged by that. A running sequence is never corrupted.
+ *
+ * Threads: mlm_sched_submit, mlm_sched_cancel, mlm_sched_stats and mlm_sched_wake may be
+ * called from any thread; mlm_sched_step and mlm_sched_wait from one thread only (the engine
+ * loop). Callbacks run on the engine loop's thread, inside mlm_sched_step. */
+typedef struct mlm_sched mlm_sched;
+
+typedef struct mlm_sched_params {
+    int32_t max_batch;     /* running sequences at once (default 32) */
+    int32_t max_seq_len;   /* positions per sequence, prompt included (default 4096) */
+    int32_t kv_blocks;     /* KV pool size in blocks; 0 = max_batch * max_seq_len / block_size */
+    int32_t block_size;    /* tokens per KV block (default 16) */
+    int32_t prefill_chunk; /* prompt tokens per step over all sequences (default 256) */
+    int32_t max_queue;     /* waiting requests; past it submit fails with CAPACITY (default 64) */
+    int prefix_cache;      /* 1 (default): share full KV blocks by prefix; 0: off */
+    int32_t max_logprobs;  /* most top logprobs a request may ask for (default 20) */
+    mlm_dtype kv_dtype;    /* default MLM_KV_FROM_PROFILE */
+    int n_threads;         /* 0 = all cores */
+} mlm_sched_params;
+
+mlm_sched_params mlm_sched_default_params(void);
+
+/* Why a request ended. */
+typedef enum mlm_finish {
+    MLM_FINISH_NONE = 0,  /* not yet */
+    MLM_FINISH_STOP,      /* a stop id was sampled, or the callback asked to stop */
+    MLM_FINISH_LENGTH,    /* max_new_tokens, or the sequence reached max_seq_len */
+    MLM_FINISH_CANCELLED, /* mlm_sched_cancel, or the scheduler was freed */
+    MLM_FINISH_ERROR      /* the step failed; the event's error says why */
+} mlm_finish;
+
+/* What a callback is told. Pointers are valid during the call only. */
+typedef struct mlm_sched_event {
+    uint64_t id;
+    int32_t token;     /* the sampled token, or -1 on a final event that carries none */
+    int is_stop_id;    /* the token is one of the request's stop ids (its text is not output) */
+    float logprob;     /* with logprobs >= 0: log-softmax of the raw logits at the token */
+    int32_t n_top;     /* top_ids / top_logprobs: the N_TOP most likely tokens, best first */
+    const int32_t *top_ids;
+    const float *top_logprobs;
+    mlm_finish finish; /* not NONE on the last event of the request */
+    int32_t n_prompt;     /* prompt tokens */
+    int32_t n_cached;     /* prompt tokens taken from the prefix cache at admission */
+    int32_t n_generated;  /* tokens generated so far, this one included */
+    const char *error;    /* MLM_FINISH_ERROR: the message */
+} mlm_sched_event;
+
+/* Called for every sampled token and once more, last, with finish set (possibly together with
+ * a token). Returning nonzero from a non-final event ends the request with MLM_FINISH_STOP
+ * (e.g. a stop string matched): a final event with token -1 follows. After the final event the
+ * scheduler never uses USER again. Must not call mlm_sched_step. */
+typedef int (*mlm_sched_callback)(void *user, const mlm_sched_event *ev);
+
+typedef struct mlm_request_params {
+    const int32_t *prompt; /* N_PROMPT >= 1 ids (copied) */
+    int32_t n_prompt;
+    int32_t max_new_tokens;  /* >= 1; prompt + max_new_tokens may not exceed max_seq_len */
+    mlm_sampler_params sampling;
+    float presence_penalty;  /* OpenAI's: subtracted from the logit of every token generated */
+    float frequency_penalty; /* OpenAI's: times the count of the token generated so far */
+    const int32_t *stop_ids; /* generating one ends the request (copied; NULL: none) */
+    int32_t n_stop_ids;
+    int32_t logprobs;        /* -1: none; K >= 0: each token's logprob and the top K */
+    mlm_sched_callback on_event;
+    void *user;
+} mlm_request_params;
+
+mlm_request_params mlm_request_default_params(void);
+
+/* Creates a scheduler (and its executor) for MODEL (borrowed; it must outlive the scheduler). */
+mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *params,
+                            mlm_sched **out, mlm_error *err);
+/* Cancels every request (each gets its final event) and frees everything. */
+void mlm_sched_free(mlm_sched *s);
+
+/* Queues a request and gives its id (> 0). INVALID_ARG for a bad request: a prompt longer than
+ * max_seq_len - 1 (the message names both), a token outside the vocabulary, prompt +
+ * max_new_tokens over max_seq_len, logprobs over max_logprobs, bad sampling values.
+ * CAPACITY when max_queue requests already wait. */
+mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *req, uint64_t *id,
+                            mlm_error *err);
+/* Cancels request ID: it is taken out of the queue or its sequence is stopped and its blocks
+ * freed at the next step; its final event has MLM_FINISH_CANCELLED. Unknown or finished ids
+ * are ignored. */
+void mlm_sched_cancel(mlm_sched *s, uint64_t id);
+
+/* Admits, runs one step and reports its tokens. *DID_WORK = 0 when there was nothing to do.
+ * A failing executor step ends the requests in it with MLM_FINISH_ERROR and returns OK; other
+ * statuses are scheduler bugs. */
+mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err);
+/* Blocks until there is work (a request waiting or running, a cancel) or mlm_sched_wake, or
+ * TIMEOUT_MS passes. */
+void mlm_sched_wait(mlm_sched *s, int timeout_ms);
+/* Wakes mlm_sched_wait. */
+void mlm_sched_wake(mlm_sched *s);
+
+/* Counters and gauges, for /metrics. Totals count since creation. */
+typedef struct mlm_sched_stats {
+    int32_t waiting, running;
+    int32_t kv_blocks_total, kv_blocks_used, kv_blocks_cached; /* cached: held by the prefix
+                                                                   cache only (evictable) */
+    int64_t prompt_tokens;     /* prompt tokens of admitted requests */
+    int64_t computed_tokens;   /* prompt tokens computed (cache misses and recomputation) */
+    int64_t prefix_hit_tokens; /* prompt tokens taken from the prefix cache */
+    int64_t generated_tokens;
+    int64_t preemptions;
+    int64_t steps;
+    int64_t finished[5];       /* by mlm_finish */
+} mlm_sched_stats;
+
+void mlm_sched_stats_get(mlm_sched *s, mlm_sched_stats *out);
+/* The parameters with defaults resolved. */
+const mlm_sched_params *mlm_sched_get_params(const mlm_sched *s);
+
+/* Default sampling for requests that name none, as vLLM takes it: temperature, top_p and top_k
+ * from the model's generation_config.json (HF folders), else OpenAI's temperature 1, top_p 1,
+ * top_k 0. */
+mlm_status mlm_generation_defaults(const char *path, mlm_sampler_params *out, mlm_error *err);
+
 /* ---- synthetic checkpoints ---- */
 
 /* Output formats of mlm_synth. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "exec/exec.h"
 #include "kv/kv.h"
 #include "model/forward.h"
 
@@ -198,3 +199,4 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
 
 const mlm_exec_params *mlm_exec_get_params(const mlm_exec *e) { return &e->p; }
 const mlm_model *mlm_exec_model(const mlm_exec *e) { return e->model; }
+mlm_kv *mlm_exec_kv(mlm_exec *e) { return &e->kv; }

@@ -21,9 +21,9 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type,
     kv->pool = calloc(1, kv->pool_bytes ? kv->pool_bytes : 1);
     kv->layers = calloc((size_t)n_layer, sizeof *kv->layers);
     kv->free_blocks = malloc((size_t)max_num_blocks * sizeof *kv->free_blocks);
-    kv->in_use = calloc((size_t)max_num_blocks, 1);
+    kv->refs = calloc((size_t)max_num_blocks, sizeof *kv->refs);
     kv->seqs = calloc((size_t)max_seqs, sizeof *kv->seqs);
-    if (!kv->pool || !kv->layers || !kv->free_blocks || !kv->in_use || !kv->seqs) {
+    if (!kv->pool || !kv->layers || !kv->free_blocks || !kv->refs || !kv->seqs) {
         mlm_kv_deinit(kv);
         return mlm_err_set(err, MLM_ERR_NOMEM,
                            "kv cache: cannot allocate %zu bytes (%d blocks of %d tokens)",
@@ -54,7 +54,7 @@ void mlm_kv_deinit(mlm_kv *kv) {
     if (kv->seqs)
         for (int32_t s = 0; s < kv->max_seqs; s++) free(kv->seqs[s].blocks);
     free(kv->seqs);
-    free(kv->in_use);
+    free(kv->refs);
     free(kv->free_blocks);
     free(kv->layers);
     free(kv->pool);
@@ -63,10 +63,7 @@ void mlm_kv_deinit(mlm_kv *kv) {
 
 void mlm_kv_reset(mlm_kv *kv, int32_t seq, int32_t start) {
     mlm_kv_seq *s = &kv->seqs[seq];
-    for (int32_t i = s->n_blocks - 1; i >= 0; i--) {
-        kv->in_use[s->blocks[i]] = 0;
-        kv->free_blocks[kv->n_free++] = s->blocks[i];
-    }
+    for (int32_t i = s->n_blocks - 1; i >= 0; i--) mlm_kv_unref(kv, s->blocks[i]);
     s->n_blocks = 0;
     s->len = 0;
     s->start = start;
@@ -83,7 +80,7 @@ mlm_status mlm_kv_set_pages(mlm_kv *kv, int32_t seq, const int32_t *blocks, int3
                            "kv cache: %d pages for one sequence (at most %d)", n,
                            kv->max_blocks_per_seq);
     for (int32_t i = 0; i < n; i++) {
-        if (blocks[i] < 0 || blocks[i] >= kv->max_num_blocks || kv->in_use[blocks[i]])
+        if (blocks[i] < 0 || blocks[i] >= kv->max_num_blocks || kv->refs[blocks[i]])
             return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                                "kv cache: page %d is out of range [0, %d) or in use", blocks[i],
                                kv->max_num_blocks);
@@ -93,10 +90,10 @@ mlm_status mlm_kv_set_pages(mlm_kv *kv, int32_t seq, const int32_t *blocks, int3
                                    blocks[i]);
     }
     /* Take them out of the free stack. */
-    for (int32_t i = 0; i < n; i++) kv->in_use[blocks[i]] = 1;
+    for (int32_t i = 0; i < n; i++) kv->refs[blocks[i]] = 1;
     int32_t w = 0;
     for (int32_t r = 0; r < kv->n_free; r++)
-        if (!kv->in_use[kv->free_blocks[r]]) kv->free_blocks[w++] = kv->free_blocks[r];
+        if (!kv->refs[kv->free_blocks[r]]) kv->free_blocks[w++] = kv->free_blocks[r];
     kv->n_free = w;
     memcpy(s->blocks, blocks, (size_t)n * sizeof *blocks);
     s->n_blocks = n;
@@ -114,7 +111,24 @@ void mlm_kv_grow(mlm_kv *kv, int32_t seq, int32_t len) {
     int32_t pages = (len + kv->block_size - 1) / kv->block_size;
     while (s->n_blocks < pages) {
         int32_t b = kv->free_blocks[--kv->n_free];
-        kv->in_use[b] = 1;
+        kv->refs[b] = 1;
         s->blocks[s->n_blocks++] = b;
     }
+}
+
+void mlm_kv_ref(mlm_kv *kv, int32_t b) { kv->refs[b]++; }
+
+void mlm_kv_unref(mlm_kv *kv, int32_t b) {
+    if (--kv->refs[b] == 0) kv->free_blocks[kv->n_free++] = b;
+}
+
+void mlm_kv_share(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n) {
+    mlm_kv_seq *s = &kv->seqs[seq];
+    for (int32_t i = 0; i < n; i++) {
+        kv->refs[blocks[i]]++;
+        s->blocks[i] = blocks[i];
+    }
+    s->n_blocks = n;
+    s->start = 0;
+    s->len = n * kv->block_size;
 }

@@ -1,6 +1,9 @@
 /* kv/kv.h: the paged KV cache: per layer a pool of max_num_blocks blocks of block_size
  * entries for K and for V, a free list, and a page table per sequence. A sequence holds
- * entries for positions start .. start + len - 1; entry i lives in block blocks[i / bs]. */
+ * entries for positions start .. start + len - 1; entry i lives in block blocks[i / bs].
+ * Blocks are reference counted: a full block may be shared by several sequences (and held by
+ * the scheduler's prefix cache); it returns to the free list when its count drops to 0. Only
+ * a sequence's own last, partly written block is ever written. */
 #ifndef MESHLM_KV_KV_H
 #define MESHLM_KV_KV_H
 
@@ -21,7 +24,7 @@ typedef struct mlm_kv {
     size_t pool_bytes;
     int32_t *free_blocks; /* owned stack of free block ids */
     int32_t n_free;
-    uint8_t *in_use;      /* owned (max_num_blocks) */
+    int32_t *refs;        /* owned (max_num_blocks): holders of each block, 0 = free */
     mlm_kv_seq *seqs;     /* owned (max_seqs) */
 } mlm_kv;
 
@@ -32,11 +35,20 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type,
                        mlm_error *err);
 void mlm_kv_deinit(mlm_kv *kv);
 
-/* Frees SEQ's pages and sets its start position. */
+/* Drops SEQ's hold on its pages (those no one else holds return to the free list) and sets
+ * its start position. */
 void mlm_kv_reset(mlm_kv *kv, int32_t seq, int32_t start);
 /* Gives an empty SEQ the pages BLOCKS[0..N) (all free, distinct). */
 mlm_status mlm_kv_set_pages(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n,
                             mlm_error *err);
+/* Gives an empty SEQ (start 0) the full, already written, shared pages BLOCKS[0..N) (each
+ * held by someone, e.g. the prefix cache): each gets one more holder, and SEQ holds
+ * N * block_size entries. */
+void mlm_kv_share(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n);
+/* One more / one less holder of block B (the prefix cache's hold). Unref returns the block
+ * to the free list when it was the last holder. */
+void mlm_kv_ref(mlm_kv *kv, int32_t b);
+void mlm_kv_unref(mlm_kv *kv, int32_t b);
 /* Pages needed for SEQ to hold LEN entries beyond what it holds now. */
 int32_t mlm_kv_pages_needed(const mlm_kv *kv, int32_t seq, int32_t len);
 /* Takes pages from the free list so that SEQ can hold LEN entries (checked beforehand with

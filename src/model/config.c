@@ -342,3 +342,34 @@ int64_t mlm_config_n_params(const mlm_config *c) {
     if (!c->tied_embeddings) n += (int64_t)c->n_vocab * d;
     return n;
 }
+
+mlm_status mlm_generation_defaults(const char *path, mlm_sampler_params *out, mlm_error *err) {
+    *out = mlm_sampler_default_params();
+    out->temperature = 1; /* OpenAI's default when the model names none */
+    if (!mlm_is_dir(path)) return MLM_OK; /* a GGUF file or a config file: no generation config */
+    char *gen = mlm_path_join(path, "generation_config.json");
+    if (!gen) return mlm_err_set(err, MLM_ERR_NOMEM, "config: out of memory");
+    mlm_status st = MLM_OK;
+    if (mlm_is_file(gen)) {
+        json_t *j;
+        st = mlm_json_load_file(gen, CONFIG_MAX_BYTES, &j, err);
+        if (!st && !json_is_object(j))
+            st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", gen);
+        double t = out->temperature, p = out->top_p;
+        int64_t k = 0;
+        if (!st) st = mlm_json_get_num(gen, j, "temperature", 0, &t, NULL, err);
+        if (!st) st = mlm_json_get_num(gen, j, "top_p", 0, &p, NULL, err);
+        if (!st) st = mlm_json_get_int(gen, j, "top_k", 0, -1, INT32_MAX, &k, NULL, err);
+        if (!st && (!(t >= 0) || !(p > 0 && p <= 1)))
+            st = mlm_err_set(err, MLM_ERR_FORMAT,
+                             "%s: temperature %g must be >= 0 and top_p %g in (0, 1]", gen, t, p);
+        if (!st) {
+            out->temperature = (float)t;
+            out->top_p = (float)p;
+            out->top_k = k > 0 ? (int32_t)k : 0;
+        }
+        if (j) json_decref(j);
+    }
+    free(gen);
+    return st;
+}

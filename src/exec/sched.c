@@ -1,0 +1,688 @@
+/* exec/sched.c: the scheduler (continuous batching, see meshlm.h): a FIFO queue of waiting
+ * requests, batch slots (executor sequences) for running ones, and a step that admits, builds
+ * one flat batch of decode tokens and prompt chunks, runs it, samples and reports. Full KV
+ * blocks go to the prefix cache (exec/prefix.c) as they fill. The queue, cancel flags and
+ * stats are shared with other threads under one mutex; everything else belongs to the engine
+ * thread that calls mlm_sched_step. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "exec/exec.h"
+#include "exec/prefix.h"
+
+#define MAX_TOP 64
+
+typedef struct req {
+    uint64_t id;
+    int32_t *tokens; /* owned: prompt, then generated tokens (capacity n_prompt + max_new) */
+    int32_t n_prompt, n_tokens, max_new;
+    int32_t *stop_ids; /* owned */
+    int32_t n_stop_ids;
+    int32_t logprobs;
+    float presence, frequency;
+    mlm_sampler sampler;
+    mlm_sched_callback cb;
+    void *user;
+    int32_t slot;        /* executor sequence while running, else -1 */
+    int32_t n_computed;  /* tokens whose KV the sequence holds */
+    int32_t n_cached;    /* prompt tokens from the prefix cache at first admission */
+    int32_t n_blocks_keyed; /* leading full blocks whose keys are known */
+    uint64_t key;        /* chain key through those blocks */
+    int admitted_once;
+    int cancelled;       /* set under the lock */
+    uint64_t admit_seq;  /* admission order, for preemption (latest first) */
+    struct req *next;    /* queue link */
+    struct req *live_prev, *live_next; /* every request not yet retired (under the lock) */
+} req;
+
+struct mlm_sched {
+    mlm_sched_params p;
+    const mlm_model *model; /* borrowed */
+    mlm_exec *exec;         /* owned */
+    mlm_kv *kv;             /* borrowed from exec */
+    mlm_prefix prefix;
+    int32_t n_vocab;
+    req **slots;            /* (max_batch) running requests, NULL = free */
+    int32_t n_running;
+    uint64_t admit_counter;
+    /* one step's batch and outputs, sized at creation */
+    int32_t *b_tok, *b_seq, *b_pos;
+    int8_t *b_want;
+    req **row_req;          /* (max_batch) request of each logits row */
+    int32_t *fed;           /* (max_batch) tokens each slot feeds this step */
+    float *logits;          /* (max_batch, n_vocab) */
+    float *penalized;       /* (n_vocab) */
+    int32_t *counts;        /* (n_vocab) zeroed between uses */
+    int32_t *top_ids;       /* (MAX_TOP) */
+    float *top_lp;
+    int32_t *share;         /* (max_blocks_per_seq) prefix hit blocks */
+    /* shared with other threads */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    req *wait_head, *wait_tail;
+    int32_t n_waiting;
+    req *live;              /* every submitted request not yet retired */
+    int n_cancels;          /* cancel requests not yet handled */
+    int woken;
+    uint64_t next_id;
+    mlm_sched_stats stats;
+};
+
+mlm_sched_params mlm_sched_default_params(void) {
+    mlm_sched_params p = {.max_batch = 32,
+                          .max_seq_len = 4096,
+                          .kv_blocks = 0,
+                          .block_size = 16,
+                          .prefill_chunk = 256,
+                          .max_queue = 64,
+                          .prefix_cache = 1,
+                          .max_logprobs = 20,
+                          .kv_dtype = MLM_KV_FROM_PROFILE,
+                          .n_threads = 0};
+    return p;
+}
+
+mlm_request_params mlm_request_default_params(void) {
+    mlm_request_params r;
+    memset(&r, 0, sizeof r);
+    r.max_new_tokens = 16;
+    r.sampling = mlm_sampler_default_params();
+    r.logprobs = -1;
+    return r;
+}
+
+const mlm_sched_params *mlm_sched_get_params(const mlm_sched *s) { return &s->p; }
+
+// ---- creation ----
+
+mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *params,
+                            mlm_sched **out, mlm_error *err) {
+    *out = NULL;
+    mlm_sched_params p = params ? *params : mlm_sched_default_params();
+    if (p.max_batch < 1 || p.max_seq_len < 2 || p.block_size < 1 || p.prefill_chunk < 1 ||
+        p.max_queue < 0 || p.kv_blocks < 0 || p.max_logprobs < 0 || p.max_logprobs > MAX_TOP)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "scheduler: max_batch, block_size and prefill_chunk must be positive, "
+                           "max_seq_len at least 2, max_logprobs at most %d",
+                           MAX_TOP);
+    int32_t per_seq = (p.max_seq_len + p.block_size - 1) / p.block_size;
+    if (!p.kv_blocks) p.kv_blocks = p.max_batch * per_seq;
+    /* A lone sequence must always fit the pool, so that preemption can always make room. */
+    if ((int64_t)p.kv_blocks * p.block_size < p.max_seq_len) p.max_seq_len = p.kv_blocks * p.block_size;
+    if (p.max_seq_len < 2)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "scheduler: %d KV blocks of %d tokens hold "
+                           "less than 2 tokens", p.kv_blocks, p.block_size);
+    mlm_sched *s = calloc(1, sizeof *s);
+    if (!s) return mlm_err_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
+    s->p = p;
+    s->model = model;
+    s->n_vocab = mlm_model_config(model)->n_vocab;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->next_id = 1;
+    mlm_exec_params xp = mlm_exec_default_params();
+    xp.max_seqs = p.max_batch;
+    xp.max_seq_len = p.max_seq_len;
+    xp.block_size = p.block_size;
+    xp.max_num_blocks = p.kv_blocks;
+    xp.max_step_tokens = p.max_batch + p.prefill_chunk;
+    xp.max_step_logits = p.max_batch;
+    xp.kv_dtype = p.kv_dtype;
+    xp.n_threads = p.n_threads;
+    mlm_status st = mlm_exec_create(model, &xp, &s->exec, err);
+    if (st) {
+        mlm_sched_free(s);
+        return st;
+    }
+    s->kv = mlm_exec_kv(s->exec);
+    if ((st = mlm_prefix_init(&s->prefix, s->kv, err))) {
+        mlm_sched_free(s);
+        return st;
+    }
+    size_t T = (size_t)xp.max_step_tokens, B = (size_t)p.max_batch, V = (size_t)s->n_vocab;
+    s->slots = calloc(B, sizeof *s->slots);
+    s->b_tok = malloc(T * sizeof(int32_t)), s->b_seq = malloc(T * sizeof(int32_t));
+    s->b_pos = malloc(T * sizeof(int32_t)), s->b_want = malloc(T);
+    s->row_req = malloc(B * sizeof *s->row_req), s->fed = malloc(B * sizeof *s->fed);
+    s->logits = malloc(B * V * sizeof(float)), s->penalized = malloc(V * sizeof(float));
+    s->counts = calloc(V, sizeof(int32_t));
+    s->top_ids = malloc(MAX_TOP * sizeof(int32_t)), s->top_lp = malloc(MAX_TOP * sizeof(float));
+    s->share = malloc((size_t)s->kv->max_blocks_per_seq * sizeof(int32_t));
+    if (!s->slots || !s->b_tok || !s->b_seq || !s->b_pos || !s->b_want || !s->row_req ||
+        !s->fed || !s->logits || !s->penalized || !s->counts || !s->top_ids || !s->top_lp ||
+        !s->share) {
+        mlm_sched_free(s);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
+    }
+    s->stats.kv_blocks_total = p.kv_blocks;
+    *out = s;
+    return MLM_OK;
+}
+
+static void req_free(req *r) {
+    if (!r) return;
+    free(r->tokens);
+    free(r->stop_ids);
+    mlm_sampler_deinit(&r->sampler);
+    free(r);
+}
+
+/* Forgets R (engine thread): out of the live list, then freed. */
+static void retire(mlm_sched *s, req *r) {
+    pthread_mutex_lock(&s->mu);
+    if (r->live_prev) r->live_prev->live_next = r->live_next;
+    else s->live = r->live_next;
+    if (r->live_next) r->live_next->live_prev = r->live_prev;
+    pthread_mutex_unlock(&s->mu);
+    req_free(r);
+}
+
+// ---- events ----
+
+static int emit(req *r, int32_t token, int is_stop_id, mlm_finish finish, const float *logits,
+                mlm_sched *s, const char *error) {
+    mlm_sched_event ev = {.id = r->id,
+                          .token = token,
+                          .is_stop_id = is_stop_id,
+                          .finish = finish,
+                          .n_prompt = r->n_prompt,
+                          .n_cached = r->n_cached,
+                          .n_generated = r->n_tokens - r->n_prompt,
+                          .error = error};
+    if (logits && r->logprobs >= 0 && token >= 0) {
+        /* log-softmax of the raw logits: max-subtracted, summed in double */
+        int32_t V = s->n_vocab, k = r->logprobs, n_top = 0;
+        float max = logits[0];
+        for (int32_t i = 1; i < V; i++)
+            if (logits[i] > max) max = logits[i];
+        double sum = 0;
+        for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+        double lse = max + log(sum);
+        ev.logprob = (float)((double)logits[token] - lse);
+        /* the K best, descending, ties to the lower id (a sorted window) */
+        for (int32_t i = 0; i < V && k > 0; i++) {
+            if (n_top == k && !(logits[i] > logits[s->top_ids[n_top - 1]])) continue;
+            int32_t j = n_top < k ? n_top++ : k - 1;
+            while (j > 0 && logits[s->top_ids[j - 1]] < logits[i]) {
+                s->top_ids[j] = s->top_ids[j - 1];
+                j--;
+            }
+            s->top_ids[j] = i;
+        }
+        for (int32_t i = 0; i < n_top; i++) s->top_lp[i] = (float)((double)logits[s->top_ids[i]] - lse);
+        ev.n_top = n_top;
+        ev.top_ids = s->top_ids;
+        ev.top_logprobs = s->top_lp;
+    }
+    return r->cb ? r->cb(r->user, &ev) : 0;
+}
+
+/* Counts a finished request and reports its final event if the token event did not. */
+static void count_finish(mlm_sched *s, mlm_finish f) {
+    pthread_mutex_lock(&s->mu);
+    s->stats.finished[f]++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+// ---- submission and cancelling (any thread) ----
+
+mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t *id,
+                            mlm_error *err) {
+    *id = 0;
+    int32_t L = s->p.max_seq_len;
+    if (!q->prompt || q->n_prompt < 1)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: the prompt is empty");
+    if (q->n_prompt >= L)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "request: the prompt has %d tokens, but the maximum context length is "
+                           "%d tokens (prompt and at least one new token)",
+                           q->n_prompt, L);
+    if (q->max_new_tokens < 1)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: max_new_tokens %d must be >= 1",
+                           q->max_new_tokens);
+    if ((int64_t)q->n_prompt + q->max_new_tokens > L)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "request: the maximum context length is %d tokens, but %lld were "
+                           "requested (%d in the prompt, %d to generate)",
+                           L, (long long)q->n_prompt + q->max_new_tokens, q->n_prompt,
+                           q->max_new_tokens);
+    for (int32_t i = 0; i < q->n_prompt; i++)
+        if (q->prompt[i] < 0 || q->prompt[i] >= s->n_vocab)
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "request: prompt token %d (at %d) is outside the vocabulary [0, %d)",
+                               q->prompt[i], i, s->n_vocab);
+    if (q->logprobs > s->p.max_logprobs)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: %d top logprobs asked, at most %d",
+                           q->logprobs, s->p.max_logprobs);
+    if (!isfinite(q->presence_penalty) || !isfinite(q->frequency_penalty))
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: penalties must be finite");
+    if (q->n_stop_ids < 0 || (q->n_stop_ids && !q->stop_ids))
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: bad stop ids");
+    req *r = calloc(1, sizeof *r);
+    if (!r) return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
+    mlm_status st = mlm_sampler_init(&r->sampler, &q->sampling, s->n_vocab, err);
+    if (st) {
+        free(r);
+        return st;
+    }
+    r->tokens = malloc(((size_t)q->n_prompt + (size_t)q->max_new_tokens) * sizeof *r->tokens);
+    r->stop_ids = malloc(((size_t)q->n_stop_ids + 1) * sizeof *r->stop_ids);
+    if (!r->tokens || !r->stop_ids) {
+        req_free(r);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
+    }
+    memcpy(r->tokens, q->prompt, (size_t)q->n_prompt * sizeof *r->tokens);
+    if (q->n_stop_ids) memcpy(r->stop_ids, q->stop_ids, (size_t)q->n_stop_ids * sizeof *r->stop_ids);
+    r->n_stop_ids = q->n_stop_ids;
+    r->n_prompt = r->n_tokens = q->n_prompt;
+    r->max_new = q->max_new_tokens;
+    r->logprobs = q->logprobs < 0 ? -1 : q->logprobs;
+    r->presence = q->presence_penalty;
+    r->frequency = q->frequency_penalty;
+    r->cb = q->on_event;
+    r->user = q->user;
+    r->slot = -1;
+    pthread_mutex_lock(&s->mu);
+    if (s->n_waiting >= s->p.max_queue) {
+        int32_t n = s->n_waiting;
+        pthread_mutex_unlock(&s->mu);
+        req_free(r);
+        return mlm_err_set(err, MLM_ERR_CAPACITY,
+                           "scheduler: %d requests are waiting (the queue holds %d); retry later",
+                           n, s->p.max_queue);
+    }
+    r->id = s->next_id++;
+    r->live_next = s->live;
+    if (s->live) s->live->live_prev = r;
+    s->live = r;
+    if (s->wait_tail) s->wait_tail->next = r;
+    else s->wait_head = r;
+    s->wait_tail = r;
+    s->n_waiting++;
+    s->stats.waiting = s->n_waiting;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    *id = r->id;
+    return MLM_OK;
+}
+
+void mlm_sched_cancel(mlm_sched *s, uint64_t id) {
+    pthread_mutex_lock(&s->mu);
+    for (req *r = s->live; r; r = r->live_next)
+        if (r->id == id && !r->cancelled) r->cancelled = 1, s->n_cancels++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mlm_sched_wait(mlm_sched *s, int timeout_ms) {
+    pthread_mutex_lock(&s->mu);
+    if (!s->wait_head && !s->n_running && !s->n_cancels && !s->woken) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    s->woken = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mlm_sched_wake(mlm_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    s->woken = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mlm_sched_stats_get(mlm_sched *s, mlm_sched_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+// ---- KV blocks of a sequence ----
+
+/* Keys the sequence's newly full blocks and hands them to the prefix cache. */
+static void cache_full_blocks(mlm_sched *s, req *r) {
+    if (!s->p.prefix_cache) return;
+    int32_t bs = s->p.block_size, full = r->n_computed / bs;
+    const mlm_kv_seq *q = &s->kv->seqs[r->slot];
+    for (; r->n_blocks_keyed < full; r->n_blocks_keyed++) {
+        const int32_t *t = r->tokens + (size_t)r->n_blocks_keyed * bs;
+        uint64_t k = mlm_prefix_key(&s->prefix, r->key, t);
+        mlm_prefix_insert(&s->prefix, q->blocks[r->n_blocks_keyed], k, r->key, t);
+        r->key = k;
+    }
+}
+
+/* Returns the sequence's blocks: full ones stay in the prefix cache, the rest are freed. */
+static void release_slot(mlm_sched *s, req *r) {
+    if (r->slot < 0) return;
+    cache_full_blocks(s, r);
+    mlm_kv_seq *q = &s->kv->seqs[r->slot];
+    int32_t n = q->n_blocks;
+    memcpy(s->share, q->blocks, (size_t)n * sizeof *s->share);
+    mlm_kv_reset(s->kv, r->slot, 0);
+    for (int32_t i = 0; i < n; i++) mlm_prefix_release(&s->prefix, s->share[i]);
+    s->slots[r->slot] = NULL;
+    r->slot = -1;
+    s->n_running--;
+}
+
+static void finish(mlm_sched *s, req *r, mlm_finish f, const char *error) {
+    release_slot(s, r);
+    emit(r, -1, 0, f, NULL, s, error);
+    count_finish(s, f);
+    retire(s, r);
+}
+
+/* The longest cached prefix of R's tokens, in whole blocks, leaving at least one token to
+ * compute (its logits give the next token). Fills s->share; returns the block count. */
+static int32_t prefix_hits(mlm_sched *s, const req *r, uint64_t *key) {
+    *key = 0;
+    if (!s->p.prefix_cache) return 0;
+    int32_t bs = s->p.block_size, max = (r->n_tokens - 1) / bs, n = 0;
+    while (n < max) {
+        const int32_t *t = r->tokens + (size_t)n * bs;
+        uint64_t k = mlm_prefix_key(&s->prefix, *key, t);
+        int32_t b = mlm_prefix_find(&s->prefix, k, *key, t);
+        if (b < 0) break;
+        s->share[n++] = b;
+        *key = k;
+    }
+    return n;
+}
+
+static int32_t blocks_for(const mlm_sched *s, int32_t tokens) {
+    return (tokens + s->p.block_size - 1) / s->p.block_size;
+}
+
+// ---- admission and preemption ----
+
+/* Admits waiting requests, oldest first, while a slot is free and the pool can hold the
+ * head's whole remaining prompt (plus one block for each running sequence to grow). */
+static void admit(mlm_sched *s) {
+    for (;;) {
+        int32_t slot = -1;
+        for (int32_t i = 0; i < s->p.max_batch && slot < 0; i++)
+            if (!s->slots[i]) slot = i;
+        if (slot < 0) return;
+        pthread_mutex_lock(&s->mu);
+        req *r = s->wait_head;
+        pthread_mutex_unlock(&s->mu);
+        if (!r) return;
+        uint64_t key;
+        int32_t hits = prefix_hits(s, r, &key), hits_evictable = 0;
+        for (int32_t i = 0; i < hits; i++) hits_evictable += s->kv->refs[s->share[i]] == 1;
+        int32_t need = blocks_for(s, r->n_tokens + 1) - hits + s->n_running;
+        int32_t avail = s->kv->n_free + s->prefix.n_evictable - hits_evictable;
+        if (need > avail && s->n_running) return; /* wait for blocks */
+        pthread_mutex_lock(&s->mu);
+        s->wait_head = r->next;
+        if (!s->wait_head) s->wait_tail = NULL;
+        s->n_waiting--;
+        r->next = NULL;
+        pthread_mutex_unlock(&s->mu);
+        for (int32_t i = 0; i < hits; i++) mlm_prefix_take(&s->prefix, s->share[i]);
+        mlm_kv_reset(s->kv, slot, 0);
+        mlm_kv_share(s->kv, slot, s->share, hits);
+        r->slot = slot;
+        r->n_computed = hits * s->p.block_size;
+        r->n_blocks_keyed = hits;
+        r->key = key;
+        r->admit_seq = ++s->admit_counter;
+        s->slots[slot] = r;
+        s->n_running++;
+        pthread_mutex_lock(&s->mu);
+        if (!r->admitted_once) {
+            r->n_cached = r->n_computed;
+            s->stats.prompt_tokens += r->n_prompt;
+        }
+        s->stats.prefix_hit_tokens += r->n_computed;
+        pthread_mutex_unlock(&s->mu);
+        r->admitted_once = 1;
+    }
+}
+
+/* Puts running request R back at the front of the queue, to be recomputed from its tokens. */
+static void preempt(mlm_sched *s, req *r) {
+    release_slot(s, r);
+    r->n_computed = 0;
+    r->n_blocks_keyed = 0;
+    r->key = 0;
+    pthread_mutex_lock(&s->mu);
+    r->next = s->wait_head;
+    s->wait_head = r;
+    if (!s->wait_tail) s->wait_tail = r;
+    s->n_waiting++;
+    s->stats.preemptions++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+// ---- the step ----
+
+/* Tokens each running sequence feeds this step: its one decode token, or a prompt chunk from
+ * the shared budget (oldest admissions first). */
+static void plan_step(mlm_sched *s) {
+    int32_t budget = s->p.prefill_chunk;
+    for (int32_t i = 0; i < s->p.max_batch; i++) {
+        req *r = s->slots[i];
+        s->fed[i] = 0;
+        if (r && r->n_tokens - r->n_computed == 1) s->fed[i] = 1;
+    }
+    for (;;) { /* prompt chunks by admission order */
+        req *best = NULL;
+        for (int32_t i = 0; i < s->p.max_batch; i++) {
+            req *r = s->slots[i];
+            if (r && !s->fed[i] && r->n_tokens - r->n_computed > 1 &&
+                (!best || r->admit_seq < best->admit_seq))
+                best = r;
+        }
+        if (!best || budget == 0) break;
+        int32_t left = best->n_tokens - best->n_computed;
+        s->fed[best->slot] = left < budget ? left : budget;
+        budget -= s->fed[best->slot];
+    }
+}
+
+static int32_t step_blocks_needed(mlm_sched *s) {
+    int32_t need = 0;
+    for (int32_t i = 0; i < s->p.max_batch; i++)
+        if (s->slots[i] && s->fed[i]) need += mlm_kv_pages_needed(s->kv, i, s->kv->seqs[i].len + s->fed[i]);
+    return need;
+}
+
+/* Frees blocks for the planned step: evicts cached blocks, then preempts the latest admitted
+ * sequences (replanning each time). */
+static void make_room(mlm_sched *s) {
+    for (;;) {
+        int32_t need = step_blocks_needed(s);
+        while (need > s->kv->n_free && mlm_prefix_evict(&s->prefix)) {
+        }
+        if (need <= s->kv->n_free) return;
+        req *latest = NULL;
+        for (int32_t i = 0; i < s->p.max_batch; i++)
+            if (s->slots[i] && (!latest || s->slots[i]->admit_seq > latest->admit_seq))
+                latest = s->slots[i];
+        if (!latest || s->n_running == 1) return; /* a lone sequence always fits (create) */
+        preempt(s, latest);
+        plan_step(s);
+    }
+}
+
+/* Handles cancel flags: drops cancelled waiting requests and stops cancelled running ones. */
+static void take_cancels(mlm_sched *s) {
+    req *done = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (!s->n_cancels) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->n_cancels = 0;
+    req **link = &s->wait_head;
+    s->wait_tail = NULL;
+    while (*link) {
+        req *r = *link;
+        if (r->cancelled) {
+            *link = r->next;
+            r->next = done;
+            done = r;
+            s->n_waiting--;
+        } else {
+            s->wait_tail = r;
+            link = &r->next;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    while (done) {
+        req *r = done;
+        done = r->next;
+        finish(s, r, MLM_FINISH_CANCELLED, NULL);
+    }
+    for (int32_t i = 0; i < s->p.max_batch; i++) {
+        req *r = s->slots[i];
+        if (!r) continue;
+        pthread_mutex_lock(&s->mu);
+        int c = r->cancelled;
+        pthread_mutex_unlock(&s->mu);
+        if (c) finish(s, r, MLM_FINISH_CANCELLED, NULL);
+    }
+}
+
+/* Samples R's next token from LOGITS (OpenAI's penalties over the generated tokens first). */
+static int32_t sample(mlm_sched *s, req *r, const float *logits) {
+    if (r->presence == 0 && r->frequency == 0) return mlm_sampler_sample(&r->sampler, logits);
+    memcpy(s->penalized, logits, (size_t)s->n_vocab * sizeof *logits);
+    for (int32_t i = r->n_prompt; i < r->n_tokens; i++) s->counts[r->tokens[i]]++;
+    for (int32_t i = r->n_prompt; i < r->n_tokens; i++) {
+        int32_t t = r->tokens[i];
+        if (!s->counts[t]) continue;
+        s->penalized[t] -= r->frequency * (float)s->counts[t] + r->presence;
+        s->counts[t] = 0;
+    }
+    return mlm_sampler_sample(&r->sampler, s->penalized);
+}
+
+static int is_stop_id(const req *r, int32_t id) {
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+static void update_gauges(mlm_sched *s, int64_t generated, int64_t computed) {
+    pthread_mutex_lock(&s->mu);
+    s->stats.waiting = s->n_waiting;
+    s->stats.running = s->n_running;
+    s->stats.kv_blocks_cached = s->prefix.n_evictable;
+    s->stats.kv_blocks_used = s->kv->max_num_blocks - s->kv->n_free - s->prefix.n_evictable;
+    s->stats.generated_tokens += generated;
+    s->stats.computed_tokens += computed;
+    pthread_mutex_unlock(&s->mu);
+}
+
+mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
+    (void)err;
+    *did_work = 0;
+    take_cancels(s);
+    admit(s);
+    if (!s->n_running) {
+        update_gauges(s, 0, 0);
+        return MLM_OK;
+    }
+    *did_work = 1;
+    plan_step(s);
+    make_room(s);
+    /* the flat batch: slot order; each slot's tokens in position order */
+    int32_t n = 0, n_rows = 0;
+    int64_t computed = 0;
+    for (int32_t i = 0; i < s->p.max_batch; i++) {
+        req *r = s->slots[i];
+        if (!r || !s->fed[i]) continue;
+        for (int32_t j = 0; j < s->fed[i]; j++) {
+            s->b_tok[n] = r->tokens[r->n_computed + j];
+            s->b_seq[n] = i;
+            s->b_pos[n] = r->n_computed + j;
+            s->b_want[n] = 0;
+            n++;
+        }
+        if (r->n_computed + s->fed[i] == r->n_tokens) {
+            s->b_want[n - 1] = 1;
+            s->row_req[n_rows++] = r;
+        }
+        /* all but a generating sequence's decode token are prompt (or recomputed) tokens */
+        int decode = s->fed[i] == 1 && r->n_tokens - r->n_computed == 1 && r->n_tokens > r->n_prompt;
+        if (!decode) computed += s->fed[i];
+    }
+    if (!n) { /* nothing fits even alone: cannot happen while a lone sequence fits the pool */
+        update_gauges(s, 0, 0);
+        return MLM_OK;
+    }
+    mlm_batch b = {.n = n, .tokens = s->b_tok, .seq = s->b_seq, .pos = s->b_pos, .logits = s->b_want};
+    mlm_error e = {0};
+    mlm_status st = mlm_exec_step(s->exec, &b, s->logits, &e);
+    pthread_mutex_lock(&s->mu);
+    s->stats.steps++;
+    pthread_mutex_unlock(&s->mu);
+    if (st) { /* the step's requests end with the executor's message */
+        for (int32_t i = 0; i < s->p.max_batch; i++)
+            if (s->slots[i] && s->fed[i]) finish(s, s->slots[i], MLM_FINISH_ERROR, e.msg);
+        update_gauges(s, 0, 0);
+        return MLM_OK;
+    }
+    for (int32_t i = 0; i < s->p.max_batch; i++)
+        if (s->slots[i]) {
+            s->slots[i]->n_computed += s->fed[i];
+            cache_full_blocks(s, s->slots[i]);
+        }
+    int64_t generated = 0;
+    for (int32_t k = 0; k < n_rows; k++) {
+        req *r = s->row_req[k];
+        const float *lg = s->logits + (size_t)k * s->n_vocab;
+        int32_t id = sample(s, r, lg);
+        r->tokens[r->n_tokens++] = id;
+        generated++;
+        int stop = is_stop_id(r, id);
+        mlm_finish f = stop ? MLM_FINISH_STOP
+                       : r->n_tokens - r->n_prompt >= r->max_new || r->n_tokens >= s->p.max_seq_len
+                           ? MLM_FINISH_LENGTH
+                           : MLM_FINISH_NONE;
+        int ask_stop = emit(r, id, stop, f, lg, s, NULL);
+        if (f != MLM_FINISH_NONE) { /* the token's event was the final one */
+            release_slot(s, r);
+            count_finish(s, f);
+            retire(s, r);
+        } else if (ask_stop) {
+            finish(s, r, MLM_FINISH_STOP, NULL);
+        }
+    }
+    update_gauges(s, generated, computed);
+    return MLM_OK;
+}
+
+// ---- freeing ----
+
+void mlm_sched_free(mlm_sched *s) {
+    if (!s) return;
+    if (s->slots)
+        for (int32_t i = 0; i < s->p.max_batch; i++)
+            if (s->slots[i]) finish(s, s->slots[i], MLM_FINISH_CANCELLED, NULL);
+    while (s->wait_head) {
+        req *r = s->wait_head;
+        s->wait_head = r->next;
+        emit(r, -1, 0, MLM_FINISH_CANCELLED, NULL, s, NULL);
+        retire(s, r);
+    }
+    mlm_prefix_deinit(&s->prefix);
+    mlm_exec_free(s->exec);
+    free(s->slots), free(s->b_tok), free(s->b_seq), free(s->b_pos), free(s->b_want);
+    free(s->row_req), free(s->fed), free(s->logits), free(s->penalized), free(s->counts);
+    free(s->top_ids), free(s->top_lp), free(s->share);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}

@@ -1,0 +1,251 @@
+/* tests/unit/test_sched.c: the scheduler (continuous batching, prefix cache, preemption).
+ * Requests that share prefixes, run together on a KV pool too small for all of them (so the
+ * prefix cache hits and sequences are preempted and recomputed), each produce transformers'
+ * greedy continuation of the fixture; logprobs equal the log-softmax of transformers' logits;
+ * cancelling frees blocks; a callback can stop a request; the queue bound and bad requests
+ * are refused with messages naming the limit. */
+#include <jansson.h>
+
+#include "harness.h"
+#include "meshlm.h"
+
+#define FIXTURE "tests/data/llama/gqa4_hd64_tied_r32"
+
+static int32_t ref_prompt[64], ref_gen[128], ref_tokens[64];
+static int n_ref_prompt, n_ref_gen, n_ref_tokens;
+static float *ref_logits; /* (n_ref_tokens, 512) transformers' teacher-forced logits */
+
+static int load_reference(void) {
+    json_error_t jerr;
+    json_t *j = json_load_file(FIXTURE "/reference.json", 0, &jerr);
+    if (!j) return 0;
+    json_t *g = json_object_get(j, "greedy"), *v;
+    size_t i;
+    json_array_foreach(json_object_get(g, "prompt"), i, v) ref_prompt[n_ref_prompt++] = (int32_t)json_integer_value(v);
+    json_array_foreach(json_object_get(g, "generated"), i, v) ref_gen[n_ref_gen++] = (int32_t)json_integer_value(v);
+    json_array_foreach(json_object_get(j, "tokens"), i, v) ref_tokens[n_ref_tokens++] = (int32_t)json_integer_value(v);
+    json_decref(j);
+    FILE *f = fopen(FIXTURE "/logits.f32", "rb");
+    if (!f) return 0;
+    ref_logits = malloc((size_t)n_ref_tokens * 512 * sizeof(float));
+    size_t got = fread(ref_logits, sizeof(float), (size_t)n_ref_tokens * 512, f);
+    fclose(f);
+    return got == (size_t)n_ref_tokens * 512;
+}
+
+static mlm_model *load(const char *profile) {
+    mlm_model_params mp = mlm_model_default_params();
+    mp.optimizations = profile;
+    mp.use_cache = 0;
+    mlm_model *m = NULL;
+    mlm_error err;
+    CHECK_OK(mlm_model_load(FIXTURE "/hf", &mp, &m, &err), &err);
+    return m;
+}
+
+/* What a request got, collected by its callback. */
+typedef struct got {
+    int32_t tokens[160];
+    float logprob[160];
+    int32_t top[160];
+    int n, n_final, stop_after; /* stop_after > 0: ask to stop after that many tokens */
+    mlm_finish finish;
+    int32_t n_cached;
+    int events_after_final;
+} got;
+
+static int on_event(void *user, const mlm_sched_event *ev) {
+    got *g = user;
+    if (g->n_final) g->events_after_final++;
+    if (ev->token >= 0 && g->n < 160) {
+        g->logprob[g->n] = ev->logprob;
+        g->top[g->n] = ev->n_top ? ev->top_ids[0] : -1;
+        g->tokens[g->n++] = ev->token;
+    }
+    if (ev->finish) g->n_final++, g->finish = ev->finish, g->n_cached = ev->n_cached;
+    return g->stop_after && g->n >= g->stop_after;
+}
+
+static mlm_sched *sched_for(const mlm_model *m, int32_t batch, int32_t blocks, int32_t queue) {
+    mlm_sched_params sp = mlm_sched_default_params();
+    sp.max_batch = batch;
+    sp.max_seq_len = 128;
+    sp.block_size = 4;
+    sp.kv_blocks = blocks;
+    sp.prefill_chunk = 7; /* prompts are read in several chunks, mixed with decodes */
+    sp.max_queue = queue;
+    sp.n_threads = 2;
+    mlm_sched *s = NULL;
+    mlm_error err;
+    CHECK_OK(mlm_sched_create(m, &sp, &s, &err), &err);
+    return s;
+}
+
+static void submit(mlm_sched *s, const int32_t *prompt, int32_t n, int32_t max_new, got *g,
+                   int logprobs) {
+    mlm_request_params q = mlm_request_default_params();
+    q.prompt = prompt, q.n_prompt = n, q.max_new_tokens = max_new;
+    q.logprobs = logprobs;
+    q.on_event = on_event, q.user = g;
+    uint64_t id;
+    mlm_error err;
+    CHECK_OK(mlm_sched_submit(s, &q, &id, &err), &err);
+}
+
+static void run_all(mlm_sched *s) {
+    mlm_error err;
+    for (int i = 0, did = 1; did && i < 10000; i++) CHECK_OK(mlm_sched_step(s, &did, &err), &err);
+}
+
+/* Six requests: the fixture prompt three times, the prompt extended by 20 and by 37 of its
+ * greedy tokens (their blocks are cached by the first), and unrelated ones; 3 slots and a
+ * pool of 24 blocks of 4 tokens (not enough for all at full length). */
+static void check_greedy(const char *profile, int check_tokens) {
+    mlm_model *m = load(profile);
+    mlm_sched *s = m ? sched_for(m, 3, 24, 16) : NULL;
+    if (!s) {
+        mlm_model_free(m);
+        return;
+    }
+    static got g[7];
+    memset(g, 0, sizeof g);
+    int32_t ext20[128], ext37[128], other[9] = {5, 6, 7, 8, 9, 10, 11, 12, 13};
+    memcpy(ext20, ref_prompt, (size_t)n_ref_prompt * 4);
+    memcpy(ext20 + n_ref_prompt, ref_gen, 20 * 4);
+    memcpy(ext37, ref_prompt, (size_t)n_ref_prompt * 4);
+    memcpy(ext37 + n_ref_prompt, ref_gen, 37 * 4);
+    submit(s, ref_prompt, n_ref_prompt, 48, &g[0], -1);
+    submit(s, other, 9, 40, &g[1], -1);
+    submit(s, ext20, n_ref_prompt + 20, 28, &g[2], -1);
+    submit(s, ref_prompt, n_ref_prompt, 48, &g[3], -1);
+    submit(s, other, 5, 50, &g[4], -1);
+    submit(s, ext37, n_ref_prompt + 37, 20, &g[5], -1);
+    submit(s, ref_prompt, n_ref_prompt, 48, &g[6], -1);
+    run_all(s);
+    mlm_sched_stats st;
+    mlm_sched_stats_get(s, &st);
+    for (int k = 0; k < 7; k++)
+        CHECKF(g[k].n_final == 1 && g[k].finish == MLM_FINISH_LENGTH && !g[k].events_after_final,
+               "request %d: %d final events, finish %d", k, g[k].n_final, g[k].finish);
+    if (check_tokens) {
+        CHECKF(g[0].n == 48 && !memcmp(g[0].tokens, ref_gen, 48 * 4), "request 0 differs from transformers'");
+        CHECKF(g[3].n == 48 && !memcmp(g[3].tokens, ref_gen, 48 * 4), "request 3 differs from transformers'");
+        CHECKF(g[6].n == 48 && !memcmp(g[6].tokens, ref_gen, 48 * 4), "request 6 differs from transformers'");
+        CHECKF(g[2].n == 28 && !memcmp(g[2].tokens, ref_gen + 20, 28 * 4), "request 2 differs from transformers'");
+        CHECKF(g[5].n == 20 && !memcmp(g[5].tokens, ref_gen + 37, 20 * 4), "request 5 differs from transformers'");
+    }
+    CHECKF(st.prefix_hit_tokens > 0, "no prefix-cache hits (%lld)", (long long)st.prefix_hit_tokens);
+    CHECKF(st.preemptions > 0, "no preemption on a pool of 24 blocks");
+    CHECKF(st.kv_blocks_used == 0 && st.running == 0 && st.waiting == 0,
+           "after the run: %d blocks used, %d running, %d waiting", st.kv_blocks_used, st.running,
+           st.waiting);
+    CHECK(st.finished[MLM_FINISH_LENGTH] == 7);
+    CHECK(st.generated_tokens >= 48 * 3 + 40 + 28 + 50 + 20);
+    mlm_sched_free(s);
+    mlm_model_free(m);
+}
+
+TEST(greedy_matches_transformers_f32) { check_greedy("f32", 1); }
+TEST(scheduling_completes_performance) { check_greedy("performance", 0); }
+
+/* The chosen token's logprob and the top logprob equal log_softmax of transformers' logits
+ * (teacher forced on the fixture's tokens) for prompts that end at several positions. */
+TEST(logprobs_match_transformers) {
+    mlm_model *m = load("f32");
+    mlm_sched *s = m ? sched_for(m, 4, 64, 16) : NULL;
+    if (!s) {
+        mlm_model_free(m);
+        return;
+    }
+    static got g[4];
+    memset(g, 0, sizeof g);
+    int ends[4] = {1, 6, 13, 24};
+    for (int k = 0; k < 4; k++) submit(s, ref_tokens, ends[k], 1, &g[k], 5);
+    run_all(s);
+    for (int k = 0; k < 4; k++) {
+        const float *lg = ref_logits + (size_t)(ends[k] - 1) * 512;
+        double max = lg[0], sum = 0;
+        int32_t best = 0;
+        for (int i = 1; i < 512; i++)
+            if (lg[i] > max) max = lg[i], best = i;
+        for (int i = 0; i < 512; i++) sum += exp(lg[i] - max);
+        double want = lg[g[k].tokens[0]] - max - log(sum);
+        CHECKF(g[k].n == 1 && fabs(g[k].logprob[0] - want) < 1e-4,
+               "prompt of %d: logprob %g, transformers %g", ends[k], g[k].logprob[0], want);
+        CHECKF(g[k].top[0] == best, "prompt of %d: top id %d, transformers %d", ends[k], g[k].top[0], best);
+    }
+    mlm_sched_free(s);
+    mlm_model_free(m);
+}
+
+/* Cancelling a running and a waiting request frees their blocks and reports CANCELLED; a
+ * callback that asks to stop ends its request with STOP; the queue bound and bad requests
+ * are refused. */
+TEST(cancel_stop_and_refusals) {
+    mlm_model *m = load("f32");
+    mlm_sched *s = m ? sched_for(m, 1, 64, 2) : NULL;
+    if (!s) {
+        mlm_model_free(m);
+        return;
+    }
+    static got g[4];
+    memset(g, 0, sizeof g);
+    mlm_request_params q = mlm_request_default_params();
+    q.prompt = ref_prompt, q.n_prompt = n_ref_prompt, q.max_new_tokens = 50;
+    q.on_event = on_event;
+    uint64_t id[4];
+    mlm_error err;
+    q.user = &g[0];
+    CHECK_OK(mlm_sched_submit(s, &q, &id[0], &err), &err);
+    q.user = &g[1];
+    CHECK_OK(mlm_sched_submit(s, &q, &id[1], &err), &err);
+    q.user = &g[2];
+    CHECK(mlm_sched_submit(s, &q, &id[2], &err) == MLM_ERR_CAPACITY);
+    CHECKF(strstr(err.msg, "queue holds 2") != NULL, "message: %s", err.msg);
+    int did;
+    for (int i = 0; i < 5; i++) CHECK_OK(mlm_sched_step(s, &did, &err), &err);
+    mlm_sched_stats st;
+    mlm_sched_stats_get(s, &st);
+    CHECK(st.running == 1 && st.waiting == 1 && st.kv_blocks_used > 0);
+    mlm_sched_cancel(s, id[0]);
+    mlm_sched_cancel(s, id[1]);
+    CHECK_OK(mlm_sched_step(s, &did, &err), &err);
+    mlm_sched_stats_get(s, &st);
+    CHECK(g[0].finish == MLM_FINISH_CANCELLED && g[1].finish == MLM_FINISH_CANCELLED);
+    CHECKF(st.kv_blocks_used == 0 && st.running == 0 && st.waiting == 0,
+           "after cancelling: %d blocks used", st.kv_blocks_used);
+    /* the callback asks to stop after 3 tokens */
+    g[3].stop_after = 3;
+    q.user = &g[3];
+    CHECK_OK(mlm_sched_submit(s, &q, &id[3], &err), &err);
+    run_all(s);
+    CHECK(g[3].n == 3 && g[3].finish == MLM_FINISH_STOP && g[3].n_final == 1);
+    CHECK(!memcmp(g[3].tokens, ref_gen, 3 * 4));
+    /* refusals naming the limits */
+    int32_t longp[128] = {0};
+    q.prompt = longp, q.n_prompt = 128;
+    CHECK(mlm_sched_submit(s, &q, &id[3], &err) == MLM_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "128 tokens") && strstr(err.msg, "is 128"), "message: %s", err.msg);
+    q.n_prompt = 100, q.max_new_tokens = 40;
+    CHECK(mlm_sched_submit(s, &q, &id[3], &err) == MLM_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "140") != NULL, "message: %s", err.msg);
+    longp[3] = 512;
+    q.n_prompt = 5, q.max_new_tokens = 1;
+    CHECK(mlm_sched_submit(s, &q, &id[3], &err) == MLM_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "vocabulary") != NULL, "message: %s", err.msg);
+    mlm_sched_free(s);
+    mlm_model_free(m);
+}
+
+int main(void) {
+    if (!load_reference()) {
+        printf("cannot read %s\n0 passed, 1 failed\n", FIXTURE "/reference.json");
+        return 1;
+    }
+    RUN(greedy_matches_transformers_f32);
+    RUN(scheduling_completes_performance);
+    RUN(logprobs_match_transformers);
+    RUN(cancel_stop_and_refusals);
+    free(ref_logits);
+    return HARNESS_END();
+}
