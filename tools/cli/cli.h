@@ -97,6 +97,7 @@ int cmd_info(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 

@@ -1,7 +1,9 @@
 /* tools/cli/generate.c: `meshlm generate`: text in, text out. Loads a model and its
  * tokenizer, prefills the prompt (plain or in the chat format), then decodes one token a
  * step with the chosen sampler, streaming UTF-8-safe text to stdout until a stop id or the
- * token limit; prints a stats line to stderr, or everything as one JSON object. */
+ * token limit; prints a stats line to stderr, or everything as one JSON object (with
+ * --logprobs, also each generated token's log-probability and the N most likely tokens). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,11 @@ static void help(void) {
            "                           read in chunks, so step memory does not grow with them\n"
            "      --json               print one JSON object (prompt ids, generated ids, text,\n"
            "                           stop reason, stats) instead of streaming text\n"
+           "      --logprobs N         with --json: \"logprobs\", one entry per generated token\n"
+           "                           (and one for the stop id that ended the text) with its\n"
+           "                           log-probability and the N (0..20) most likely tokens,\n"
+           "                           from the raw logits (log-softmax before temperature,\n"
+           "                           top-k, top-p): {\"id\",\"logprob\",\"top\":[[id,logprob]]}\n"
            "  -h, --help               this help\n"
            "\n"
            "Generation stops at the model's stop ids (eos ids of config.json /\n"
@@ -43,10 +50,13 @@ static void help(void) {
            "tokens, time to first token and decode tokens per second.\n");
 }
 
+enum { LOGPROBS_MAX = 20 };
+
 typedef struct gen_opts {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system;
     int instruct, json, n_threads;
     long long max_new, max_seq_len, prefill_chunk;
+    int logprobs; /* -1: off, else the number of top tokens per entry (0..LOGPROBS_MAX) */
     mlm_sampler_params sp;
     cli_precision prec;
 } gen_opts;
@@ -56,6 +66,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     o->max_new = 128;
     o->max_seq_len = 4096;
     o->prefill_chunk = 2048;
+    o->logprobs = -1;
     o->sp = mlm_sampler_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -94,6 +105,10 @@ static int parse(int argc, char **argv, gen_opts *o) {
             VALUE();
             if (!cli_int("generate", a, v, 1, 1024, &ll)) return CLI_USAGE;
             o->n_threads = (int)ll;
+        } else if (!strcmp(a, "--logprobs")) {
+            VALUE();
+            if (!cli_int("generate", a, v, 0, LOGPROBS_MAX, &ll)) return CLI_USAGE;
+            o->logprobs = (int)ll;
         } else if (!strcmp(a, "--prefill-chunk")) {
             VALUE();
             if (!cli_int("generate", a, v, 1, 1 << 20, &o->prefill_chunk)) return CLI_USAGE;
@@ -114,6 +129,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     if (o->prompt_ids && o->instruct)
         return cli_usage("generate", "--instruct needs a text prompt, not --prompt-ids");
     if (o->system && !o->instruct) return cli_usage("generate", "--system needs --instruct");
+    if (o->logprobs >= 0 && !o->json) return cli_usage("generate", "--logprobs needs --json");
     return 0;
 }
 
@@ -150,6 +166,83 @@ static int is_stop(const mlm_config *c, const mlm_tokenizer *tok, int instruct, 
     return 0;
 }
 
+// ---- logprobs ----
+
+/* One generated token's log-probability and the N most likely tokens at that step. */
+typedef struct lp_entry {
+    int32_t id;
+    double logprob;
+    int32_t top_id[LOGPROBS_MAX];
+    double top_lp[LOGPROBS_MAX];
+} lp_entry;
+
+typedef struct lp_list {
+    lp_entry *e; /* owned */
+    int64_t n, cap;
+} lp_list;
+
+/* Appends the entry for ID chosen from LOGITS (N_VOCAB raw logits) with the N_TOP best:
+ * log-softmax with the max subtracted and the sum in double, so that no exp overflows and
+ * the small terms are not lost; the top list is descending, ties to the lower id. */
+static mlm_status lp_push(lp_list *l, const float *logits, int32_t n_vocab, int32_t id, int n_top) {
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? l->cap * 2 : 64;
+        lp_entry *e = realloc(l->e, (size_t)cap * sizeof *e);
+        if (!e) return MLM_ERR_NOMEM;
+        l->e = e;
+        l->cap = cap;
+    }
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < n_vocab; v++)
+        if (logits[v] > mx) mx = logits[v];
+    double sum = 0;
+    for (int32_t v = 0; v < n_vocab; v++) sum += exp((double)logits[v] - (double)mx);
+    double lse = (double)mx + log(sum);
+    lp_entry *e = &l->e[l->n++];
+    e->id = id;
+    e->logprob = (double)logits[id] - lse;
+    /* Insertion into the N best: ids come ascending, so an equal logit stays behind the
+     * lower id already there. */
+    int k = 0;
+    for (int32_t v = 0; v < n_vocab && n_top > 0; v++) {
+        float x = logits[v];
+        if (k == n_top && !(x > logits[e->top_id[k - 1]])) continue;
+        int j = k < n_top ? k++ : k - 1;
+        while (j > 0 && x > logits[e->top_id[j - 1]]) {
+            e->top_id[j] = e->top_id[j - 1];
+            j--;
+        }
+        e->top_id[j] = v;
+    }
+    for (int j = 0; j < n_top; j++) e->top_lp[j] = (double)logits[e->top_id[j]] - lse;
+    return MLM_OK;
+}
+
+/* A log-probability as a JSON number (-inf, from a -inf logit, as -9999 as OpenAI does). */
+static void lp_print(double x) {
+    if (!isfinite(x)) x = x > 0 ? 9999 : -9999;
+    printf("%.9g", x);
+}
+
+static void lp_print_list(const lp_list *l, int n_top) {
+    printf(",\"logprobs\":[");
+    for (int64_t i = 0; i < l->n; i++) {
+        const lp_entry *e = &l->e[i];
+        printf("%s{\"id\":%d,\"logprob\":", i ? "," : "", e->id);
+        lp_print(e->logprob);
+        printf(",\"top\":[");
+        for (int j = 0; j < n_top; j++) {
+            printf("%s[%d,", j ? "," : "", e->top_id[j]);
+            lp_print(e->top_lp[j]);
+            printf("]");
+        }
+        printf("]}");
+    }
+    printf("]");
+}
+
+// ---- generation ----
+
 typedef struct gen_state {
     mlm_model *model;
     mlm_tokenizer *tok;
@@ -157,6 +250,7 @@ typedef struct gen_state {
     mlm_sampler sampler;
     mlm_tokens prompt, out;
     float *logits;
+    lp_list lp; /* with --logprobs */
     char *text; /* generated text for --json */
     size_t text_len, text_cap;
 } gen_state;
@@ -285,6 +379,12 @@ int cmd_generate(int argc, char **argv) {
         for (int64_t i = 0; !st && i < o.max_new; i++) {
             int32_t id = mlm_sampler_sample(&g.sampler, g.logits);
             if (i == 0) t_first = cli_now();
+            if (o.logprobs >= 0 &&
+                (st = lp_push(&g.lp, g.logits, cfg->n_vocab, id, o.logprobs)) != MLM_OK) {
+                err.status = st;
+                snprintf(err.msg, sizeof err.msg, "out of memory for --logprobs");
+                break;
+            }
             if (is_stop(cfg, g.tok, o.instruct, id)) {
                 stop_reason = "stop";
                 break;
@@ -322,6 +422,7 @@ int cmd_generate(int argc, char **argv) {
             for (int64_t i = 0; i < g.out.n; i++) printf("%s%d", i ? "," : "", g.out.ids[i]);
             printf("],\"text\":");
             cli_json_string(stdout, g.text ? g.text : "", g.text_len);
+            if (o.logprobs >= 0) lp_print_list(&g.lp, o.logprobs);
             printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
                    "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
                    "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"}}\n",
@@ -338,6 +439,7 @@ int cmd_generate(int argc, char **argv) {
         }
     }
     free(g.logits);
+    free(g.lp.e);
     free(g.text);
     mlm_sampler_deinit(&g.sampler);
     mlm_exec_free(g.exec);

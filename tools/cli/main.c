@@ -17,6 +17,7 @@ static const struct {
     {"generate", cmd_generate, "generate text with a model (the embedded default without -m)"},
     {"plan", cmd_plan, "the largest context that fits this machine, per profile and batch"},
     {"info", cmd_info, "describe a model directory or checkpoint file"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
     {"synth", cmd_synth, "write a real model's config with random weights (hf or meta format)"},
     {"tokenize", cmd_tokenize, "text to token ids with a model's tokenizer (chat format too)"},
 };

@@ -1,0 +1,650 @@
+"""tests/server/openai_test.py: `meshlm serve` driven by the official openai Python client.
+
+Starts real servers on models/default (and on the SmolLM2 GGUF when it is there) and checks
+chat and completions, streamed and not, against `meshlm generate --json` on the same prompt
+(greedy texts, token counts, log-probabilities), seeds, stop strings, max_tokens, usage in
+streams, 32 concurrent streams against their results alone, prefix-cache hits against a
+--no-prefix-cache server, blocks freed when a client closes a stream, and the client's error
+classes. Expected values come from `meshlm generate` or from the same server's alone runs.
+Run from the repository root (tests/server/test_openai.sh does); MESHLM names the binary.
+Prints "ok - NAME" / "not ok - NAME: DETAILS" and closes with "N passed, N failed".
+"""
+
+import atexit
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+
+import openai
+from openai import OpenAI
+
+MESHLM = os.environ.get("MESHLM", "build/meshlm")
+MODEL = "models/default"
+SMOL = "models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+ALIAS = "tiny"
+KEY = "sekrit-key"
+MAX_SEQ = 1024
+TOL = 1e-4
+
+passed = 0
+failed = 0
+skipped = 0
+servers = []
+
+
+def ok(name):
+    global passed
+    passed += 1
+    print(f"ok - {name}", flush=True)
+
+
+def not_ok(name, details):
+    global failed
+    failed += 1
+    details = str(details).replace("\n", " ")
+    if len(details) > 600:
+        details = details[:600] + "..."
+    print(f"not ok - {name}: {details}", flush=True)
+
+
+def check(name, cond, details=""):
+    if cond:
+        ok(name)
+    else:
+        not_ok(name, details)
+    return bool(cond)
+
+
+def skip(name, why):
+    global skipped
+    skipped += 1
+    print(f"ok - {name} # SKIP {why}", flush=True)
+
+
+def run_test(fn, *args):
+    """Runs one group of checks; an exception is one failure named after the group."""
+    t0 = time.time()
+    try:
+        fn(*args)
+        print(f"# {fn.__name__}: {time.time() - t0:.1f} s", flush=True)
+    except Exception as e:  # noqa: BLE001 - any error is a failed check, with its trace
+        tb = traceback.format_exc().strip().splitlines()
+        dead = [f"{s.cmd} exited {s.proc.returncode}, stderr {s.stderr_tail()!r}"
+                for s in servers if s.proc.poll() is not None]
+        not_ok(fn.__name__, f"{type(e).__name__}: {e} [{' | '.join(tb[-3:])}]"
+               + (f"; {'; '.join(dead)}" if dead else ""))
+
+
+# ---- servers ----
+
+
+class Server:
+    """A `meshlm serve` child on a free port; stopped at exit."""
+
+    def __init__(self, model, alias, *args):
+        self.alias = alias
+        cmd = [MESHLM, "serve", "-m", model, "--port", "0", "--host", "127.0.0.1",
+               "--threads", "2", "--alias", alias, *args]
+        self.cmd = " ".join(cmd)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.port = None
+        self.err = []
+        self._line = threading.Event()
+        threading.Thread(target=self._read_out, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+        servers.append(self)
+
+    def _read_out(self):
+        for line in self.proc.stdout:
+            m = re.match(r"^meshlm serve: listening on http://\S+:(\d+) \(model .*\)$",
+                         line.rstrip("\n"))
+            if m and self.port is None:
+                self.port = int(m.group(1))
+                self._line.set()
+        self._line.set()
+
+    def _read_err(self):
+        for line in self.proc.stderr:
+            self.err.append(line)
+            del self.err[:-20]
+
+    def wait(self, timeout=60):
+        """The port, once the server printed its line; None when it exited or took too long."""
+        self._line.wait(timeout)
+        return self.port
+
+    def client(self, api_key="none"):
+        return OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=api_key,
+                      max_retries=0, timeout=60)
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def metric(self, name):
+        """NAME's value from /metrics (with or without labels), or None."""
+        with urllib.request.urlopen(self.url("/metrics"), timeout=10) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            m = re.match(r"^" + re.escape(name) + r"(\{[^}]*\})? (\S+)", line)
+            if m:
+                return float(m.group(2))
+        return None
+
+    def wait_metric(self, name, value, seconds=5.0):
+        t_end = time.time() + seconds
+        v = self.metric(name)
+        while v != value and time.time() < t_end:
+            time.sleep(0.1)
+            v = self.metric(name)
+        return v
+
+    def stderr_tail(self):
+        return "".join(self.err)[-400:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@atexit.register
+def stop_servers():
+    for s in servers:
+        try:
+            s.stop()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def generate(model, prompt, n, instruct=False, system=None, logprobs=None):
+    """`meshlm generate --json` on PROMPT: its JSON object."""
+    cmd = [MESHLM, "generate", "-m", model, "-p", prompt, "-n", str(n), "--json",
+           "--threads", "2"]
+    if instruct:
+        cmd.append("--instruct")
+    if system is not None:
+        cmd += ["--system", system]
+    if logprobs is not None:
+        cmd += ["--logprobs", str(logprobs)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])}... exited {r.returncode}: {r.stderr[-300:]}")
+    return json.loads(r.stdout)
+
+
+def n_prompt_tokens(model, text):
+    """The number of tokens `meshlm generate -p TEXT` would prefill (BOS included), counted by
+    `meshlm tokenize` (generate would prefill them: slow under ASan)."""
+    r = subprocess.run([MESHLM, "tokenize", "-m", model, "--bos", text], capture_output=True,
+                       text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"meshlm tokenize exited {r.returncode}: {r.stderr[-300:]}")
+    return len(r.stdout.split())
+
+
+def finish_of(gen):
+    return "stop" if gen["stop_reason"] == "stop" else "length"
+
+
+def join_stream(stream):
+    """Content of a chat (or text of a completions) stream, its chunks and its usage."""
+    parts, chunks, usage = [], [], None
+    for ch in stream:
+        chunks.append(ch)
+        if ch.usage is not None:
+            usage = ch.usage
+        for c in ch.choices:
+            d = getattr(c, "delta", None)
+            if d is not None:
+                parts.append(d.content or "")
+            else:
+                parts.append(c.text or "")
+    return "".join(parts), chunks, usage
+
+
+def last_finish(chunks):
+    fins = [c.choices[0].finish_reason for c in chunks if c.choices]
+    return fins[-1] if fins else None, fins
+
+
+# ---- the checks ----
+
+main = cli = None
+P1 = "The old man looked at the sea and said"
+N1 = 16
+
+
+def test_models():
+    ids = [m.id for m in cli.models.list().data]
+    check("/v1/models lists the alias", ALIAS in ids, ids)
+
+
+def test_chat():
+    want = generate(MODEL, P1, N1, instruct=True)
+    r = cli.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": P1}],
+                                    max_tokens=N1, temperature=0)
+    got = r.choices[0].message.content
+    check("chat: greedy text equals meshlm generate --instruct", got == want["text"],
+          f"server {got!r} vs generate {want['text']!r}")
+    check("chat: finish_reason", r.choices[0].finish_reason == finish_of(want),
+          f"{r.choices[0].finish_reason} vs generate {want['stop_reason']}")
+    u = r.usage
+    check("chat: usage", u.prompt_tokens == len(want["prompt_ids"]) and
+          u.completion_tokens == len(want["generated_ids"]) and
+          u.total_tokens == u.prompt_tokens + u.completion_tokens,
+          f"{u} vs prompt {len(want['prompt_ids'])}, generated {len(want['generated_ids'])}")
+    s = cli.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": P1}],
+                                    max_tokens=N1, temperature=0, stream=True,
+                                    stream_options={"include_usage": True})
+    text, chunks, usage = join_stream(s)
+    check("chat stream: greedy text equals meshlm generate --instruct", text == want["text"],
+          f"stream {text!r} vs generate {want['text']!r}")
+    check("chat stream: first delta has role assistant",
+          chunks and chunks[0].choices and chunks[0].choices[0].delta.role == "assistant",
+          chunks[:1])
+    fin, fins = last_finish(chunks)
+    check("chat stream: finish_reason on the last choice chunk only",
+          fin == finish_of(want) and all(f is None for f in fins[:-1]), fins)
+    check("chat stream: include_usage gives a last chunk with usage and no choices",
+          usage is not None and chunks[-1].usage is not None and chunks[-1].choices == [] and
+          usage.completion_tokens == len(want["generated_ids"]) and
+          usage.prompt_tokens == len(want["prompt_ids"]), chunks[-1] if chunks else None)
+
+
+def test_completions():
+    want = generate(MODEL, P1, N1)
+    r = cli.completions.create(model=ALIAS, prompt=P1, max_tokens=N1, temperature=0)
+    got = r.choices[0].text
+    check("completions: greedy text equals meshlm generate -p", got == want["text"],
+          f"server {got!r} vs generate {want['text']!r}")
+    check("completions: finish_reason and usage",
+          r.choices[0].finish_reason == finish_of(want) and
+          r.usage.prompt_tokens == len(want["prompt_ids"]) and
+          r.usage.completion_tokens == len(want["generated_ids"]),
+          f"{r.choices[0].finish_reason} {r.usage} vs {want['stop_reason']} "
+          f"{len(want['prompt_ids'])}/{len(want['generated_ids'])}")
+    s = cli.completions.create(model=ALIAS, prompt=P1, max_tokens=N1, temperature=0,
+                               stream=True, stream_options={"include_usage": True})
+    text, chunks, usage = join_stream(s)
+    check("completions stream: greedy text equals meshlm generate -p", text == want["text"],
+          f"stream {text!r} vs generate {want['text']!r}")
+    fin, fins = last_finish(chunks)
+    check("completions stream: finish_reason last, include_usage",
+          fin == finish_of(want) and usage is not None and
+          usage.completion_tokens == len(want["generated_ids"]), f"{fins} {usage}")
+
+
+def test_seed():
+    msgs = [{"role": "user", "content": "Write about the river."}]
+
+    def sample(seed):
+        r = cli.chat.completions.create(model=ALIAS, messages=msgs, max_tokens=8,
+                                        temperature=1.0, seed=seed)
+        return r.choices[0].message.content
+
+    a, b = sample(1234), sample(1234)
+    check("seed: the same seed repeats a sampled answer", a == b, f"{a!r} vs {b!r}")
+    others = [sample(s) for s in (1, 2, 3, 4, 5)]
+    check("seed: a different seed differs (one of five)", any(o != a for o in others),
+          f"all equal to {a!r}")
+
+
+def pick_stop(text):
+    """A word of TEXT (with its leading space) from its later part, first seen past offset 0."""
+    words = text.split()
+    for w in words[len(words) // 3:]:
+        cand = " " + w
+        if text.find(cand) > 0:
+            return cand
+    return None
+
+
+def test_stop_and_length():
+    text = generate(MODEL, P1, 32)["text"]
+    stop = pick_stop(text)
+    if stop is None:
+        skip("stop: the stop text is not returned", f"no usable word in {text!r}")
+    else:
+        r = cli.completions.create(model=ALIAS, prompt=P1, max_tokens=32, temperature=0,
+                                   stop=[stop])
+        exp = text[:text.find(stop)]
+        got = r.choices[0].text
+        check(f"stop {stop!r}: text up to it, finish_reason stop",
+              got == exp and r.choices[0].finish_reason == "stop",
+              f"got {got!r} ({r.choices[0].finish_reason}) vs {exp!r}")
+        s = cli.completions.create(model=ALIAS, prompt=P1, max_tokens=32, temperature=0,
+                                   stop=[stop], stream=True)
+        st, chunks, _ = join_stream(s)
+        fin, _ = last_finish(chunks)
+        check(f"stop {stop!r} in a stream: text up to it, finish_reason stop",
+              st == exp and fin == "stop", f"got {st!r} ({fin}) vs {exp!r}")
+    wc = generate(MODEL, P1, 32, instruct=True)["text"]
+    cstop = pick_stop(wc)
+    if cstop is None:
+        skip("chat stop: the stop text is not returned", f"no usable word in {wc!r}")
+    else:
+        r = cli.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": P1}],
+                                        max_tokens=32, temperature=0, stop=cstop)
+        exp = wc[:wc.find(cstop)]
+        check(f"chat stop {cstop!r}: text up to it, finish_reason stop",
+              r.choices[0].message.content == exp and r.choices[0].finish_reason == "stop",
+              f"got {r.choices[0].message.content!r} ({r.choices[0].finish_reason}) vs {exp!r}")
+    r = cli.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": "Go on."}],
+                                    max_tokens=7, temperature=0, extra_body={"ignore_eos": True})
+    check("max_tokens 7: finish_reason length, completion_tokens 7",
+          r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 7,
+          f"{r.choices[0].finish_reason} {r.usage}")
+
+
+def close(a, b):
+    return abs(a - b) <= TOL
+
+
+def test_logprobs():
+    n = 8
+    want = generate(MODEL, P1, n, instruct=True, logprobs=5)
+    r = cli.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": P1}],
+                                    max_tokens=n, temperature=0, logprobs=True, top_logprobs=5)
+    content = r.choices[0].logprobs.content if r.choices[0].logprobs else None
+    check("chat logprobs: one entry per generated token",
+          content is not None and len(content) == len(want["generated_ids"]),
+          f"{None if content is None else len(content)} vs {len(want['generated_ids'])}")
+    content = content or []
+    bad = []
+    for i, (c, w) in enumerate(zip(content, want["logprobs"])):
+        tops = [t.logprob for t in c.top_logprobs]
+        wtops = [t[1] for t in w["top"]]
+        if not close(c.logprob, w["logprob"]) or len(tops) != 5 or \
+                not all(close(a, b) for a, b in zip(tops, wtops)):
+            bad.append((i, c.logprob, w["logprob"], tops, wtops))
+    check("chat logprobs: logprob and top_logprobs match meshlm generate --logprobs 5 (1e-4)",
+          content and not bad, bad[:2])
+    check("chat logprobs: greedy token is the top entry",
+          content and all(c.top_logprobs and c.token == c.top_logprobs[0].token and
+                          close(c.logprob, c.top_logprobs[0].logprob) for c in content),
+          [(c.token, c.logprob, c.top_logprobs[:1]) for c in content[:3]])
+    joined = b"".join(bytes(c.bytes or []) for c in content)
+    check("chat logprobs: the tokens' bytes join to the content",
+          joined == (r.choices[0].message.content or "").encode(),
+          f"{joined!r} vs {r.choices[0].message.content!r}")
+
+    want = generate(MODEL, P1, n, logprobs=5)
+    r = cli.completions.create(model=ALIAS, prompt=P1, max_tokens=n, temperature=0, logprobs=5)
+    lp = r.choices[0].logprobs
+    check("completions logprobs: tokens, token_logprobs, top_logprobs, text_offset",
+          lp is not None and len(lp.tokens or []) == len(want["generated_ids"]) and
+          len(lp.token_logprobs or []) == len(lp.tokens) and
+          len(lp.top_logprobs or []) == len(lp.tokens) and
+          len(lp.text_offset or []) == len(lp.tokens), lp)
+    if lp is None or not lp.tokens:
+        return
+    bad = []
+    for i, (t, top, w) in enumerate(zip(lp.token_logprobs, lp.top_logprobs, want["logprobs"])):
+        vals = sorted(top.values(), reverse=True)
+        wtops = [x[1] for x in w["top"]]
+        # Two ids that decode to the same text share one key: each value must be one of ours.
+        if not close(t, w["logprob"]) or not vals or \
+                not all(any(close(v, x) for x in wtops) for v in vals) or \
+                (len(vals) == 5 and not all(close(a, b) for a, b in zip(vals, wtops))):
+            bad.append((i, t, w["logprob"], vals, wtops))
+    check("completions logprobs: match meshlm generate --logprobs 5 (1e-4)", not bad, bad[:2])
+    check("completions logprobs: greedy token's logprob is the top one",
+          all(top and close(t, max(top.values())) for t, top in
+              zip(lp.token_logprobs, lp.top_logprobs)), lp.token_logprobs[:3])
+    offs = lp.text_offset
+    check("completions logprobs: text_offset advances by each token's length",
+          all(offs[i + 1] - offs[i] == len(lp.tokens[i]) for i in range(len(offs) - 1)) and
+          "".join(lp.tokens) == r.choices[0].text, f"{offs} {lp.tokens}")
+
+
+def varied_prompts(n):
+    """N different lines of the novel the tiny model was trained on (its answers to made-up
+    prompts hardly differ), or numbered sentences when the text is not there."""
+    path = "tests/data/text/frankenstein.txt"
+    lines = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            lines = [ln.strip() for ln in f if len(ln.strip()) > 40]
+        lines = lines[100::37]
+    lines = list(dict.fromkeys(lines))[:n]
+    while len(lines) < n:
+        lines.append(f"Chapter {len(lines)}: the house by the river, and what was in it")
+    return lines
+
+
+def test_concurrent():
+    prompts = varied_prompts(32)
+    n = 12
+
+    def one(i):
+        # Even ones chat, odd ones completions: both endpoints share the batch.
+        if i % 2 == 0:
+            s = cli.chat.completions.create(model=ALIAS,
+                                            messages=[{"role": "user", "content": prompts[i]}],
+                                            max_tokens=n, temperature=0, stream=True)
+        else:
+            s = cli.completions.create(model=ALIAS, prompt=prompts[i], max_tokens=n,
+                                       temperature=0, stream=True)
+        return join_stream(s)[0]
+
+    alone = [one(i) for i in range(len(prompts))]
+    peak, done = [0.0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            v = main.metric("meshlm_running_sequences")
+            peak[0] = max(peak[0], v or 0.0)
+            time.sleep(0.01)
+
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as ex:
+            together = list(ex.map(one, range(len(prompts))))
+    finally:
+        done.set()
+        w.join()
+    diff = [(i, alone[i], together[i]) for i in range(len(prompts)) if alone[i] != together[i]]
+    check("32 concurrent streams each equal their result alone", not diff,
+          f"{len(diff)} differ, e.g. {diff[:1]}")
+    check("32 concurrent streams: the alone texts are not all the same", len(set(alone)) > 1,
+          alone[:2])
+    check("32 concurrent streams ran batched (meshlm_running_sequences peaked above 1)",
+          peak[0] > 1, f"peak {peak[0]}")
+
+
+def prefix_request(c, system, user):
+    return c.chat.completions.create(model=ALIAS, max_tokens=12, temperature=0,
+                                     messages=[{"role": "system", "content": system},
+                                               {"role": "user", "content": user}])
+
+
+def cached_of(r):
+    d = r.usage.prompt_tokens_details
+    return d.cached_tokens if d is not None else None
+
+
+def test_prefix_cache(nocache):
+    system = ("You are the keeper of a lighthouse on a northern island. " * 12 +
+              f"Today is day {os.getpid()}.")
+    hits0 = main.metric("meshlm_prefix_cache_hit_tokens_total")
+    r1 = prefix_request(cli, system, "What did you see last night?")
+    r2 = prefix_request(cli, system, "What did you see last night?")
+    r3 = prefix_request(cli, system, "Where is the boat?")
+    hits1 = main.metric("meshlm_prefix_cache_hit_tokens_total")
+    c2, c3 = cached_of(r2), cached_of(r3)
+    check("prefix cache: the repeated request has cached_tokens > 0 (and < prompt_tokens)",
+          c2 is not None and 0 < c2 < r2.usage.prompt_tokens,
+          f"cached {c2} of {r2.usage.prompt_tokens}; first had {cached_of(r1)}")
+    check("prefix cache: a request sharing the system prompt has cached_tokens > 0",
+          c3 is not None and 0 < c3 < r3.usage.prompt_tokens,
+          f"cached {c3} of {r3.usage.prompt_tokens}")
+    check("prefix cache: meshlm_prefix_cache_hit_tokens_total grows by the cached tokens",
+          hits0 is not None and hits1 is not None and c2 and c3 and hits1 - hits0 >= c2 + c3,
+          f"{hits0} -> {hits1}, cached {c2} + {c3}")
+    t1, t2, t3 = (r.choices[0].message.content for r in (r1, r2, r3))
+    check("prefix cache: the cached run's output equals the first", t1 == t2, f"{t1!r} vs {t2!r}")
+    if nocache is None:
+        not_ok("prefix cache: equal to --no-prefix-cache", "that server did not start")
+        return
+    nc = nocache.client()
+    n1 = prefix_request(nc, system, "What did you see last night?")
+    n2 = prefix_request(nc, system, "What did you see last night?")
+    n3 = prefix_request(nc, system, "Where is the boat?")
+    check("prefix cache: outputs equal a --no-prefix-cache server's",
+          (t1, t3) == (n1.choices[0].message.content, n3.choices[0].message.content),
+          f"{(t1, t3)} vs {(n1.choices[0].message.content, n3.choices[0].message.content)}")
+    check("--no-prefix-cache: cached_tokens is 0", cached_of(n2) in (0, None), cached_of(n2))
+
+
+def test_close_mid_stream():
+    s = cli.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": "Talk."}],
+                                    max_tokens=800, temperature=0, stream=True,
+                                    extra_body={"ignore_eos": True})
+    got = 0
+    for _ in s:
+        got += 1
+        if got == 3:
+            break
+    used = main.metric("meshlm_kv_blocks_used")
+    s.close()
+    check("closed stream: blocks were in use while it ran", used is not None and used > 0, used)
+    after = main.wait_metric("meshlm_kv_blocks_used", 0.0, 5.0)
+    check("closed stream: meshlm_kv_blocks_used back to 0 within 5 s", after == 0.0, after)
+
+
+def test_errors(keyed):
+    msgs = [{"role": "user", "content": "hi"}]
+    try:
+        cli.chat.completions.create(model=ALIAS, messages=msgs, extra_body={"max_tokens": "ten"})
+        not_ok("wrong type: BadRequestError", "no error")
+    except openai.BadRequestError as e:
+        param = (e.body or {}).get("param") if isinstance(e.body, dict) else None
+        check("wrong type: BadRequestError with param max_tokens", param == "max_tokens",
+              f"body {e.body}")
+    long = "the quick brown fox jumps over the lazy dog. " * 200
+    try:
+        cli.completions.create(model=ALIAS, prompt=long, max_tokens=4)
+        not_ok("over-long prompt: BadRequestError", "no error")
+    except openai.BadRequestError as e:
+        n = n_prompt_tokens(MODEL, long)
+        msg = str(e.body.get("message") if isinstance(e.body, dict) else e.message)
+        check(f"over-long prompt: BadRequestError naming {n} and {MAX_SEQ}",
+              re.search(rf"(?<!\d){n}(?!\d)", msg) and re.search(rf"(?<!\d){MAX_SEQ}(?!\d)", msg),
+              msg)
+    try:
+        cli.chat.completions.create(model="no-such-model", messages=msgs, max_tokens=2)
+        not_ok("unknown model: NotFoundError", "no error")
+    except openai.NotFoundError as e:
+        code = e.body.get("code") if isinstance(e.body, dict) else None
+        check("unknown model: NotFoundError, code model_not_found", code == "model_not_found",
+              e.body)
+    if keyed is None:
+        not_ok("wrong key: AuthenticationError", "the --api-key server did not start")
+        return
+    try:
+        keyed.client(api_key="wrong-" + KEY).chat.completions.create(
+            model=ALIAS, messages=msgs, max_tokens=2)
+        not_ok("wrong key: AuthenticationError", "no error")
+    except openai.AuthenticationError:
+        ok("wrong key: AuthenticationError")
+    r = keyed.client(api_key=KEY).chat.completions.create(model=ALIAS, messages=msgs,
+                                                          max_tokens=2, temperature=0)
+    check("right key: an answer", r.choices[0].message.content is not None, r)
+
+
+def test_smollm2(smol):
+    prompt = "Say hello."
+    want = generate(SMOL, prompt, 64, instruct=True)
+    c = smol.client()
+    r = c.chat.completions.create(model="smol", messages=[{"role": "user", "content": prompt}],
+                                  max_tokens=64, temperature=0)
+    got = r.choices[0].message.content
+    check("smollm2 chat: greedy text equals meshlm generate --instruct", got == want["text"],
+          f"server {got!r} vs generate {want['text']!r}")
+    n_gen = len(want["generated_ids"])
+    check(f"smollm2 chat: finish_reason {finish_of(want)}, completion_tokens {n_gen}",
+          r.choices[0].finish_reason == finish_of(want) and
+          r.usage.completion_tokens in ((n_gen, n_gen + 1) if want["stop_reason"] == "stop"
+                                        else (n_gen,)),
+          f"{r.choices[0].finish_reason} {r.usage}")
+    s = c.chat.completions.create(model="smol", messages=[{"role": "user", "content": prompt}],
+                                  max_tokens=64, temperature=0, stream=True,
+                                  stream_options={"include_usage": True})
+    text, chunks, usage = join_stream(s)
+    fin, _ = last_finish(chunks)
+    check("smollm2 chat stream: equal text and finish_reason",
+          text == want["text"] and fin == finish_of(want) and usage is not None,
+          f"{text!r} ({fin}) vs {want['text']!r}")
+    system = "You are a helpful assistant who answers in one short sentence."
+    want = generate(SMOL, "What is the capital of France?", 32, instruct=True, system=system)
+    r = c.chat.completions.create(model="smol", max_tokens=32, temperature=0,
+                                  messages=[{"role": "system", "content": system},
+                                            {"role": "user",
+                                             "content": "What is the capital of France?"}])
+    check("smollm2 chat with a system message equals meshlm generate --system",
+          r.choices[0].message.content == want["text"],
+          f"{r.choices[0].message.content!r} vs {want['text']!r}")
+
+
+T0 = time.time()
+
+
+def main_():
+    global main, cli
+    if not os.path.exists(os.path.join(MODEL, "config.json")):
+        print(f"SKIP: {MODEL} is missing (run from the repository root)")
+        print("0 passed, 0 failed, 1 skipped")
+        return 0
+    if not os.access(MESHLM, os.X_OK):
+        not_ok("meshlm binary", f"{MESHLM} is not an executable (set MESHLM)")
+        print(f"{passed} passed, {failed} failed")
+        return 1
+    main = Server(MODEL, ALIAS, "--max-seq-len", str(MAX_SEQ))
+    nocache = Server(MODEL, ALIAS, "--max-seq-len", str(MAX_SEQ), "--no-prefix-cache")
+    keyed = Server(MODEL, ALIAS, "--api-key", KEY, "--max-seq-len", "256")
+    smol = Server(SMOL, "smol", "--max-seq-len", "1024", "--max-batch", "4") \
+        if os.path.exists(SMOL) else None
+    if not main.wait():
+        not_ok("serve starts", f"no 'listening on' line from {main.cmd}; stderr "
+               f"{main.stderr_tail()!r}")
+        print(f"{passed} passed, {failed} failed")
+        return 1
+    ok(f"serve starts and prints its port ({main.port})")
+    print(f"# servers up: {time.time() - T0:.1f} s", flush=True)
+    cli = main.client()
+    nocache = nocache if nocache.wait() else None
+    keyed = keyed if keyed.wait() else None
+    for t in (test_models, test_chat, test_completions, test_seed, test_stop_and_length,
+              test_logprobs, test_concurrent, test_close_mid_stream):
+        run_test(t)
+    run_test(test_prefix_cache, nocache)
+    run_test(test_errors, keyed)
+    if smol is None:
+        skip("smollm2 chat checks", f"{SMOL} is missing (scripts/setup.sh fetches it)")
+    elif not smol.wait():
+        not_ok("smollm2 serve starts", smol.stderr_tail())
+    else:
+        run_test(test_smollm2, smol)
+    print(f"# tests done: {time.time() - T0:.1f} s", flush=True)
+    if skipped:
+        print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    else:
+        print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_())

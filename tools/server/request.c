@@ -1,0 +1,539 @@
+/* tools/server/request.c: OpenAI request bodies (chat completions, completions) parsed with
+ * jansson into an srv_request, and OpenAI error objects out. Like OpenAI and vLLM: unknown
+ * fields are ignored, null for an optional field means absent, a wrong type or a value out of
+ * range is a 400 whose `param` names the field. Knows nothing about HTTP or the engine; every
+ * string and array in an srv_request is malloc'd and owned by it (srv_request_deinit). */
+#include "request.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INVALID "invalid_request_error"
+
+// ---- errors ----
+
+int srv_fail(srv_error *e, int http, const char *type, const char *param, const char *code,
+             const char *fmt, ...) {
+    if (!e) return 0;
+    e->http = http;
+    snprintf(e->type, sizeof e->type, "%s", type ? type : "");
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at S (N bytes left), 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t len;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, cp = c & 0x07;
+    else
+        return 0;
+    if (len > n) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+    return len;
+}
+
+/* A jansson string of the NUL-terminated S (at most MAX bytes) with every byte that is not
+ * valid UTF-8 replaced by '?' (a message cut by vsnprintf can end inside a character);
+ * json_null() for "" when NULL_IF_EMPTY. NULL when out of memory. */
+static json_t *safe_string(const char *s, size_t max, int null_if_empty) {
+    size_t n = strnlen(s, max);
+    if (n == 0 && null_if_empty) return json_null();
+    char *buf = malloc(n + 1);
+    if (!buf) return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_len((const unsigned char *)s + i, n - i);
+        if (l == 0) {
+            buf[i++] = '?';
+        } else {
+            memcpy(buf + i, s + i, l);
+            i += l;
+        }
+    }
+    buf[n] = 0;
+    json_t *j = json_stringn(buf, n);
+    free(buf);
+    return j;
+}
+
+char *srv_error_json(const srv_error *e) {
+    json_t *inner = json_object();
+    json_t *root = json_object();
+    if (!inner || !root) {
+        json_decref(inner);
+        json_decref(root);
+        return NULL;
+    }
+    int bad = json_object_set_new(root, "error", inner);
+    bad |= json_object_set_new(inner, "message", safe_string(e->message, sizeof e->message, 0));
+    bad |= json_object_set_new(inner, "type", safe_string(e->type, sizeof e->type, 0));
+    bad |= json_object_set_new(inner, "param", safe_string(e->param, sizeof e->param, 1));
+    bad |= json_object_set_new(inner, "code", safe_string(e->code, sizeof e->code, 1));
+    char *text = bad ? NULL : json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+// ---- field helpers ----
+
+/* "a string", "an integer" ... for messages like OpenAI's "expected X, but got Y instead". */
+static const char *type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
+static int type_error(srv_error *e, const char *param, const char *expected, const json_t *v) {
+    return srv_fail(e, 400, INVALID, param, "invalid_type",
+                    "Invalid type for '%s': expected %s, but got %s instead.", param, expected,
+                    type_name(v));
+}
+
+/* KEY of OBJ, NULL when missing or null (an optional field that is absent). */
+static json_t *field(const json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* An integer, or a real that is a whole number within int64 (as pydantic accepts 5.0). */
+static int as_int(const json_t *v, int64_t *out) {
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return 1;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+            *out = (int64_t)d;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Optional boolean KEY into *OUT (untouched when absent); 1 ok, 0 failed with E filled. */
+static int get_bool(const json_t *root, const char *key, int *out, srv_error *e) {
+    json_t *v = field(root, key);
+    if (!v) return 1;
+    if (!json_is_boolean(v)) return type_error(e, key, "a boolean", v);
+    *out = json_is_true(v);
+    return 1;
+}
+
+/* Optional number KEY in [LO, HI] (LO excluded when LO_OPEN) into *OUT, *HAS set to 1 when
+ * present. */
+static int get_number(const json_t *root, const char *key, double lo, double hi, int lo_open,
+                      double *out, int *has, srv_error *e) {
+    json_t *v = field(root, key);
+    if (!v) return 1;
+    if (!json_is_number(v)) return type_error(e, key, "a number", v);
+    double d = json_number_value(v);
+    if (!(lo_open ? d > lo : d >= lo) || !(d <= hi))
+        return srv_fail(e, 400, INVALID, key, "invalid_value",
+                        "Invalid '%s': expected a number in %s%g, %g], but got %g instead.", key,
+                        lo_open ? "(" : "[", lo, hi, d);
+    *out = d;
+    if (has) *has = 1;
+    return 1;
+}
+
+/* Optional integer KEY in [LO, HI] into *OUT, *HAS set to 1 when present. */
+static int get_int(const json_t *root, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                   int *has, srv_error *e) {
+    json_t *v = field(root, key);
+    if (!v) return 1;
+    int64_t x;
+    if (!as_int(v, &x)) return type_error(e, key, "an integer", v);
+    if (x < lo || x > hi) {
+        if (hi == INT64_MAX)
+            return srv_fail(e, 400, INVALID, key, "invalid_value",
+                            "Invalid '%s': expected an integer >= %lld, but got %lld instead.", key,
+                            (long long)lo, (long long)x);
+        return srv_fail(e, 400, INVALID, key, "invalid_value",
+                        "Invalid '%s': expected an integer in [%lld, %lld], but got %lld "
+                        "instead.",
+                        key, (long long)lo, (long long)hi, (long long)x);
+    }
+    *out = x;
+    if (has) *has = 1;
+    return 1;
+}
+
+/* A malloc'd copy of the N bytes at S, NUL-terminated (S NULL: N uninitialised bytes and the
+ * NUL); NULL with E filled (500) when out of memory. */
+static char *dup_or_fail(const char *s, size_t n, srv_error *e, const char *param) {
+    char *d = malloc(n + 1);
+    if (!d) {
+        srv_fail(e, 500, "server_error", param, NULL, "out of memory");
+        return NULL;
+    }
+    if (s) memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+// ---- chat messages ----
+
+/* The content of message I (V may be NULL: missing or null) into *OUT. */
+static int parse_content(const json_t *v, int i, const char *role, char **out, srv_error *e) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    if (!v) {
+        if (strcmp(role, "assistant") != 0)
+            return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
+                            "Missing required parameter: '%s' (only assistant messages may "
+                            "omit it or set it to null).",
+                            param);
+        return (*out = dup_or_fail("", 0, e, param)) != NULL;
+    }
+    if (json_is_string(v))
+        return (*out = dup_or_fail(json_string_value(v), json_string_length(v), e, param)) != NULL;
+    if (!json_is_array(v)) return type_error(e, param, "a string or an array of content parts", v);
+    size_t total = 0, k;
+    json_t *part;
+    json_array_foreach(v, k, part) {
+        snprintf(param, sizeof param, "messages[%d].content[%zu]", i, k);
+        if (!json_is_object(part)) return type_error(e, param, "an object", part);
+        json_t *type = json_object_get(part, "type");
+        snprintf(param, sizeof param, "messages[%d].content[%zu].type", i, k);
+        if (!type)
+            return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
+                            "Missing required parameter: '%s'.", param);
+        if (!json_is_string(type)) return type_error(e, param, "a string", type);
+        if (strcmp(json_string_value(type), "text") != 0)
+            return srv_fail(e, 400, INVALID, param, "invalid_value",
+                            "Invalid value '%.40s' for '%s': only text content parts "
+                            "(type 'text') are supported.",
+                            json_string_value(type), param);
+        json_t *text = json_object_get(part, "text");
+        snprintf(param, sizeof param, "messages[%d].content[%zu].text", i, k);
+        if (!text)
+            return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
+                            "Missing required parameter: '%s'.", param);
+        if (!json_is_string(text)) return type_error(e, param, "a string", text);
+        total += json_string_length(text);
+    }
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    char *s = dup_or_fail(NULL, total, e, param);
+    if (!s) return 0;
+    size_t at = 0;
+    json_array_foreach(v, k, part) {
+        json_t *text = json_object_get(part, "text");
+        memcpy(s + at, json_string_value(text), json_string_length(text));
+        at += json_string_length(text);
+    }
+    s[total] = 0;
+    *out = s;
+    return 1;
+}
+
+static int parse_messages(const json_t *root, srv_request *r, srv_error *e) {
+    json_t *msgs = field(root, "messages");
+    if (!msgs)
+        return srv_fail(e, 400, INVALID, "messages", "missing_required_parameter",
+                        "Missing required parameter: 'messages'.");
+    if (!json_is_array(msgs)) return type_error(e, "messages", "an array", msgs);
+    size_t n = json_array_size(msgs);
+    if (n == 0)
+        return srv_fail(e, 400, INVALID, "messages", "empty_array",
+                        "Invalid 'messages': expected an array with at least 1 message, but "
+                        "got an empty array instead.");
+    if (n > (size_t)INT32_MAX)
+        return srv_fail(e, 400, INVALID, "messages", "invalid_value", "too many messages");
+    r->messages = calloc(n, sizeof *r->messages);
+    if (!r->messages) return srv_fail(e, 500, "server_error", "messages", NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(msgs, i);
+        char param[64];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m)) return type_error(e, param, "an object", m);
+        json_t *role = json_object_get(m, "role");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!role)
+            return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
+                            "Missing required parameter: '%s'.", param);
+        if (!json_is_string(role)) return type_error(e, param, "a string", role);
+        const char *rs = json_string_value(role);
+        static const char *const roles[] = {"system", "user", "assistant", "tool"};
+        const char *canon = strcmp(rs, "developer") == 0 ? "system" : NULL;
+        for (size_t k = 0; !canon && k < sizeof roles / sizeof roles[0]; k++)
+            if (strcmp(rs, roles[k]) == 0) canon = roles[k];
+        if (!canon)
+            return srv_fail(e, 400, INVALID, param, "invalid_value",
+                            "Invalid value '%.40s' for '%s': supported values are 'system', "
+                            "'developer', 'user', 'assistant' and 'tool'.",
+                            rs, param);
+        r->messages[i].role = dup_or_fail(canon, strlen(canon), e, param);
+        r->n_messages = (int)i + 1; /* counted as soon as it owns something, for deinit */
+        if (!r->messages[i].role) return 0;
+        if (!parse_content(field(m, "content"), (int)i, canon, &r->messages[i].content, e))
+            return 0;
+    }
+    return 1;
+}
+
+// ---- completion prompts ----
+
+/* The token ids of array A (non-empty, each in [0, 2^31)) into P; PARAM names A. */
+static int parse_ids(const json_t *a, const char *param, srv_prompt *p, srv_error *e) {
+    size_t n = json_array_size(a);
+    if (n == 0)
+        return srv_fail(e, 400, INVALID, param, "empty_array",
+                        "Invalid '%s': expected a non-empty list of token ids, but got an empty "
+                        "array instead.",
+                        param);
+    if (n > (size_t)INT32_MAX)
+        return srv_fail(e, 400, INVALID, param, "invalid_value", "too many token ids");
+    p->ids = malloc(n * sizeof *p->ids);
+    if (!p->ids) return srv_fail(e, 500, "server_error", param, NULL, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        json_t *v = json_array_get(a, k);
+        char ip[64];
+        snprintf(ip, sizeof ip, "%s[%zu]", param, k);
+        if (!json_is_integer(v)) return type_error(e, ip, "an integer token id", v);
+        json_int_t id = json_integer_value(v);
+        if (id < 0 || id > INT32_MAX)
+            return srv_fail(e, 400, INVALID, ip, "invalid_value",
+                            "Invalid '%s': expected a token id in [0, 2147483647], but got %lld "
+                            "instead.",
+                            ip, (long long)id);
+        p->ids[k] = (int32_t)id;
+    }
+    p->n_ids = (int32_t)n;
+    return 1;
+}
+
+static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
+    json_t *pr = field(root, "prompt");
+    if (!pr)
+        return srv_fail(e, 400, INVALID, "prompt", "missing_required_parameter",
+                        "Missing required parameter: 'prompt'.");
+    static const char *const want =
+        "a string, an array of strings, an array of token ids or an array of token id arrays";
+    if (json_is_string(pr)) {
+        r->prompts = calloc(1, sizeof *r->prompts);
+        if (!r->prompts) return srv_fail(e, 500, "server_error", "prompt", NULL, "out of memory");
+        r->n_prompts = 1;
+        r->prompts[0].text =
+            dup_or_fail(json_string_value(pr), json_string_length(pr), e, "prompt");
+        return r->prompts[0].text != NULL;
+    }
+    if (!json_is_array(pr)) return type_error(e, "prompt", want, pr);
+    size_t n = json_array_size(pr);
+    if (n == 0)
+        return srv_fail(e, 400, INVALID, "prompt", "empty_array",
+                        "Invalid 'prompt': expected %s, but got an empty array instead.", want);
+    json_t *first = json_array_get(pr, 0);
+    if (json_is_integer(first)) { /* one prompt of token ids */
+        r->prompts = calloc(1, sizeof *r->prompts);
+        if (!r->prompts) return srv_fail(e, 500, "server_error", "prompt", NULL, "out of memory");
+        r->n_prompts = 1;
+        return parse_ids(pr, "prompt", &r->prompts[0], e);
+    }
+    if (!json_is_string(first) && !json_is_array(first))
+        return type_error(e, "prompt[0]", "a string, a token id or an array of token ids", first);
+    if (n > (size_t)INT32_MAX)
+        return srv_fail(e, 400, INVALID, "prompt", "invalid_value", "too many prompts");
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts) return srv_fail(e, 500, "server_error", "prompt", NULL, "out of memory");
+    r->n_prompts = (int)n; /* calloc'd: deinit frees what has been filled in */
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(pr, i);
+        char param[64];
+        snprintf(param, sizeof param, "prompt[%zu]", i);
+        if (json_is_string(first)) {
+            if (!json_is_string(v)) return type_error(e, param, "a string (like prompt[0])", v);
+            r->prompts[i].text = dup_or_fail(json_string_value(v), json_string_length(v), e, param);
+            if (!r->prompts[i].text) return 0;
+        } else {
+            if (!json_is_array(v))
+                return type_error(e, param, "an array of token ids (like prompt[0])", v);
+            if (!parse_ids(v, param, &r->prompts[i], e)) return 0;
+        }
+    }
+    return 1;
+}
+
+// ---- sampling and output options ----
+
+static int parse_stop(const json_t *root, srv_request *r, srv_error *e) {
+    json_t *v = field(root, "stop");
+    if (!v) return 1;
+    if (json_is_string(v)) {
+        if (json_string_length(v) == 0) return 1; /* "" stops nothing */
+        r->stop[0] = dup_or_fail(json_string_value(v), json_string_length(v), e, "stop");
+        if (!r->stop[0]) return 0;
+        r->n_stop = 1;
+        return 1;
+    }
+    if (!json_is_array(v)) return type_error(e, "stop", "a string or an array of strings", v);
+    size_t n = json_array_size(v);
+    if (n > 4)
+        return srv_fail(e, 400, INVALID, "stop", "invalid_value",
+                        "Invalid 'stop': expected at most 4 stop sequences, but got %zu "
+                        "instead.",
+                        n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_array_get(v, i);
+        char param[64];
+        snprintf(param, sizeof param, "stop[%zu]", i);
+        if (!json_is_string(s)) return type_error(e, param, "a string", s);
+        if (json_string_length(s) == 0) continue; /* vLLM accepts "" and it never matches */
+        r->stop[r->n_stop] = dup_or_fail(json_string_value(s), json_string_length(s), e, param);
+        if (!r->stop[r->n_stop]) return 0;
+        r->n_stop++;
+    }
+    return 1;
+}
+
+static int parse_logprobs(const json_t *root, srv_request *r, srv_error *e) {
+    int64_t x = 0;
+    int has = 0;
+    if (r->kind == SRV_COMPLETION) { /* logprobs: the number of alternatives, 0..20 */
+        if (!get_int(root, "logprobs", 0, 20, &x, &has, e)) return 0;
+        if (has) r->logprobs = 1, r->top_logprobs = (int)x;
+        return 1;
+    }
+    if (!get_bool(root, "logprobs", &r->logprobs, e)) return 0;
+    if (!get_int(root, "top_logprobs", 0, 20, &x, &has, e)) return 0;
+    if (has && !r->logprobs)
+        return srv_fail(e, 400, INVALID, "top_logprobs", "invalid_value",
+                        "Invalid 'top_logprobs': it needs 'logprobs' set to true.");
+    r->top_logprobs = (int)x;
+    return 1;
+}
+
+static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
+    json_t *model = field(root, "model");
+    if (model) {
+        if (!json_is_string(model)) return type_error(e, "model", "a string", model);
+        r->model = dup_or_fail(json_string_value(model), json_string_length(model), e, "model");
+        if (!r->model) return 0;
+    }
+    int has = 0;
+    if (!get_int(root, "max_tokens", 1, INT64_MAX, &r->max_tokens, &has, e)) return 0;
+    if (!get_int(root, "max_completion_tokens", 1, INT64_MAX, &r->max_tokens, &has, e)) return 0;
+    if (!get_number(root, "temperature", 0, 2, 0, &r->temperature, &r->has_temperature, e))
+        return 0;
+    if (!get_number(root, "top_p", 0, 1, 1, &r->top_p, &r->has_top_p, e)) return 0;
+    json_t *tk = field(root, "top_k");
+    if (tk) {
+        if (!as_int(tk, &r->top_k)) return type_error(e, "top_k", "an integer", tk);
+        if (r->top_k < -1)
+            return srv_fail(e, 400, INVALID, "top_k", "invalid_value",
+                            "Invalid 'top_k': expected -1 or 0 (off) or an integer >= 1, but "
+                            "got %lld instead.",
+                            (long long)r->top_k);
+        r->has_top_k = 1;
+    }
+    int64_t seed = 0;
+    if (!get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, &r->has_seed, e)) return 0;
+    if (r->has_seed) r->seed = (uint64_t)seed;
+    if (!get_number(root, "presence_penalty", -2, 2, 0, &r->presence_penalty, NULL, e)) return 0;
+    if (!get_number(root, "frequency_penalty", -2, 2, 0, &r->frequency_penalty, NULL, e)) return 0;
+    json_t *nv = field(root, "n");
+    int64_t n = 0;
+    if (nv && !as_int(nv, &n)) return type_error(e, "n", "an integer", nv);
+    if (nv && n != 1)
+        return srv_fail(e, 400, INVALID, "n", "invalid_value",
+                        "Invalid 'n': only n=1 is supported, but got %lld.", (long long)n);
+    if (!get_bool(root, "stream", &r->stream, e)) return 0;
+    json_t *so = field(root, "stream_options");
+    if (so) {
+        if (!json_is_object(so)) return type_error(e, "stream_options", "an object", so);
+        if (!r->stream)
+            return srv_fail(e, 400, INVALID, "stream_options", "invalid_value",
+                            "Invalid 'stream_options': stream options can only be given when "
+                            "'stream' is true.");
+        json_t *iu = field(so, "include_usage");
+        if (iu && !json_is_boolean(iu))
+            return type_error(e, "stream_options.include_usage", "a boolean", iu);
+        r->include_usage = json_is_true(iu);
+    }
+    if (!parse_stop(root, r, e)) return 0;
+    if (!get_bool(root, "ignore_eos", &r->ignore_eos, e)) return 0;
+    return parse_logprobs(root, r, e);
+}
+
+// ---- entry points ----
+
+int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *out, srv_error *e) {
+    srv_error scratch;
+    if (!e) e = &scratch;
+    memset(out, 0, sizeof *out);
+    json_error_t jerr;
+    /* DECODE_ANY: a scalar body is reported as "not an object" rather than as bad JSON */
+    json_t *root = json_loadb(body ? body : "", body ? len : 0,
+                              JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!root)
+        return srv_fail(e, 400, INVALID, NULL, NULL,
+                        "We could not parse the JSON body of your request: %s (line %d, column "
+                        "%d).",
+                        jerr.text, jerr.line, jerr.column);
+    if (!json_is_object(root)) {
+        srv_fail(e, 400, INVALID, NULL, NULL,
+                 "The request body must be a JSON object, but got %s instead.", type_name(root));
+        json_decref(root);
+        return 0;
+    }
+    srv_request r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.max_tokens = -1;
+    int ok = (kind == SRV_CHAT ? parse_messages(root, &r, e) : parse_prompts(root, &r, e)) &&
+             parse_options(root, &r, e);
+    json_decref(root);
+    if (!ok) {
+        srv_request_deinit(&r);
+        return 0;
+    }
+    *out = r;
+    return 1;
+}
+
+void srv_request_deinit(srv_request *r) {
+    if (!r) return;
+    free(r->model);
+    for (int i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    free(r->messages);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
+    for (int i = 0; i < r->n_stop && i < 4; i++)
+        free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,83 @@
+/* tools/server/request.h: OpenAI request bodies in, OpenAI error objects out. Parses the JSON
+ * body of POST /v1/chat/completions and POST /v1/completions into an srv_request, checking
+ * every known field's type and range (unknown fields are ignored, as OpenAI does). Knows
+ * nothing about HTTP connections or the engine; includes only meshlm.h and jansson. */
+#ifndef MESHLM_SERVER_REQUEST_H
+#define MESHLM_SERVER_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum srv_kind { SRV_CHAT = 0, SRV_COMPLETION = 1 } srv_kind;
+
+/* An OpenAI error: the HTTP status and the fields of {"error": {message, type, param, code}}.
+ * TYPE is "invalid_request_error" (400, 404, 413), "authentication_error" (401),
+ * "server_error" (500, 503) ...; PARAM and CODE are "" when they do not apply (null in JSON). */
+typedef struct srv_error {
+    int http;
+    char message[512];
+    char type[40];
+    char param[64];
+    char code[40];
+} srv_error;
+
+/* Fills E and returns 0 (so a parser can `return srv_fail(...)` meaning "failed"). */
+int srv_fail(srv_error *e, int http, const char *type, const char *param, const char *code,
+             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The error as a malloc'd JSON text {"error":{"message":...,"type":...,"param":...|null,
+ * "code":...|null}}. NULL only when out of memory. */
+char *srv_error_json(const srv_error *e);
+
+typedef struct srv_message {
+    char *role;    /* "system", "user", "assistant" (also "developer" -> "system", "tool") */
+    char *content; /* a string, or the text parts of a content list joined ("" for null) */
+} srv_message;
+
+/* One completions prompt: text, or token ids. */
+typedef struct srv_prompt {
+    char *text;   /* owned, NUL-terminated; NULL when IDS */
+    int32_t *ids; /* owned; NULL when TEXT */
+    int32_t n_ids;
+} srv_prompt;
+
+typedef struct srv_request {
+    srv_kind kind;
+    char *model;               /* NULL when absent */
+    srv_message *messages;     /* chat: N_MESSAGES >= 1 */
+    int n_messages;
+    srv_prompt *prompts;       /* completions: N_PROMPTS >= 1 (a string, a list of strings,
+                                  a list of ids, or a list of id lists) */
+    int n_prompts;
+    int64_t max_tokens;        /* max_tokens or max_completion_tokens (>= 1); -1 when absent */
+    int has_temperature;       /* 0 when absent or null: the model's default */
+    double temperature;        /* [0, 2] */
+    int has_top_p;
+    double top_p;              /* (0, 1] */
+    int has_top_k;
+    int64_t top_k;             /* extension (vLLM): -1 or 0 = off, else >= 1 */
+    int has_seed;
+    uint64_t seed;             /* a JSON integer in int64 range, as two's complement */
+    char *stop[4];             /* a string or up to 4 strings (each non-empty) */
+    int n_stop;
+    int stream;
+    int include_usage;         /* stream_options.include_usage (needs stream) */
+    int logprobs;              /* chat: logprobs true; completions: logprobs is an integer */
+    int top_logprobs;          /* alternatives per token: chat top_logprobs (0..20, needs
+                                  logprobs), completions logprobs (0..20); 0 when absent */
+    double presence_penalty;   /* [-2, 2], default 0 */
+    double frequency_penalty;  /* [-2, 2], default 0 */
+    int ignore_eos;            /* extension (vLLM) */
+} srv_request;
+
+/* Parses BODY (LEN bytes, not NUL-terminated) as a request of KIND into OUT (zeroed first).
+ * Returns 1 on success; on failure 0 with E filled (http 400, type "invalid_request_error",
+ * PARAM naming the field: "messages[1].content", "max_tokens", "stop", ...). Malformed JSON,
+ * a missing messages/prompt, a wrong type, a value out of range, n != 1, stream_options
+ * without stream, an unknown role, a content part that is not text are each a 400 (out of
+ * memory: 500, "server_error"). On failure OUT holds nothing to free. E may be NULL. Never
+ * crashes on any input. */
+int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *out,
+                      srv_error *e);
+void srv_request_deinit(srv_request *r);
+
+#endif

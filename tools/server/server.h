@@ -1,0 +1,48 @@
+/* tools/server/server.h: the state `meshlm serve` shares between its parts: the model, the
+ * tokenizer and the scheduler it drives (all borrowed from serve.c, which creates them before
+ * the HTTP daemon starts and frees them after it stops), the settings every request reads,
+ * and the list of live jobs (for draining). Everything above `mu` is read-only once the daemon
+ * runs; the flags are atomics; the job list is guarded by `mu`. */
+#ifndef MESHLM_SERVER_SERVER_H
+#define MESHLM_SERVER_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meshlm.h"
+#include "metrics.h"
+
+#define SRV_MAX_STOP_IDS 32
+
+struct srv_job;
+
+typedef struct srv_server {
+    const mlm_model *model;  /* borrowed (serve.c) */
+    const mlm_tokenizer *tok; /* borrowed (serve.c) */
+    mlm_sched *sched;        /* borrowed (serve.c); thread-safe submit/cancel/stats */
+    srv_metrics *metrics;    /* borrowed (serve.c) */
+    const char *alias;       /* the model's name in requests and responses (borrowed) */
+    const char *model_path;  /* the path as given on the command line (borrowed) */
+    const char *api_key;     /* NULL: no authentication (borrowed) */
+    int32_t max_seq_len;     /* prompt + completion, as the scheduler was created with */
+    int32_t max_logprobs;    /* the scheduler's */
+    size_t max_body;         /* request body bytes at most */
+    size_t detok_cap;        /* room mlm_detok_push needs: 64 + the longest token */
+    int64_t start_time;      /* unix seconds */
+    mlm_sampler_params defaults; /* mlm_generation_defaults of the model */
+    int32_t stop_base[SRV_MAX_STOP_IDS]; /* the config's stop ids (completions) */
+    int32_t n_stop_base;
+    int32_t stop_chat[SRV_MAX_STOP_IDS]; /* those plus the chat format's end-of-turn ids */
+    int32_t n_stop_chat;
+
+    atomic_int draining; /* set on SIGINT/SIGTERM: new requests get 503 */
+    atomic_int aborting; /* set before the daemon stops: waits for the engine give up */
+
+    pthread_mutex_t mu;   /* guards jobs, n_jobs */
+    struct srv_job *jobs; /* jobs whose HTTP side is not done (not owned: see job.h) */
+    int n_jobs;
+} srv_server;
+
+#endif
