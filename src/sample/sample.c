@@ -99,27 +99,103 @@ static void sort_by(int32_t *idx, int32_t n, const float *keys) {
     if (n > 64) qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, (void *)keys);
 }
 
+/* The K-th largest of X[0..n) (1-based K; X is reordered): Hoare's quickselect. */
+static float kth_largest(float *x, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = x[lo + (hi - lo) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (x[i] > pivot) i++;
+            while (x[j] < pivot) j--;
+            if (i <= j) {
+                float t = x[i];
+                x[i++] = x[j];
+                x[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else return x[want];
+    }
+    return x[lo];
+}
+
+/* The W best ids by logit into IDX[0..w), descending, ties to the lower id. Small windows:
+ * a sorted window over one pass (an id enters only when it beats the window's last); larger
+ * ones: the W-th largest value by quickselect on SCRATCH (n floats), the ids above it, then
+ * those equal to it in id order, sorted. */
+static void top_window(int32_t *idx, int32_t w, const float *logits, int32_t n, float *scratch) {
+    if (w > 64 && scratch) {
+        memcpy(scratch, logits, (size_t)n * sizeof *scratch);
+        float thr = kth_largest(scratch, n, w);
+        int32_t m = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (logits[i] > thr) idx[m++] = i;
+        for (int32_t i = 0; i < n && m < w; i++)
+            if (logits[i] == thr) idx[m++] = i;
+        sort_by(idx, w, logits);
+        return;
+    }
+    for (int32_t i = 0; i < w; i++) idx[i] = i;
+    sort_by(idx, w, logits);
+    for (int32_t i = w; i < n; i++) {
+        int32_t last = idx[w - 1];
+        if (logits[i] <= logits[last]) continue;
+        int32_t j = w - 1; /* insert i, dropping the last */
+        while (j > 0 && logits[idx[j - 1]] < logits[i]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = i;
+    }
+}
+
+/* Top-p over the whole vocabulary (no top-k): the nucleus is almost always within the few
+ * best tokens, so they are found in windows of 64, 512, 4096 ids before falling back to a
+ * full sort. The kept set and the draw are those of the full sort (the same sorted prefix);
+ * the total mass is summed in id order. Returns the token, or -1 to fall back. */
+static int32_t sample_top_p_windowed(mlm_sampler *s, const float *logits) {
+    const mlm_sampler_params *p = &s->params;
+    int32_t n = s->n_vocab;
+    float max = logits[0];
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > max) max = logits[i];
+    double total = 0;
+    for (int32_t i = 0; i < n; i++) total += expf((logits[i] - max) / p->temperature);
+    for (int32_t w = 64; w <= 4096 && w < n / 2; w *= 8) {
+        top_window(s->idx, w, logits, n, s->probs);
+        double cum = 0;
+        int32_t keep = 0;
+        while (keep < w && (keep == 0 || cum < p->top_p * total)) {
+            s->probs[keep] = expf((logits[s->idx[keep]] - max) / p->temperature);
+            cum += s->probs[keep++];
+        }
+        if (keep == w && cum < p->top_p * total) continue; /* the nucleus may go on */
+        double r = next_unit(s->rng) * cum, acc = 0;
+        for (int32_t i = 0; i < keep; i++) {
+            acc += s->probs[i];
+            if (r < acc) return s->idx[i];
+        }
+        return s->idx[keep - 1];
+    }
+    return -1;
+}
+
 int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
     const mlm_sampler_params *p = &s->params;
     int32_t n = s->n_vocab;
     if (p->temperature == 0) return argmax(logits, n);
+    if (p->top_p < 1 && (p->top_k == 0 || p->top_k >= n)) {
+        int32_t id = sample_top_p_windowed(s, logits);
+        if (id >= 0) return id;
+    }
     /* Candidates: all ids, or the top k (by logit; ties to lower ids, like torch.topk in
      * practice). Selection keeps a sorted window instead of sorting the whole vocabulary. */
     int32_t m = n;
     if (p->top_k > 0 && p->top_k < n) {
         m = p->top_k;
-        for (int32_t i = 0; i < m; i++) s->idx[i] = i;
-        sort_by(s->idx, m, logits);
-        for (int32_t i = m; i < n; i++) {
-            int32_t last = s->idx[m - 1];
-            if (logits[i] <= logits[last]) continue;
-            int32_t j = m - 1; /* insert i, dropping the last */
-            while (j > 0 && logits[s->idx[j - 1]] < logits[i]) {
-                s->idx[j] = s->idx[j - 1];
-                j--;
-            }
-            s->idx[j] = i;
-        }
+        top_window(s->idx, m, logits, n, s->probs);
     } else {
         for (int32_t i = 0; i < n; i++) s->idx[i] = i;
         if (p->top_p < 1) sort_by(s->idx, n, logits);

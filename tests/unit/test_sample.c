@@ -1,6 +1,7 @@
 /* tests/unit/test_sample.c: the sampler against Hugging Face transformers' logits processors
  * (tests/data/sampling/expected.json, made by tests/fixtures/make_sampling_fixtures.py):
- * draw frequencies match the expected distributions (chi-square), filtered tokens are never
+ * draw frequencies match the expected distributions (chi-square; top-p also over a 2048-token
+ * vocabulary), filtered tokens are never
  * drawn, greedy ties go to the lowest id like torch.argmax, and a seed repeats exactly. */
 #include <jansson.h>
 
@@ -72,6 +73,53 @@ TEST(distributions_match_transformers) {
     json_decref(j);
 }
 
+/* Top-p over a 2048-token vocabulary (the sampler looks for the nucleus in windows of the
+ * best tokens before sorting everything): nuclei of 1, 10 and 103 tokens (windows of 64 and 512), against
+ * transformers' TopPLogitsWarper (tests/data/sampling/expected_large.json). */
+TEST(top_p_large_vocabulary_matches_transformers) {
+    json_error_t jerr;
+    json_t *j = json_load_file("tests/data/sampling/expected_large.json", 0, &jerr);
+    CHECK(j != NULL);
+    if (!j) return;
+    enum { V = 2048, DRAWS = 40000 };
+    static float logits[V], probs[V];
+    static int counts[V];
+    CHECK(floats(json_object_get(j, "logits"), logits, V) == V);
+    size_t ci;
+    json_t *c;
+    json_array_foreach(json_object_get(j, "cases"), ci, c) {
+        mlm_sampler_params p = mlm_sampler_default_params();
+        p.temperature = (float)json_number_value(json_object_get(c, "temperature"));
+        p.top_p = (float)json_number_value(json_object_get(c, "top_p"));
+        p.seed = 77 + ci;
+        memset(probs, 0, sizeof probs);
+        memset(counts, 0, sizeof counts);
+        size_t i;
+        json_t *v;
+        json_t *ids = json_object_get(c, "ids"), *ps = json_object_get(c, "probs");
+        json_array_foreach(ids, i, v) probs[json_integer_value(v)] = (float)json_number_value(json_array_get(ps, i));
+        mlm_sampler s;
+        mlm_error err;
+        CHECK_OK(mlm_sampler_init(&s, &p, V, &err), &err);
+        for (int k = 0; k < DRAWS; k++) counts[mlm_sampler_sample(&s, logits)]++;
+        double chi = 0, pooled_e = 0, pooled_o = 0;
+        int df = -1, never = 0;
+        for (int t = 0; t < V; t++) {
+            double e = probs[t] * DRAWS;
+            if (probs[t] == 0) never += counts[t];
+            else if (e >= 5) chi += (counts[t] - e) * (counts[t] - e) / e, df++;
+            else pooled_e += e, pooled_o += counts[t];
+        }
+        if (pooled_e > 0) chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e, df++;
+        double limit = df + 5.5 * sqrt(2.0 * (df > 0 ? df : 1)) + 10;
+        CHECKF(never == 0, "large case %zu: %d draws of filtered tokens", ci, never);
+        CHECKF(chi <= limit, "large case %zu (T %.2f p %.3f, %zu kept): chi-square %.1f > %.1f",
+               ci, p.temperature, p.top_p, json_array_size(ids), chi, limit);
+        mlm_sampler_deinit(&s);
+    }
+    json_decref(j);
+}
+
 TEST(greedy_ties_like_torch_argmax) {
     json_t *j = load_expected();
     CHECK(j != NULL);
@@ -124,6 +172,7 @@ TEST(bad_params) {
 
 int main(void) {
     RUN(distributions_match_transformers);
+    RUN(top_p_large_vocabulary_matches_transformers);
     RUN(greedy_ties_like_torch_argmax);
     RUN(seed_repeats_and_differs);
     RUN(bad_params);
