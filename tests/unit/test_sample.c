@@ -20,6 +20,24 @@ static int floats(const json_t *a, float *out, int max) {
     return (int)json_array_size(a);
 }
 
+/* Chi-square of COUNTS against PROBS over tokens with expected count >= 5 (the others
+ * pooled), with its degrees of freedom, the draws of filtered (probability 0) tokens, and a
+ * limit above the 99.99th percentile for these df: df + 5.5 sqrt(2 df) + 10. */
+static double chi_square(const float *probs, const int *counts, int n, int draws, int *df,
+                         int *never, double *limit) {
+    double chi = 0, pooled_e = 0, pooled_o = 0;
+    *df = -1, *never = 0;
+    for (int t = 0; t < n; t++) {
+        double e = (double)probs[t] * draws;
+        if (probs[t] == 0) *never += counts[t];
+        else if (e >= 5) chi += (counts[t] - e) * (counts[t] - e) / e, ++*df;
+        else pooled_e += e, pooled_o += counts[t];
+    }
+    if (pooled_e > 0) chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e, ++*df;
+    *limit = *df + 5.5 * sqrt(2.0 * (*df > 0 ? *df : 1)) + 10;
+    return chi;
+}
+
 TEST(distributions_match_transformers) {
     json_t *j = load_expected();
     CHECK(j != NULL);
@@ -42,29 +60,8 @@ TEST(distributions_match_transformers) {
         enum { DRAWS = 200000 };
         int counts[64] = {0};
         for (int i = 0; i < DRAWS; i++) counts[mlm_sampler_sample(&s, logits)]++;
-        /* chi-square over tokens with expected count >= 5 (others pooled) */
-        double chi = 0, pooled_e = 0, pooled_o = 0;
-        int df = -1, never = 0;
-        for (int t = 0; t < n; t++) {
-            double e = probs[t] * DRAWS;
-            if (probs[t] == 0) {
-                never += counts[t];
-                continue;
-            }
-            if (e >= 5) {
-                chi += (counts[t] - e) * (counts[t] - e) / e;
-                df++;
-            } else {
-                pooled_e += e;
-                pooled_o += counts[t];
-            }
-        }
-        if (pooled_e > 0) {
-            chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
-            df++;
-        }
-        /* 99.99th percentile of chi-square is below df + 5.5 sqrt(2 df) + 10 for these df */
-        double limit = df + 5.5 * sqrt(2.0 * (df > 0 ? df : 1)) + 10;
+        int df, never;
+        double limit, chi = chi_square(probs, counts, n, DRAWS, &df, &never, &limit);
         CHECKF(never == 0, "case %zu: %d draws of filtered tokens", ci, never);
         CHECKF(chi <= limit, "case %zu (T %.2f k %d p %.2f): chi-square %.1f > %.1f (df %d)", ci,
                p.temperature, p.top_k, p.top_p, chi, limit, df);
@@ -102,16 +99,8 @@ TEST(top_p_large_vocabulary_matches_transformers) {
         mlm_error err;
         CHECK_OK(mlm_sampler_init(&s, &p, V, &err), &err);
         for (int k = 0; k < DRAWS; k++) counts[mlm_sampler_sample(&s, logits)]++;
-        double chi = 0, pooled_e = 0, pooled_o = 0;
-        int df = -1, never = 0;
-        for (int t = 0; t < V; t++) {
-            double e = probs[t] * DRAWS;
-            if (probs[t] == 0) never += counts[t];
-            else if (e >= 5) chi += (counts[t] - e) * (counts[t] - e) / e, df++;
-            else pooled_e += e, pooled_o += counts[t];
-        }
-        if (pooled_e > 0) chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e, df++;
-        double limit = df + 5.5 * sqrt(2.0 * (df > 0 ? df : 1)) + 10;
+        int df, never;
+        double limit, chi = chi_square(probs, counts, V, DRAWS, &df, &never, &limit);
         CHECKF(never == 0, "large case %zu: %d draws of filtered tokens", ci, never);
         CHECKF(chi <= limit, "large case %zu (T %.2f p %.3f, %zu kept): chi-square %.1f > %.1f",
                ci, p.temperature, p.top_p, json_array_size(ids), chi, limit);

@@ -301,14 +301,7 @@ int srv_job_wait(srv_job *j) {
             pthread_mutex_unlock(&j->mu);
             return 1;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        srv_job_wait_ms(j, 50);
         int done = j->n_done >= j->n_submitted;
         pthread_mutex_unlock(&j->mu);
         if (done) return 1;
@@ -349,4 +342,16 @@ int srv_jobs_count(srv_server *srv) {
     int n = srv->n_jobs;
     pthread_mutex_unlock(&srv->mu);
     return n;
+}
+
+void srv_job_wait_ms(srv_job *j, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
 }

@@ -103,6 +103,8 @@ int srv_jobs_count(srv_server *srv);
 
 /* Whether the peer of socket FD has closed it (a pending request byte does not count). */
 int srv_fd_closed(int fd);
+/* Waits on J's condition variable (J->mu held) until signalled or MS milliseconds pass. */
+void srv_job_wait_ms(srv_job *j, int ms);
 
 /* Seconds from a monotonic clock. */
 double srv_now(void);

@@ -166,14 +166,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_lock(&j->mu);
         int ok = produce(s);
         if (ok && !s->len) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+            srv_job_wait_ms(j, 50);
             ok = produce(s);
         }
         pthread_mutex_unlock(&j->mu);
