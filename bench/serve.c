@@ -941,10 +941,10 @@ static void report(const opts *o, stats *all, double wall, double drain) {
         fprintf(f, "}\n");
         return;
     }
-    printf("bench/serve%s%s: %s%s, %ld clients, %ld s (+%.1f s drain), max_tokens %ld, "
+    printf("bench/serve%s%s: http://%s%s, %ld clients, %ld s (+%.1f s drain), max_tokens %ld, "
            "prompt %ld words%s",
-           o->label ? " " : "", o->label ? o->label : "", o->url, o->path, o->clients, o->seconds,
-           drain, o->max_tokens, o->prompt_words, o->prompt_file ? " (file)" : "");
+           o->label ? " " : "", o->label ? o->label : "", o->hostport, o->path, o->clients,
+           o->seconds, drain, o->max_tokens, o->prompt_words, o->prompt_file ? " (file)" : "");
     if (o->shared_prefix) printf(" + %ld shared", o->shared_prefix);
     if (o->disconnect_every) printf(", disconnect every %ld", o->disconnect_every);
     printf("\n");

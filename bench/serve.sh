@@ -201,14 +201,16 @@ fi
 
 # ---- table ----
 
-echo "== results (output tokens/s over the whole run; TTFT, TPOT in ms)"
-printf '%-14s %7s %5s %5s %10s %10s %10s %9s %9s\n' server clients ok err 'tok/s' \
-    'TTFT p50' 'TTFT p99' 'TPOT p50' 'TPOT p99'
+echo "== results (tok/s: output tokens over the whole run with its drain; window: text events"
+echo "   in the first $seconds s; TTFT, TPOT in ms)"
+printf '%-14s %7s %5s %5s %9s %9s %10s %10s %9s %9s\n' server clients ok err 'tok/s' \
+    'window' 'TTFT p50' 'TTFT p99' 'TPOT p50' 'TPOT p99'
 row() { # NAME
     f="$out/$1.json"
     [ -s "$f" ] || { printf '%-14s (no result)\n' "$1"; return; }
-    printf '%-14s %7s %5s %5s %10s %10s %10s %9s %9s\n' "$1" "$(jget "$f" clients)" \
+    printf '%-14s %7s %5s %5s %9s %9s %10s %10s %9s %9s\n' "$1" "$(jget "$f" clients)" \
         "$(jget "$f" requests_ok)" "$(jget "$f" errors)" "$(jget "$f" tokens_per_s)" \
+        "$(jget "$f" window_tokens_per_s)" \
         "$(jget "$f" ttft_ms_p50)" "$(jget "$f" ttft_ms_p99)" "$(jget "$f" tpot_ms_p50)" \
         "$(jget "$f" tpot_ms_p99)"
 }

@@ -78,8 +78,8 @@ rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
 
 echo "bench/serve_soak.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(git describe --always --dirty 2>/dev/null || echo unknown)"
 echo "  cpu      $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') ($(nproc) cores online)"
-echo "  load     $clients clients, $seconds s, $max_tokens tokens per request, every ${every}th" \
-    "request of each client hangs up, $threads threads; RSS every $interval s," \
+echo "  load     $clients clients, $seconds s, $max_tokens tokens per request, 1 in $every requests" \
+    "of each client hangs up, $threads threads; RSS every $interval s," \
     "warm-up $warmup s$short"
 
 # shellcheck disable=SC2086
