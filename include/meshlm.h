@@ -573,6 +573,14 @@ void mlm_sampler_deinit(mlm_sampler *s);
  * then top-k, then top-p, then a draw from the renormalized distribution. */
 int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits);
 
+/* Log-probabilities from raw logits, as OpenAI's logprobs report them: the log-softmax of
+ * LOGITS (N_VOCAB floats; the max subtracted, the sum taken in double) at TOKEN into
+ * *LOGPROB, and the K most likely tokens (best first, ties to the lower id; K is capped at
+ * N_VOCAB) into TOP_IDS with theirs into TOP_LOGPROBS (K entries each; NULL when K is 0).
+ * Returns the number of top entries written. */
+int32_t mlm_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k,
+                     double *logprob, int32_t *top_ids, double *top_logprobs);
+
 /* ---- batched generation ---- */
 
 /* One user of a batched generation: a prompt, its own sampling, its own stop ids. */

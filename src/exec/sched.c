@@ -194,26 +194,10 @@ static int emit(req *r, int32_t token, int is_stop_id, mlm_finish finish, const 
                           .n_generated = r->n_tokens - r->n_prompt,
                           .error = error};
     if (logits && r->logprobs >= 0 && token >= 0) {
-        /* log-softmax of the raw logits: max-subtracted, summed in double */
-        int32_t V = s->n_vocab, k = r->logprobs, n_top = 0;
-        float max = logits[0];
-        for (int32_t i = 1; i < V; i++)
-            if (logits[i] > max) max = logits[i];
-        double sum = 0;
-        for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - max);
-        double lse = max + log(sum);
-        ev.logprob = (float)((double)logits[token] - lse);
-        /* the K best, descending, ties to the lower id (a sorted window) */
-        for (int32_t i = 0; i < V && k > 0; i++) {
-            if (n_top == k && !(logits[i] > logits[s->top_ids[n_top - 1]])) continue;
-            int32_t j = n_top < k ? n_top++ : k - 1;
-            while (j > 0 && logits[s->top_ids[j - 1]] < logits[i]) {
-                s->top_ids[j] = s->top_ids[j - 1];
-                j--;
-            }
-            s->top_ids[j] = i;
-        }
-        for (int32_t i = 0; i < n_top; i++) s->top_lp[i] = (float)((double)logits[s->top_ids[i]] - lse);
+        double lp, top_lp[MAX_TOP];
+        int32_t n_top = mlm_logprobs(logits, s->n_vocab, token, r->logprobs, &lp, s->top_ids, top_lp);
+        ev.logprob = (float)lp;
+        for (int32_t i = 0; i < n_top; i++) s->top_lp[i] = (float)top_lp[i];
         ev.n_top = n_top;
         ev.top_ids = s->top_ids;
         ev.top_logprobs = s->top_lp;
@@ -221,7 +205,7 @@ static int emit(req *r, int32_t token, int is_stop_id, mlm_finish finish, const 
     return r->cb ? r->cb(r->user, &ev) : 0;
 }
 
-/* Counts a finished request and reports its final event if the token event did not. */
+/* Counts a finished request. */
 static void count_finish(mlm_sched *s, mlm_finish f) {
     pthread_mutex_lock(&s->mu);
     s->stats.finished[f]++;
@@ -374,11 +358,17 @@ static void release_slot(mlm_sched *s, req *r) {
     s->n_running--;
 }
 
-static void finish(mlm_sched *s, req *r, mlm_finish f, const char *error) {
+/* R has had its final event: its blocks go back, it is counted and forgotten. */
+static void end(mlm_sched *s, req *r, mlm_finish f) {
     release_slot(s, r);
-    emit(r, -1, 0, f, NULL, s, error);
     count_finish(s, f);
     retire(s, r);
+}
+
+/* Ends R with a final event that carries no token. */
+static void finish(mlm_sched *s, req *r, mlm_finish f, const char *error) {
+    emit(r, -1, 0, f, NULL, s, error);
+    end(s, r, f);
 }
 
 /* The longest cached prefix of R's tokens, in whole blocks, leaving at least one token to
@@ -653,9 +643,7 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
                            : MLM_FINISH_NONE;
         int ask_stop = emit(r, id, stop, f, lg, s, NULL);
         if (f != MLM_FINISH_NONE) { /* the token's event was the final one */
-            release_slot(s, r);
-            count_finish(s, f);
-            retire(s, r);
+            end(s, r, f);
         } else if (ask_stop) {
             finish(s, r, MLM_FINISH_STOP, NULL);
         }
@@ -674,8 +662,7 @@ void mlm_sched_free(mlm_sched *s) {
     while (s->wait_head) {
         req *r = s->wait_head;
         s->wait_head = r->next;
-        emit(r, -1, 0, MLM_FINISH_CANCELLED, NULL, s, NULL);
-        retire(s, r);
+        finish(s, r, MLM_FINISH_CANCELLED, NULL);
     }
     mlm_prefix_deinit(&s->prefix);
     mlm_exec_free(s->exec);

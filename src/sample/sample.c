@@ -226,3 +226,19 @@ int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
     }
     return s->idx[m - 1];
 }
+
+int32_t mlm_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k,
+                     double *logprob, int32_t *top_ids, double *top_logprobs) {
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - (double)max);
+    double lse = (double)max + log(sum);
+    *logprob = (double)logits[token] - lse;
+    if (k > n_vocab) k = n_vocab;
+    if (k <= 0) return 0;
+    top_window(top_ids, k, logits, n_vocab, NULL);
+    for (int32_t i = 0; i < k; i++) top_logprobs[i] = (double)logits[top_ids[i]] - lse;
+    return k;
+}

@@ -181,9 +181,8 @@ typedef struct lp_list {
     int64_t n, cap;
 } lp_list;
 
-/* Appends the entry for ID chosen from LOGITS (N_VOCAB raw logits) with the N_TOP best:
- * log-softmax with the max subtracted and the sum in double, so that no exp overflows and
- * the small terms are not lost; the top list is descending, ties to the lower id. */
+/* Appends the entry for ID chosen from LOGITS (N_VOCAB raw logits) with the N_TOP best
+ * (mlm_logprobs). */
 static mlm_status lp_push(lp_list *l, const float *logits, int32_t n_vocab, int32_t id, int n_top) {
     if (l->n == l->cap) {
         int64_t cap = l->cap ? l->cap * 2 : 64;
@@ -192,29 +191,9 @@ static mlm_status lp_push(lp_list *l, const float *logits, int32_t n_vocab, int3
         l->e = e;
         l->cap = cap;
     }
-    float mx = -INFINITY;
-    for (int32_t v = 0; v < n_vocab; v++)
-        if (logits[v] > mx) mx = logits[v];
-    double sum = 0;
-    for (int32_t v = 0; v < n_vocab; v++) sum += exp((double)logits[v] - (double)mx);
-    double lse = (double)mx + log(sum);
     lp_entry *e = &l->e[l->n++];
     e->id = id;
-    e->logprob = (double)logits[id] - lse;
-    /* Insertion into the N best: ids come ascending, so an equal logit stays behind the
-     * lower id already there. */
-    int k = 0;
-    for (int32_t v = 0; v < n_vocab && n_top > 0; v++) {
-        float x = logits[v];
-        if (k == n_top && !(x > logits[e->top_id[k - 1]])) continue;
-        int j = k < n_top ? k++ : k - 1;
-        while (j > 0 && x > logits[e->top_id[j - 1]]) {
-            e->top_id[j] = e->top_id[j - 1];
-            j--;
-        }
-        e->top_id[j] = v;
-    }
-    for (int j = 0; j < n_top; j++) e->top_lp[j] = (double)logits[e->top_id[j]] - lse;
+    mlm_logprobs(logits, n_vocab, id, n_top, &e->logprob, e->top_id, e->top_lp);
     return MLM_OK;
 }
 
