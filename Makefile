@@ -15,6 +15,14 @@ ALL_CFLAGS := $(OPT) -std=c11 -D_GNU_SOURCE $(WARN) -pthread -Iinclude -Isrc -It
 ALL_LDFLAGS := -pthread
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
+# The mesh over MPI (src/dist/comm_mpi.c): built when mpicc is found (OpenMPI from Debian's
+# libopenmpi-dev), MPI=0 to leave it out; without it only single-process runs work.
+MPI ?= $(shell command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(MPI),1)
+ALL_CFLAGS += -DMLM_HAVE_MPI $(shell mpicc --showme:compile)
+LDLIBS     += $(shell mpicc --showme:link)
+endif
+
 ifeq ($(NATIVE),1)
 ALL_CFLAGS += -march=native
 endif
@@ -36,6 +44,9 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 SERVER_LIB := $(BUILD)/libmeshlm-server.a
 TEST_SRC  := $(wildcard tests/unit/*.c tests/kernels/*.c)
 TEST_BIN  := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TEST_SRC))))
+# Programs the mesh tests (tests/mesh/test_*.sh) start under mpirun.
+MESH_SRC  := $(wildcard tests/mesh/*.c)
+MESH_BIN  := $(MESH_SRC:tests/mesh/%.c=$(BUILD)/tests/mesh/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BENCH_COMMON := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/common/*.c))
@@ -44,7 +55,7 @@ LIB := $(BUILD)/libmeshlm.a
 CLI := $(BUILD)/meshlm
 
 .PHONY: all test asan fuzz bench format check-format clean
-all: $(LIB) $(CLI) $(TEST_BIN) $(BENCH_BIN)
+all: $(LIB) $(CLI) $(TEST_BIN) $(MESH_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -82,6 +93,9 @@ $(CLI): $(CLI_OBJ) $(SERVER_OBJ) $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(SERVER_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) $< $(SERVER_LIB) $(LIB) $(LDLIBS) -o $@
+$(BUILD)/tests/mesh/%: $(BUILD)/tests/mesh/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 $(BUILD)/tests/%: $(BUILD)/tests/kernels/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
@@ -93,9 +107,11 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_COMMON) $(LIB)
 # Every test binary prints "N passed, N failed[, N skipped]" last; the runner sums them.
 # The server tests (tests/server/*.sh) start a real `meshlm serve` and talk HTTP to it: with
 # curl, and with the official openai Python client (SKIP when it is not installed).
+# The mesh tests (tests/mesh/*.sh) run TP and DP under mpirun (SKIP without it).
 SERVER_TESTS := $(sort $(wildcard tests/server/test_*.sh))
-test: $(TEST_BIN) $(CLI)
-	@MESHLM=$(CLI) sh tests/run.sh $(TEST_BIN) $(SERVER_TESTS)
+MESH_TESTS := $(sort $(wildcard tests/mesh/test_*.sh))
+test: $(TEST_BIN) $(MESH_BIN) $(CLI)
+	@MESHLM=$(CLI) MESH_BIN=$(BUILD)/tests/mesh sh tests/run.sh $(TEST_BIN) $(SERVER_TESTS) $(MESH_TESTS)
 
 asan:
 	$(MAKE) SAN=1 BUILD=build-asan OPT="-O1 -g" test

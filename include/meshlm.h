@@ -377,6 +377,76 @@ const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok);
  * are (0 without a chat format). */
 int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int32_t max);
 
+/* ---- the mesh: communicators ----
+ * A mesh is a set of processes (MPI ranks) that run one model together: TP ranks of a lane
+ * each hold 1/TP of the weights (heads and MLP columns) and all-reduce after the attention
+ * output and MLP down projections; DP lanes are independent TP groups serving their own
+ * users. The communicator is MPI's (OpenMPI) under mpirun, else this process alone (rank 0
+ * of 1), where every collective is the identity. Collectives are called by every rank of
+ * the communicator in the same order. */
+
+typedef struct mlm_comm mlm_comm;
+
+/* Whether this process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE). */
+int mlm_comm_launched(void);
+/* The world: MPI_COMM_WORLD under a launcher (MPI initialized here, thread level
+ * SERIALIZED), else a single-process communicator. UNSUPPORTED under a launcher when meshlm
+ * was built without MPI. Free it last (it finalizes MPI). */
+mlm_status mlm_comm_world(mlm_comm **out, mlm_error *err);
+int mlm_comm_rank(const mlm_comm *comm); /* NULL: 0 */
+int mlm_comm_size(const mlm_comm *comm); /* NULL: 1 */
+const char *mlm_comm_kind(const mlm_comm *comm); /* "mpi" or "single" */
+/* Splits COMM (collective): ranks with the same COLOR form a new communicator, ordered by
+ * KEY; a negative COLOR joins none (*OUT NULL). */
+mlm_status mlm_comm_split(mlm_comm *comm, int color, int key, mlm_comm **out, mlm_error *err);
+/* BUF (N floats) becomes the sum over the ranks, added in rank order 0, 1, ... for every
+ * element, the same bits on every rank and in every run. NULL COMM: nothing to do. */
+mlm_status mlm_comm_allreduce_sum(mlm_comm *comm, float *buf, int64_t n, mlm_error *err);
+/* RECV gets every rank's SEND: rank r's COUNTS[r] bytes after those of ranks before it. */
+mlm_status mlm_comm_allgatherv(mlm_comm *comm, const void *send, void *recv, const size_t *counts,
+                               mlm_error *err);
+/* The same with BYTES from every rank (RECV holds size x BYTES). */
+mlm_status mlm_comm_allgather(mlm_comm *comm, const void *send, size_t bytes, void *recv,
+                              mlm_error *err);
+/* Rank ROOT's BYTES of BUF to every rank. */
+mlm_status mlm_comm_bcast(mlm_comm *comm, void *buf, size_t bytes, int root, mlm_error *err);
+mlm_status mlm_comm_barrier(mlm_comm *comm, mlm_error *err);
+/* Ends every process of the job with exit status CODE (MPI_Abort); alone: exit(CODE). For a
+ * failure that other ranks cannot know of, so none of them waits for ever. */
+void mlm_comm_abort(mlm_comm *comm, int code) __attribute__((noreturn));
+void mlm_comm_free(mlm_comm *comm);
+
+/* A mesh: the seeds' presets N150 (1 device), N300 (2), T3K (8), TG (32, an 8 x 4 mesh), or
+ * --tp/--dp, as TP ranks per lane x DP lanes. Rank r is TP rank r % tp of lane r / tp. */
+typedef struct mlm_mesh {
+    char name[8]; /* the preset, "" for --tp/--dp */
+    int tp, dp, devices;
+} mlm_mesh;
+
+/* The devices of preset NAME (0 if unknown). */
+int mlm_mesh_devices(const char *name);
+/* Resolves preset NAME (or NULL) with TP and DP (0 = from the preset) for the model CFG (NULL:
+ * no head checks) on a world of WORLD ranks. A preset alone is one TP group, except TG: TP 8
+ * and 4 lanes where 8 divides the heads (Llama 3), else TP 2 and 16 lanes (Phi-4). DP alone
+ * gives TP = devices / DP (the seeds' ci-b1-DP-N). INVALID_ARG, naming both, when TP does not
+ * divide n_head, n_kv_head and n_ff, or the world does not match the mesh: FAKE (the seeds'
+ * FAKE_DEVICE) allows a larger world, whose ranks past the mesh sit out. */
+mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *cfg, int world,
+                            int fake, mlm_mesh *out, mlm_error *err);
+/* INVALID_ARG naming the counts and a mesh that works when TP does not divide CFG's heads
+ * and n_ff. MESH names the preset in the message (or NULL). */
+mlm_status mlm_mesh_check_tp(const mlm_config *cfg, int tp, const char *mesh, mlm_error *err);
+
+/* This rank's place in a mesh (mlm_mesh_join): MESH holds the mesh's ranks, TP this rank's
+ * lane; both NULL (lane -1) for a rank past the mesh, which has nothing to do. */
+typedef struct mlm_mesh_comms {
+    mlm_comm *mesh, *tp; /* owned */
+    int lane, tp_rank;
+} mlm_mesh_comms;
+mlm_status mlm_mesh_join(mlm_comm *world, const mlm_mesh *mesh, mlm_mesh_comms *out,
+                         mlm_error *err);
+void mlm_mesh_leave(mlm_mesh_comms *comms);
+
 /* ---- models ---- */
 
 /* A loaded model: config, weights bound in the compute layout, RoPE tables. Immutable after
@@ -405,6 +475,12 @@ typedef struct mlm_model_params {
     const char *cache_dir; /* NULL: $MESHLM_CACHE, else DIR/meshlm-cache, else the user cache
                               dir ($XDG_CACHE_HOME or ~/.cache)/meshlm when DIR is read-only */
     int n_threads;    /* threads for loading conversions; 0 = all cores */
+    /* Tensor parallelism (borrowed; NULL or a communicator of one rank: the whole model).
+     * Rank r of TP = size binds only its shard: heads [r H/TP, (r+1) H/TP) of q/k/v and
+     * their wo columns, rows [r F/TP, ...) of w1/w3 and those columns of w2, and a slice of
+     * the LM head's vocabulary; its cache file holds only that shard. The forward pass then
+     * all-reduces (in a fixed order) and gathers the logits, so every rank gets them all. */
+    mlm_comm *tp;
     /* Optional: told what loading does ("cache ...: stale (...); rebuilding") and how far a
      * conversion has got (DONE of TOTAL bytes). Called from the loading thread. */
     void (*on_message)(void *user, const char *message);
@@ -462,11 +538,13 @@ typedef struct mlm_cache_entry {
     int64_t bytes;
     char model[512];   /* the model directory it was built from */
     char profile[16];
+    int tp_rank, tp_size; /* the TP shard it holds (0 of 1: the whole model) */
     int valid;         /* header and index intact, and the model's files unchanged */
     char why[160];     /* when not valid: what is wrong */
 } mlm_cache_entry;
 
-/* Lists the cache files (*.mlmc) in the folder CACHE_DIR (checking each one's header, index
+/* Lists the cache files (*.mlmc) in the folder CACHE_DIR and its mesh folders (N300/, T3K/,
+ * TG/, TPn/: TP shards, one file per rank) (checking each one's header, index
  * and key; not the tensor data). Returns a malloc'd array in *OUT (free it), count in *N. */
 mlm_status mlm_cache_list(const char *cache_dir, mlm_cache_entry **out, int *n, mlm_error *err);
 /* The folder the caches of the model in DIR go to by default (DIR NULL: $MESHLM_CACHE, else
@@ -545,6 +623,11 @@ typedef struct mlm_memory_plan {
 mlm_status mlm_memory_plan_for(const mlm_config *cfg, const char *optimizations,
                                const char *decoder_config, const mlm_exec_params *ep,
                                mlm_memory_plan *plan, mlm_error *err);
+/* The same for one rank of a TP group of TP ranks (its shard of the weights, its KV heads,
+ * its scratch); INVALID_ARG when TP does not divide the heads (mlm_mesh_check_tp). */
+mlm_status mlm_memory_plan_tp(const mlm_config *cfg, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *ep,
+                              mlm_memory_plan *plan, mlm_error *err);
 
 /* ---- sampling ---- */
 

@@ -58,7 +58,7 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     if (!e) return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
     e->model = model;
     e->p = p;
-    const mlm_config *c = &model->cfg;
+    const mlm_config *c = &model->local; /* this rank's KV heads under TP */
     mlm_status st = mlm_kv_init(&e->kv, c->n_layer, (int64_t)c->n_kv_head * c->head_dim,
                                 p.kv_dtype == MLM_DTYPE_BF16   ? MLM_W_BF16
                                 : p.kv_dtype == MLM_DTYPE_BFP8 ? MLM_W_BFP8
@@ -69,7 +69,8 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         free(e);
         return st;
     }
-    size_t bytes = mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits, p.n_threads);
+    size_t bytes = mlm_forward_scratch_size(&model->cfg, model->tp_size, p.max_step_tokens,
+                                            p.max_step_logits, p.n_threads);
     e->scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
     e->kv_idx = malloc((size_t)p.max_step_tokens * sizeof *e->kv_idx);
     e->blocks = malloc((size_t)p.max_step_tokens * sizeof *e->blocks);
@@ -192,7 +193,7 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
                         .blocks = e->blocks,
                         .kv_idx = e->kv_idx,
                         .want_logits = b->logits};
-    mlm_forward(e->model, &fb, e->kv.layers, e->scratch, e->pool, out);
+    if ((st = mlm_forward(e->model, &fb, e->kv.layers, e->scratch, e->pool, out, err))) return st;
     for (int32_t s = 0; s < e->p.max_seqs; s++) e->kv.seqs[s].len += e->step_len[s];
     return MLM_OK;
 }

@@ -79,8 +79,8 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_t size,
-                         mlm_error *err) {
+mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int tp_size,
+                         char *key, size_t size, mlm_error *err) {
     char real[PATH_MAX];
     if (!realpath(dir, real))
         return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
@@ -115,8 +115,10 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_
     char types[1024];
     mlm_profile_describe(p, types, sizeof types);
     if (len < size)
-        len += (size_t)snprintf(key + len, size - len, "profile %s\ntypes %s\nmesh 1\n", p->name,
-                                types);
+        len += (size_t)snprintf(key + len, size - len, "profile %s\ntypes %s\n", p->name, types);
+    if (len < size && tp_size == 1) len += (size_t)snprintf(key + len, size - len, "mesh 1\n");
+    else if (len < size)
+        len += (size_t)snprintf(key + len, size - len, "mesh tp %d rank %d\n", tp_size, tp_rank);
     if (len >= size)
         return mlm_err_set(err, MLM_ERR_CAPACITY, "cache: %s: the cache key exceeds %zu bytes",
                            real, size);
@@ -166,8 +168,20 @@ mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
     snprintf(id, sizeof id, "%s\n%s\nmesh 1", real, types);
     const char *base = strrchr(real, '/');
     base = base && base[1] ? base + 1 : "model";
-    int n = snprintf(path, size, "%s/%s.%s.%08x.mlmc", folder, base, prof->name,
-                     (unsigned)(mlm_hash64(id, strlen(id), SEED) & 0xffffffffu));
+    unsigned h = (unsigned)(mlm_hash64(id, strlen(id), SEED) & 0xffffffffu);
+    /* A TP shard goes to the folder of the seeds' mesh of that many devices (N300/, T3K/, TG/;
+     * TPn/ otherwise), one file per rank: a DP lane of TP 2 on T3K shares N300's files. */
+    int tp = mlm_comm_size(params ? params->tp : NULL), r = mlm_comm_rank(params ? params->tp : NULL);
+    int n;
+    if (tp == 1) {
+        n = snprintf(path, size, "%s/%s.%s.%08x.mlmc", folder, base, prof->name, h);
+    } else {
+        char mesh[16];
+        if (tp == 2 || tp == 8 || tp == 32) snprintf(mesh, sizeof mesh, "%s", tp == 2 ? "N300" : tp == 8 ? "T3K" : "TG");
+        else snprintf(mesh, sizeof mesh, "TP%d", tp);
+        n = snprintf(path, size, "%s/%s/%s.%s.%08x.rank%dof%d.mlmc", folder, mesh, base,
+                     prof->name, h, r, tp);
+    }
     if (n < 0 || (size_t)n >= size)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "cache: path too long");
     return MLM_OK;
@@ -438,10 +452,10 @@ static void key_diff(const char *have, size_t have_len, const char *want, char *
 
 /* Sets the weights' shapes from the config, as the binder would. */
 static void set_shapes(mlm_model *m) {
-    const mlm_config *c = &m->cfg;
+    const mlm_config *c = &m->local; /* this rank's shard */
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff;
-    m->tok_emb = (mlm_weight){.rows = c->n_vocab, .cols = d};
+    m->tok_emb = (mlm_weight){.rows = m->n_vocab_local, .cols = d};
     m->output = m->tok_emb;
     for (int32_t l = 0; l < c->n_layer; l++) {
         mlm_layer *L = &m->layers[l];
@@ -530,16 +544,32 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
-mlm_status mlm_cache_list(const char *folder, mlm_cache_entry **out, int *count, mlm_error *err) {
-    *out = NULL, *count = 0;
+/* The mesh folders caches of TP shards go to (mlm_cache_path_for). */
+static int mesh_folder(const char *name) {
+    return !strcmp(name, "N300") || !strcmp(name, "T3K") || !strcmp(name, "TG") ||
+           (!strncmp(name, "TP", 2) && name[2] >= '1' && name[2] <= '9');
+}
+
+/* Adds FOLDER's caches to *LIST (*N of them), and with DEPTH > 0 those of its mesh
+ * folders. */
+static mlm_status list_folder(const char *folder, int depth, mlm_cache_entry **listp, int *np,
+                              mlm_error *err) {
     DIR *d = opendir(folder);
     if (!d) {
         if (errno == ENOENT) return MLM_OK;
         return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", folder, strerror(errno));
     }
-    mlm_cache_entry *list = NULL;
-    int n = 0;
+    mlm_cache_entry *list = *listp;
+    int n = *np;
     for (struct dirent *de; (de = readdir(d));) {
+        if (depth > 0 && mesh_folder(de->d_name)) {
+            char sub[1024];
+            snprintf(sub, sizeof sub, "%s/%s", folder, de->d_name);
+            *listp = list, *np = n;
+            list_folder(sub, depth - 1, listp, np, NULL);
+            list = *listp, n = *np;
+            continue;
+        }
         if (!ends_with(de->d_name, ".mlmc") || de->d_name[0] == '.') continue;
         mlm_cache_entry *grown = realloc(list, (size_t)(n + 1) * sizeof *list);
         if (!grown) break;
@@ -560,12 +590,15 @@ mlm_status mlm_cache_list(const char *folder, mlm_cache_entry **out, int *count,
             continue;
         }
         c->bytes = (int64_t)f.size;
-        /* "model PATH" and "profile NAME" lines of the key */
+        /* "model PATH", "profile NAME" and "mesh tp T rank R" lines of the key */
         char *k = strndup(key, kl);
+        int tp = 1, rank = 0;
         for (char *line = k ? strtok(k, "\n") : NULL; line; line = strtok(NULL, "\n")) {
             if (!strncmp(line, "model ", 6)) snprintf(c->model, sizeof c->model, "%s", line + 6);
             if (!strncmp(line, "profile ", 8)) snprintf(c->profile, sizeof c->profile, "%s", line + 8);
+            if (sscanf(line, "mesh tp %d rank %d", &tp, &rank) != 2) tp = tp > 1 ? tp : 1;
         }
+        c->tp_size = tp, c->tp_rank = rank;
         free(k);
         /* still valid for the model as it is now? */
         mlm_config cfg;
@@ -577,7 +610,7 @@ mlm_status mlm_cache_list(const char *folder, mlm_cache_entry **out, int *count,
         else if (mlm_profile_init(&prof, c->profile, &cfg, NULL, &e))
             snprintf(c->why, sizeof c->why, "unknown profile");
         else {
-            if (mlm_cache_key(c->model, &prof, want, sizeof want, &e))
+            if (mlm_cache_key(c->model, &prof, rank, tp, want, sizeof want, &e))
                 snprintf(c->why, sizeof c->why, "%.159s", e.msg);
             else if (strlen(want) != kl || memcmp(want, key, kl)) {
                 char line[120];
@@ -590,6 +623,11 @@ mlm_status mlm_cache_list(const char *folder, mlm_cache_entry **out, int *count,
         mlm_mapfile_close(&f);
     }
     closedir(d);
-    *out = list, *count = n;
+    *listp = list, *np = n;
     return MLM_OK;
+}
+
+mlm_status mlm_cache_list(const char *folder, mlm_cache_entry **out, int *count, mlm_error *err) {
+    *out = NULL, *count = 0;
+    return list_folder(folder, 1, out, count, err);
 }

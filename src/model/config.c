@@ -67,7 +67,12 @@ static mlm_status load_meta(const char *path, const json_t *j, mlm_config *c, ml
         (st = mlm_json_get_num(path, j, "rope_theta", 0, &theta, NULL, err)) ||
         (st = mlm_json_get_bool(path, j, "use_scaled_rope", 0, &scaled, NULL, err)))
         return st;
-    if (dim % n_head)
+    /* meshlm's extension key (like rope_scaling_factor): Meta's format has head_dim = dim /
+     * n_heads, which test fixtures with narrow heads need to override */
+    int64_t hd = 0;
+    int have_hd = 0;
+    if ((st = mlm_json_get_int(path, j, "head_dim", 0, 1, 4096, &hd, &have_hd, err))) return st;
+    if (!have_hd && dim % n_head)
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: dim %lld is not a multiple of n_heads %lld",
                            path, (long long)dim, (long long)n_head);
     if (have_mult && !(mult > 0 && mult < 64))
@@ -78,7 +83,7 @@ static mlm_status load_meta(const char *path, const json_t *j, mlm_config *c, ml
     c->n_layer = (int32_t)n_layer;
     c->n_head = (int32_t)n_head;
     c->n_kv_head = (int32_t)(have_kv ? n_kv : n_head);
-    c->head_dim = (int32_t)(dim / n_head);
+    c->head_dim = (int32_t)(have_hd ? hd : dim / n_head);
     c->n_ff = have_ffn ? (int32_t)ffn : meta_ffn_dim(dim, mult, have_mult, multiple_of);
     c->n_vocab = (int32_t)vocab;
     c->norm_eps = (float)eps;

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "model/forward.h"
 #include "tensor/dtype.h"
 #include "tensor/q8.h"
@@ -25,7 +26,8 @@
 
 // ---- scratch ----
 
-enum { P_X, P_XB, P_Q, P_K, P_V, P_GATE, P_UP, P_ATT, P_XF, P_AQ, P_AU, P_AD, P_AH, P_ATTS, P_JOBS, N_PARTS };
+enum { P_X, P_XB, P_Q, P_K, P_V, P_GATE, P_UP, P_ATT, P_XF, P_AQ, P_AU, P_AD, P_AH, P_ATTS, P_JOBS,
+       P_LOGL, P_LOGG, N_PARTS };
 
 typedef struct att_tile { /* one attention task, less the layer */
     int32_t t0, q0, n_q;  /* first token in the batch, its KV entry, query count */
@@ -42,8 +44,9 @@ static int64_t max_att_tiles(const mlm_config *c, int32_t n) {
     return (int64_t)(n / MLM_ATT_QT + n) * c->n_kv_head * hh_chunks;
 }
 
-/* Bytes of each part for at most N tokens (L of them wanting logits). */
-static void scratch_layout(const mlm_config *c, int32_t n, int32_t l, int n_threads,
+/* Bytes of each part for at most N tokens (L of them wanting logits), C being one rank's
+ * shard of TP; with TP > 1 also its slice of the logits and all the ranks' slices. */
+static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, int n_threads,
                            size_t sizes[N_PARTS]) {
     size_t d = (size_t)c->n_embd, q = (size_t)c->n_head * c->head_dim,
            kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->n_ff, N = (size_t)n;
@@ -64,12 +67,24 @@ static void scratch_layout(const mlm_config *c, int32_t n, int32_t l, int n_thre
     sizes[P_AH] = N * hc * 2;
     sizes[P_ATTS] = (size_t)n_threads * MLM_ATT_SCRATCH * 4;
     sizes[P_JOBS] = (size_t)max_att_tiles(c, n) * sizeof(att_tile);
+    int32_t v0, part;
+    mlm_model_vocab_slice(c->n_vocab, 0, tp, &v0, &part);
+    sizes[P_LOGL] = tp > 1 ? (size_t)l * (size_t)part * 4 : 0;
+    sizes[P_LOGG] = tp > 1 ? (size_t)l * (size_t)part * (size_t)tp * 4 : 0;
 }
 
-size_t mlm_forward_scratch_size(const mlm_config *c, int32_t max_tokens, int32_t max_logits,
-                                int n_threads) {
+/* C's shard for rank 0 of TP (every rank's is the same size). */
+static mlm_config shard_of(const mlm_config *c, int tp) {
+    mlm_config s = *c;
+    s.n_head /= tp, s.n_kv_head /= tp, s.n_ff /= tp;
+    return s;
+}
+
+size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens,
+                                int32_t max_logits, int n_threads) {
     size_t sizes[N_PARTS], total = 0;
-    scratch_layout(c, max_tokens, max_logits, n_threads, sizes);
+    mlm_config shard = shard_of(c, tp > 0 ? tp : 1);
+    scratch_layout(&shard, tp, max_tokens, max_logits, n_threads, sizes);
     for (int i = 0; i < N_PARTS; i++) total += (sizes[i] + 63) / 64 * 64; /* 64-byte aligned */
     return total;
 }
@@ -90,6 +105,7 @@ typedef struct fwd {
     const mlm_paged_kv *kv; /* this layer's */
     int32_t n;
     float *x, *xb, *q, *k, *v, *gate, *up, *att, *xf;
+    float *logits_local, *logits_all; /* TP: this rank's vocabulary slice, every rank's */
     int8_t *aq;
     uint8_t *au;
     float *ad;
@@ -131,7 +147,7 @@ static int forms_of(const mlm_model *m, const mlm_weight *w) {
 static void task_prepare(void *ctx, int64_t task, int thread) {
     (void)thread;
     fwd *f = ctx;
-    const mlm_config *c = &f->m->cfg;
+    const mlm_config *c = &f->m->local;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->rows ? t0 + TOK_CHUNK : f->rows;
     int64_t cols = f->cols, pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
     for (int32_t t = t0; t < t1; t++) {
@@ -203,7 +219,7 @@ static void matmul(fwd *f, mlm_pool *pool, const mlm_weight *const *w, float *co
 static void task_rope_store(void *ctx, int64_t task, int thread) {
     (void)thread;
     fwd *f = ctx;
-    const mlm_config *c = &f->m->cfg;
+    const mlm_config *c = &f->m->local;
     int64_t qdim = (int64_t)c->n_head * c->head_dim, kvdim = (int64_t)c->n_kv_head * c->head_dim;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
     mlm_rope_apply(f->m, f->q + t0 * qdim, qdim, t1 - t0, f->b->pos + t0, c->n_head);
@@ -214,7 +230,7 @@ static void task_rope_store(void *ctx, int64_t task, int thread) {
 
 static void task_attention(void *ctx, int64_t task, int thread) {
     fwd *f = ctx;
-    const mlm_config *c = &f->m->cfg;
+    const mlm_config *c = &f->m->local;
     const att_tile *a = &f->tiles[task];
     int64_t qdim = (int64_t)c->n_head * c->head_dim;
     mlm_attn_job job = {.out = f->att + a->t0 * qdim, .out_stride = qdim,
@@ -228,7 +244,7 @@ static void task_attention(void *ctx, int64_t task, int thread) {
 /* The attention tasks of the batch: runs of consecutive entries of one sequence, cut into
  * query tiles, times KV heads and head chunks; the latest tiles (the most work) first. */
 static void plan_attention(fwd *f) {
-    const mlm_config *c = &f->m->cfg;
+    const mlm_config *c = &f->m->local;
     const mlm_fwd_batch *b = f->b;
     int group = c->n_head / c->n_kv_head;
     f->n_tiles = 0;
@@ -248,29 +264,71 @@ static void plan_attention(fwd *f) {
     }
 }
 
+/* The embedding rows of the tokens; under TP this rank holds rows [vocab0, vocab0 +
+ * n_vocab_local) and writes zeros for the others, which the all-reduce then fills in exactly
+ * (one rank's row plus zeros). */
 static void embed(const mlm_model *m, float *x, const int32_t *tokens, int32_t n) {
     const mlm_weight *e = &m->tok_emb;
     for (int32_t t = 0; t < n; t++) {
         float *xt = x + (int64_t)t * e->cols;
-        if (e->type == MLM_W_F32) {
-            memcpy(xt, (const float *)e->data + (int64_t)tokens[t] * e->cols,
-                   (size_t)e->cols * sizeof *xt);
+        int64_t r = (int64_t)tokens[t] - m->vocab0;
+        if (r < 0 || r >= m->n_vocab_local) {
+            memset(xt, 0, (size_t)e->cols * sizeof *xt);
+        } else if (e->type == MLM_W_F32) {
+            memcpy(xt, (const float *)e->data + r * e->cols, (size_t)e->cols * sizeof *xt);
         } else {
-            const uint16_t *row = (const uint16_t *)e->data + (int64_t)tokens[t] * e->cols;
+            const uint16_t *row = (const uint16_t *)e->data + r * e->cols;
             for (int64_t i = 0; i < e->cols; i++) xt[i] = mlm_bf16_to_f32(row[i]);
         }
     }
 }
 
+/* X += the sum over the TP ranks of their partial products P (N rows of D), or X += P alone:
+ * one all-reduce, after wo and after w2. */
+static mlm_status reduce_residual(const mlm_model *m, float *x, float *p, int64_t n, int64_t d,
+                                  mlm_error *err) {
+    mlm_status st = mlm_comm_allreduce_sum(m->tp, p, n * d, err);
+    if (st) return st;
+    for (int64_t i = 0; i < n * d; i++) x[i] += p[i];
+    return MLM_OK;
+}
+
+/* LOGITS (N rows of n_vocab) from every rank's slice: each rank's rows of its slice (N x its
+ * count) are gathered in rank order into ALL, then laid out by vocabulary id. */
+static mlm_status gather_logits(const mlm_model *m, const float *local, float *all, int32_t n,
+                                float *logits, mlm_error *err) {
+    size_t counts[256];
+    int tp = m->tp_size;
+    if (tp > 256) return mlm_err_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
+    for (int r = 0; r < tp; r++) {
+        int32_t v0, nv;
+        mlm_model_vocab_slice(m->cfg.n_vocab, r, tp, &v0, &nv);
+        counts[r] = (size_t)n * (size_t)nv * sizeof(float);
+    }
+    mlm_status st = mlm_comm_allgatherv(m->tp, local, all, counts, err);
+    if (st) return st;
+    const float *src = all;
+    int64_t V = m->cfg.n_vocab;
+    for (int r = 0; r < tp; r++) {
+        int32_t v0, nv;
+        mlm_model_vocab_slice(m->cfg.n_vocab, r, tp, &v0, &nv);
+        for (int32_t j = 0; j < n; j++)
+            memcpy(logits + j * V + v0, src + (int64_t)j * nv, (size_t)nv * sizeof *logits);
+        src += (int64_t)n * nv;
+    }
+    return MLM_OK;
+}
+
 // ---- the pass ----
 
-void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
-                 void *scratch, mlm_pool *pool, float *logits) {
-    const mlm_config *c = &m->cfg;
+mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
+                       void *scratch, mlm_pool *pool, float *logits, mlm_error *err) {
+    const mlm_config *c = &m->local; /* this rank's shard: its heads and MLP columns */
     int32_t n = b->n, n_logits = 0;
+    int tp = m->tp_size;
     for (int32_t t = 0; t < n; t++) n_logits += b->want_logits && b->want_logits[t];
     size_t sizes[N_PARTS];
-    scratch_layout(c, n, n_logits, mlm_pool_threads(pool), sizes);
+    scratch_layout(c, tp, n, n_logits, mlm_pool_threads(pool), sizes);
     char *part[N_PARTS], *p = scratch;
     for (int i = 0; i < N_PARTS; i++) {
         part[i] = p;
@@ -281,11 +339,17 @@ void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv 
              .gate = (float *)part[P_GATE], .up = (float *)part[P_UP], .att = (float *)part[P_ATT],
              .xf = (float *)part[P_XF], .aq = (int8_t *)part[P_AQ], .au = (uint8_t *)part[P_AU],
              .ad = (float *)part[P_AD], .ah = (uint16_t *)part[P_AH],
-             .att_scratch = (float *)part[P_ATTS], .tiles = (att_tile *)part[P_JOBS]};
+             .att_scratch = (float *)part[P_ATTS], .tiles = (att_tile *)part[P_JOBS],
+             .logits_local = (float *)part[P_LOGL], .logits_all = (float *)part[P_LOGG]};
     int64_t d = c->n_embd, qdim = (int64_t)c->n_head * c->head_dim;
+    /* Alone, wo and w2 add into the residual in their epilogue; under TP each rank's product
+     * is a partial sum, all-reduced before it is added. */
+    epilogue out_epi = tp > 1 ? EPI_NONE : EPI_RESIDUAL;
+    mlm_status st = MLM_OK;
     plan_attention(&f);
 
     embed(m, f.x, b->tokens, n);
+    if (tp > 1 && (st = mlm_comm_allreduce_sum(m->tp, f.x, n * d, err))) return st;
     for (int l = 0; l < c->n_layer; l++) {
         const mlm_layer *L = &m->layers[l];
         f.kv = &kv[l];
@@ -299,20 +363,24 @@ void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv 
         mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_rope_store, &f);
         mlm_pool_run(pool, f.n_tiles, task_attention, &f);
         prepare(&f, pool, f.att, NULL, NULL, n, qdim, forms_of(m, &L->wo));
-        matmul(&f, pool, (const mlm_weight *[]){&L->wo}, (float *[]){f.xb}, 1, EPI_RESIDUAL);
+        matmul(&f, pool, (const mlm_weight *[]){&L->wo}, (float *[]){f.xb}, 1, out_epi);
+        if (tp > 1 && (st = reduce_residual(m, f.x, f.xb, n, d, err))) return st;
         /* MLP block */
         prepare(&f, pool, f.x, L->ffn_norm, f.xb, n, d, forms_of(m, &L->w1) | forms_of(m, &L->w3));
         matmul(&f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f.gate, f.up}, 2,
                EPI_SWIGLU);
         prepare(&f, pool, f.gate, NULL, NULL, n, c->n_ff, forms_of(m, &L->w2));
-        matmul(&f, pool, (const mlm_weight *[]){&L->w2}, (float *[]){f.xb}, 1, EPI_RESIDUAL);
+        matmul(&f, pool, (const mlm_weight *[]){&L->w2}, (float *[]){f.xb}, 1, out_epi);
+        if (tp > 1 && (st = reduce_residual(m, f.x, f.xb, n, d, err))) return st;
     }
-    if (!n_logits) return;
+    if (!n_logits) return MLM_OK;
     /* Final norm and LM head only for the tokens that asked. */
     int32_t j = 0;
     for (int32_t t = 0; t < n; t++)
         if (b->want_logits[t]) memcpy(f.xf + (j++) * d, f.x + t * d, (size_t)d * sizeof *f.xf);
     prepare(&f, pool, f.xf, m->norm, f.xf, n_logits, d, forms_of(m, &m->output));
     f.n = n_logits;
-    matmul(&f, pool, (const mlm_weight *[]){&m->output}, (float *[]){logits}, 1, EPI_NONE);
+    float *head_out = tp > 1 ? f.logits_local : logits;
+    matmul(&f, pool, (const mlm_weight *[]){&m->output}, (float *[]){head_out}, 1, EPI_NONE);
+    return tp > 1 ? gather_logits(m, f.logits_local, f.logits_all, n_logits, logits, err) : MLM_OK;
 }

@@ -18,15 +18,18 @@ typedef struct mlm_fwd_batch {
 } mlm_fwd_batch;
 
 /* Bytes of scratch mlm_forward needs for up to MAX_TOKENS tokens, MAX_LOGITS of them asking
- * for logits, on a pool of N_THREADS threads (the same whatever the context length). */
-size_t mlm_forward_scratch_size(const mlm_config *c, int32_t max_tokens, int32_t max_logits,
-                                int n_threads);
+ * for logits, on a pool of N_THREADS threads (the same whatever the context length), for one
+ * rank of TP (1: the whole model C). */
+size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens,
+                                int32_t max_logits, int n_threads);
 
 /* Runs the model on batch B: stores each token's K/V in KV[layer] and writes one row of
  * n_vocab logits per token that asked, in batch order, to LOGITS. The caller guarantees that
  * every page the batch touches exists and that the sizes fit the scratch. POOL runs the
- * jobs (NULL: the caller alone). */
-void mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
-                 void *scratch, mlm_pool *pool, float *logits);
+ * jobs (NULL: the caller alone). Under TP every rank of the model's communicator calls it
+ * with the same batch; each computes its heads and MLP columns, and all get all the logits.
+ * Fails only when the communicator does (BACKEND). */
+mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
+                       void *scratch, mlm_pool *pool, float *logits, mlm_error *err);
 
 #endif

@@ -14,6 +14,7 @@
 #include "format/gguf_quants.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "tensor/bfp.h"
 #include "tensor/dtype.h"
 
 // ---- names ----
@@ -172,39 +173,47 @@ static mlm_wtype bind_type(const binder *b, role r, int l, mlm_dtype src) {
     return src == MLM_DTYPE_BF16 ? MLM_W_BF16 : MLM_W_F32;
 }
 
-/* Binds rows [ROW0, ROW0 + ROWS) of the tensor of ROLE in layer L, whose merged shape is
- * (TOTAL_ROWS, COLS): TOTAL_ROWS > ROWS for Phi-3's fused qkv_proj and gate_up_proj. Meta
- * shards are concatenated on dim 0 (column parallel) or dim 1 (row parallel, SPLIT_COLS);
- * PERM_HEADS > 0 reorders each head's rows from Meta interleaved to HF half-split order. */
-static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows,
-                            int64_t total_rows, int64_t cols, int split_cols, int perm_heads,
-                            mlm_weight *out) {
+/* The part of a tensor to bind: rows [ROW0, ROW0 + ROWS) of TOTAL_ROWS and columns
+ * [COL0, COL0 + COLS) of TOTAL_COLS of the merged tensor (TOTAL_ROWS > ROWS for Phi-3's fused
+ * qkv_proj and gate_up_proj, and for a TP shard's rows; TOTAL_COLS > COLS for a TP shard of
+ * wo and w2). */
+typedef struct slice {
+    int64_t row0, rows, total_rows, col0, cols, total_cols;
+} slice;
+
+
+/* Binds slice S of the tensor of ROLE in layer L. Meta shards are concatenated on dim 0
+ * (column parallel) or dim 1 (row parallel, SPLIT_COLS), and only the shards that hold part
+ * of S are read; PERM_HEADS > 0 reorders each head's rows from Meta interleaved to HF
+ * half-split order (S's rows start at a head). */
+static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, int perm_heads,
+                             mlm_weight *out) {
     mlm_model *m = b->m;
     char name[256];
     role_name(b, name, sizeof name, r, l);
     const mlm_tensor_view *v[64];
-    int64_t srows = split_cols ? total_rows : total_rows / b->n_shards;
-    int64_t scols = split_cols ? cols / b->n_shards : cols;
-    if ((split_cols ? cols : total_rows) % b->n_shards)
+    int64_t srows = split_cols ? s.total_rows : s.total_rows / b->n_shards;
+    int64_t scols = split_cols ? s.total_cols / b->n_shards : s.total_cols;
+    if ((split_cols ? s.total_cols : s.total_rows) % b->n_shards)
         return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: '%s' does not split into %d shards", name,
                            b->n_shards);
     mlm_status st = check(b, name, srows, scols, v);
     if (st) return st;
     out->type = bind_type(b, r, l, v[0]->dtype);
-    out->rows = rows;
-    out->cols = cols;
+    out->rows = s.rows;
+    out->cols = s.cols;
     mlm_dtype want = out->type == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     size_t es = mlm_dtype_size(want);
     const mlm_tensor_view *t = v[0];
     if (b->n_shards == 1 && !perm_heads && t->dtype == want && t->stride[1] == 1 &&
-        t->stride[0] == cols) {
-        out->data = (const char *)t->data + (size_t)(row0 * cols) * es; /* zero-copy */
-        m->bytes_mapped += rows * cols * (int64_t)es;
+        t->stride[0] == s.total_cols && s.cols == s.total_cols) {
+        out->data = (const char *)t->data + (size_t)(s.row0 * s.cols) * es; /* zero-copy */
+        m->bytes_mapped += s.rows * s.cols * (int64_t)es;
         return MLM_OK;
     }
-    size_t bytes = (size_t)(rows * cols) * es;
+    size_t bytes = (size_t)(s.rows * s.cols) * es;
     void *buf = malloc(bytes ? bytes : 1);
-    float *tmp = malloc((size_t)cols * sizeof *tmp);
+    float *tmp = malloc((size_t)scols * sizeof *tmp);
     if (!buf || !tmp) {
         free(buf), free(tmp);
         return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
@@ -214,22 +223,27 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
         return st;
     }
     int hd = m->cfg.head_dim;
-    for (int64_t i = 0; i < rows; i++) {
+    for (int64_t i = 0; i < s.rows; i++) {
         /* HF row i of a head comes from Meta row 2i (first half) or 2(i - hd/2) + 1. */
         int64_t src = i;
         if (perm_heads) {
             int64_t h = i / hd, j = i % hd;
             src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
         }
-        src += row0;
-        /* the row's pieces: one per shard when the columns are split, else one shard's row */
-        for (int s = 0; s < (split_cols ? b->n_shards : 1); s++) {
-            int sh = split_cols ? s : (int)(src / srows);
-            read_row(v[sh], split_cols ? src : src % srows, tmp);
-            int64_t c0 = split_cols ? s * scols : 0;
-            for (int64_t c = 0; c < scols; c++) {
-                if (want == MLM_DTYPE_F32) ((float *)buf)[i * cols + c0 + c] = tmp[c];
-                else ((uint16_t *)buf)[i * cols + c0 + c] = mlm_f32_to_bf16(tmp[c]);
+        src += s.row0;
+        /* the row's pieces: one per shard when the columns are split, else one shard's row;
+         * each piece covers merged columns [c0, c0 + scols), of which S wants a part */
+        for (int sh = 0; sh < (split_cols ? b->n_shards : 1); sh++) {
+            int k = split_cols ? sh : (int)(src / srows);
+            int64_t c0 = split_cols ? sh * scols : 0;
+            int64_t lo = c0 > s.col0 ? c0 : s.col0;
+            int64_t hi = c0 + scols < s.col0 + s.cols ? c0 + scols : s.col0 + s.cols;
+            if (lo >= hi) continue;
+            read_row(v[k], split_cols ? src : src % srows, tmp);
+            for (int64_t c = lo; c < hi; c++) {
+                int64_t at = i * s.cols + (c - s.col0);
+                if (want == MLM_DTYPE_F32) ((float *)buf)[at] = tmp[c - c0];
+                else ((uint16_t *)buf)[at] = mlm_f32_to_bf16(tmp[c - c0]);
             }
         }
     }
@@ -238,9 +252,10 @@ static mlm_status bind_rows(binder *b, role r, int l, int64_t row0, int64_t rows
     return MLM_OK;
 }
 
-static mlm_status bind_matrix(binder *b, role r, int l, int64_t rows, int64_t cols, int split_cols,
-                              int perm_heads, mlm_weight *out) {
-    return bind_rows(b, r, l, 0, rows, rows, cols, split_cols, perm_heads, out);
+/* This rank's share [*LO, *LO + *N) of N_ALL rows or columns cut in m->tp_size equal parts. */
+static void share(const mlm_model *m, int64_t n_all, int64_t *lo, int64_t *n) {
+    *n = n_all / m->tp_size;
+    *lo = *n * m->tp_rank;
 }
 
 /* Norm weights are always converted to f32 (replicated across Meta shards: shard 0). */
@@ -260,31 +275,43 @@ static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
 }
 
 /* q, k, v: separate tensors (Meta q/k permuted to HF order), or Phi-3's fused qkv_proj
- * whose rows are q, then k, then v. */
+ * whose rows are q, then k, then v; this rank's heads only. Then wo: their columns. */
 static mlm_status bind_attention(binder *b, int l, int64_t q, int64_t kv, int64_t d, mlm_layer *L) {
     mlm_status st;
+    int64_t q0, nq, k0, nk;
+    share(b->m, q, &q0, &nq);
+    share(b->m, kv, &k0, &nk);
     if (b->phi3) {
-        if ((st = bind_rows(b, R_WQ, l, 0, q, q + 2 * kv, d, 0, 0, &L->wq)) ||
-            (st = bind_rows(b, R_WK, l, q, kv, q + 2 * kv, d, 0, 0, &L->wk)))
+        int64_t all = q + 2 * kv;
+        if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, all, 0, d, d}, 0, 0, &L->wq)) ||
+            (st = bind_slice(b, R_WK, l, (slice){q + k0, nk, all, 0, d, d}, 0, 0, &L->wk)) ||
+            (st = bind_slice(b, R_WV, l, (slice){q + kv + k0, nk, all, 0, d, d}, 0, 0, &L->wv)))
             return st;
-        return bind_rows(b, R_WV, l, q + kv, kv, q + 2 * kv, d, 0, 0, &L->wv);
+    } else {
+        int perm = b->meta || b->gguf;
+        if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, q, 0, d, d}, 0, perm, &L->wq)) ||
+            (st = bind_slice(b, R_WK, l, (slice){k0, nk, kv, 0, d, d}, 0, perm, &L->wk)) ||
+            (st = bind_slice(b, R_WV, l, (slice){k0, nk, kv, 0, d, d}, 0, 0, &L->wv)))
+            return st;
     }
-    int perm = b->meta || b->gguf;
-    if ((st = bind_matrix(b, R_WQ, l, q, d, 0, perm, &L->wq)) ||
-        (st = bind_matrix(b, R_WK, l, kv, d, 0, perm, &L->wk)))
-        return st;
-    return bind_matrix(b, R_WV, l, kv, d, 0, 0, &L->wv);
+    return bind_slice(b, R_WO, l, (slice){0, d, d, q0, nq, q}, 1, 0, &L->wo);
 }
 
-/* gate and up: separate tensors, or Phi-3's fused gate_up_proj (gate rows first). */
+/* gate and up: separate tensors, or Phi-3's fused gate_up_proj (gate rows first); this
+ * rank's rows of n_ff. Then w2: those columns. */
 static mlm_status bind_mlp(binder *b, int l, int64_t f, int64_t d, mlm_layer *L) {
     mlm_status st;
+    int64_t f0, nf;
+    share(b->m, f, &f0, &nf);
     if (b->phi3) {
-        if ((st = bind_rows(b, R_W1, l, 0, f, 2 * f, d, 0, 0, &L->w1))) return st;
-        return bind_rows(b, R_W3, l, f, f, 2 * f, d, 0, 0, &L->w3);
+        if ((st = bind_slice(b, R_W1, l, (slice){f0, nf, 2 * f, 0, d, d}, 0, 0, &L->w1)) ||
+            (st = bind_slice(b, R_W3, l, (slice){f + f0, nf, 2 * f, 0, d, d}, 0, 0, &L->w3)))
+            return st;
+    } else if ((st = bind_slice(b, R_W1, l, (slice){f0, nf, f, 0, d, d}, 0, 0, &L->w1)) ||
+               (st = bind_slice(b, R_W3, l, (slice){f0, nf, f, 0, d, d}, 0, 0, &L->w3))) {
+        return st;
     }
-    if ((st = bind_matrix(b, R_W1, l, f, d, 0, 0, &L->w1))) return st;
-    return bind_matrix(b, R_W3, l, f, d, 0, 0, &L->w3);
+    return bind_slice(b, R_W2, l, (slice){0, d, d, f0, nf, f}, 1, 0, &L->w2);
 }
 
 static int count_shards(const mlm_checkpoint *c) {
@@ -303,22 +330,24 @@ static mlm_status bind_all(binder *b) {
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff, V = c->n_vocab;
     mlm_status st;
-    if ((st = bind_matrix(b, R_EMB, 0, V, d, 0, 0, &m->tok_emb))) return st;
+    if ((st = bind_slice(b, R_EMB, 0, (slice){m->vocab0, m->n_vocab_local, V, 0, d, d}, 0, 0,
+                         &m->tok_emb)))
+        return st;
     for (int l = 0; l < c->n_layer; l++) {
         mlm_layer *L = &m->layers[l];
         if ((st = bind_norm(b, R_ATTN_NORM, l, &L->attn_norm)) ||
             (st = bind_norm(b, R_FFN_NORM, l, &L->ffn_norm)) ||
-            (st = bind_attention(b, l, q, kv, d, L)) ||
-            (st = bind_matrix(b, R_WO, l, d, q, 1, 0, &L->wo)) ||
-            (st = bind_mlp(b, l, f, d, L)) ||
-            (st = bind_matrix(b, R_W2, l, d, f, 1, 0, &L->w2)))
+            (st = bind_attention(b, l, q, kv, d, L)) || (st = bind_mlp(b, l, f, d, L)))
             return st;
     }
     if ((st = bind_norm(b, R_NORM, 0, &m->norm))) return st;
     /* The LM head: output.weight / lm_head.weight when present, else the tied embedding. */
+    /* Under TP each rank holds a slice of the vocabulary, as of the embedding. */
     char name[256];
     role_name(b, name, sizeof name, R_OUT, 0);
-    if (find(b, name, 0)) return bind_matrix(b, R_OUT, 0, V, d, 0, 0, &m->output);
+    if (find(b, name, 0))
+        return bind_slice(b, R_OUT, 0, (slice){m->vocab0, m->n_vocab_local, V, 0, d, d}, 0, 0,
+                          &m->output);
     if (!b->meta && !c->tied_embeddings)
         return mlm_err_set(b->err, MLM_ERR_FORMAT,
                            "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
@@ -397,7 +426,7 @@ static mlm_status load_bfp(mlm_model *m, const char *dir, const mlm_model_params
         return st ? st : mlm_model_convert(m, p, err);
     }
     char key[4096];
-    mlm_status st = mlm_cache_key(dir, &m->profile, key, sizeof key, err);
+    mlm_status st = mlm_cache_key(dir, &m->profile, m->tp_rank, m->tp_size, key, sizeof key, err);
     if (!st) st = mlm_cache_path_for(dir, &m->profile, p, m->cache_path, sizeof m->cache_path, err);
     if (st) return st;
     mlm_error why = {0};
@@ -421,6 +450,32 @@ static mlm_status load_bfp(mlm_model *m, const char *dir, const mlm_model_params
     return MLM_OK;
 }
 
+void mlm_model_vocab_slice(int32_t n_vocab, int r, int tp, int32_t *v0, int32_t *n) {
+    int32_t part = (n_vocab + tp - 1) / tp;
+    part = (part + MLM_BFP_ROWS - 1) / MLM_BFP_ROWS * MLM_BFP_ROWS;
+    int64_t lo = (int64_t)part * r, hi = lo + part;
+    if (lo > n_vocab) lo = n_vocab;
+    if (hi > n_vocab) hi = n_vocab;
+    *v0 = (int32_t)lo;
+    *n = (int32_t)(hi - lo);
+}
+
+/* This rank's shard of M's dimensions under the TP communicator TP (NULL: all of them). */
+static mlm_status shard_init(mlm_model *m, mlm_comm *tp, mlm_error *err) {
+    m->tp = tp;
+    m->tp_rank = mlm_comm_rank(tp);
+    m->tp_size = mlm_comm_size(tp);
+    m->local = m->cfg;
+    mlm_model_vocab_slice(m->cfg.n_vocab, m->tp_rank, m->tp_size, &m->vocab0, &m->n_vocab_local);
+    if (m->tp_size == 1) return MLM_OK;
+    mlm_status st = mlm_mesh_check_tp(&m->cfg, m->tp_size, NULL, err);
+    if (st) return st;
+    m->local.n_head /= m->tp_size;
+    m->local.n_kv_head /= m->tp_size;
+    m->local.n_ff /= m->tp_size;
+    return MLM_OK;
+}
+
 mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_model **out,
                           mlm_error *err) {
     *out = NULL;
@@ -435,6 +490,7 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     mlm_status st = mlm_kernels_pick(&m->kernels, err);
     if (!st) st = mlm_config_load(dir, &m->cfg, err);
     if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
+    if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
     if (!st) {
         mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);
@@ -481,5 +537,7 @@ mlm_dtype mlm_model_kv_dtype(const mlm_model *m) {
 }
 
 int64_t mlm_model_weight_bytes(const mlm_model *m) {
-    return mlm_profile_weight_bytes(&m->profile, &m->cfg, 0);
+    mlm_config shard = m->local; /* this rank's: its heads, MLP columns and vocabulary */
+    shard.n_vocab = m->n_vocab_local;
+    return mlm_profile_weight_bytes(&m->profile, &shard, 0);
 }

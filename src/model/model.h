@@ -32,6 +32,14 @@ typedef struct mlm_layer {
 
 struct mlm_model {
     mlm_config cfg;
+    /* Tensor parallelism: this rank's shard. LOCAL is CFG with n_head, n_kv_head and n_ff
+     * divided by tp_size (what the forward pass and the KV cache see); the embedding and the
+     * LM head hold vocabulary rows [vocab0, vocab0 + n_vocab_local). Alone: tp_size 1, LOCAL
+     * equal to CFG, the whole vocabulary. */
+    mlm_comm *tp; /* borrowed from the load params, NULL alone */
+    int tp_rank, tp_size;
+    mlm_config local;
+    int32_t vocab0, n_vocab_local;
     mlm_profile profile;  /* owned: each weight's type */
     char profile_types[1024]; /* mlm_profile_describe */
     mlm_checkpoint *ckpt; /* owned; NULL when the weights come from a cache */
@@ -82,6 +90,10 @@ mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error 
 /* Registers a malloc'd buffer for the model to free. */
 mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err);
 
+/* Vocabulary rows [*V0, *V0 + *N) of rank R of TP (slices of whole BFP panels, the last
+ * one shorter; empty past the end). */
+void mlm_model_vocab_slice(int32_t n_vocab, int r, int tp, int32_t *v0, int32_t *n);
+
 /* Loads the weights from the cache file PATH if it is valid for KEY; otherwise returns
  * FORMAT with the reason in ERR (the caller rebuilds). cache.c. */
 mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_error *err);
@@ -102,8 +114,8 @@ mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
 const char *mlm_model_params_profile(const mlm_model_params *params);
 /* The cache key of the model in DIR with profile P: source file names, sizes and mtimes,
  * the profile's types, the mesh and the format version. */
-mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, char *key, size_t size,
-                         mlm_error *err);
+mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int tp_size,
+                         char *key, size_t size, mlm_error *err);
 
 /* Fills model->inv_freq from the config (plain RoPE or llama3 scaling), float32 as the
  * references compute it. */

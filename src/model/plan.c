@@ -23,8 +23,23 @@ static int64_t mem_available(void) {
 mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
                                const char *decoder_config, const mlm_exec_params *params,
                                mlm_memory_plan *plan, mlm_error *err) {
+    return mlm_memory_plan_tp(c, 1, optimizations, decoder_config, params, plan, err);
+}
+
+mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *params,
+                              mlm_memory_plan *plan, mlm_error *err) {
+    if (tp < 1) tp = 1;
+    mlm_status st0 = tp > 1 ? mlm_mesh_check_tp(full, tp, NULL, err) : MLM_OK;
+    if (st0) return st0;
+    /* one rank's shard: its heads, MLP columns and slice of the vocabulary */
+    mlm_config shard = *full;
+    shard.n_head /= tp, shard.n_kv_head /= tp, shard.n_ff /= tp;
+    int32_t v0;
+    mlm_model_vocab_slice(full->n_vocab, 0, tp, &v0, &shard.n_vocab);
+    const mlm_config *c = &shard;
     mlm_profile prof;
-    mlm_status st = mlm_profile_init(&prof, optimizations, c, decoder_config, err);
+    mlm_status st = mlm_profile_init(&prof, optimizations, full, decoder_config, err);
     if (st) return st;
     mlm_exec_params p = params ? *params : mlm_exec_default_params();
     if (!p.max_num_blocks)
@@ -41,8 +56,8 @@ mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
     plan->weights = mlm_profile_weight_bytes(&prof, c, 1);
     plan->kv = (int64_t)c->n_layer * 2 * (int64_t)p.max_num_blocks * p.block_size *
                mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
-    plan->scratch = (int64_t)mlm_forward_scratch_size(c, p.max_step_tokens, p.max_step_logits,
-                                                      threads);
+    plan->scratch = (int64_t)mlm_forward_scratch_size(full, tp, p.max_step_tokens,
+                                                      p.max_step_logits, threads);
     plan->total = plan->weights + plan->kv + plan->scratch + PROCESS_ALLOWANCE;
     plan->available = mem_available();
     mlm_profile_deinit(&prof);

@@ -28,7 +28,10 @@ static void help(void) {
            "Cache location: $MESHLM_CACHE if set, else DIR/meshlm-cache, else (DIR read-only)\n"
            "$XDG_CACHE_HOME/meshlm or ~/.cache/meshlm. A file is named\n"
            "<model>.<profile>.<id>.mlmc; its key holds the model's file sizes and mtimes, the\n"
-           "profile's types, the mesh and the format version.\n");
+           "profile's types, the mesh and the format version. On a mesh (under mpirun, with\n"
+           "--mesh or --tp) each rank builds its own shard's file in the folder of the mesh\n"
+           "of that many devices: N300/ (TP 2), T3K/ (TP 8), TG/ (TP 32), TPn/ otherwise,\n"
+           "named <model>.<profile>.<id>.rank<r>of<n>.mlmc; DP lanes share them.\n");
 }
 
 static int list_or_clear(const char *model, int clear, const char *only_profile) {
@@ -60,8 +63,11 @@ static int list_or_clear(const char *model, int clear, const char *only_profile)
                 printf("removed %s (%.2f GB)\n", c->path, c->bytes / 1e9);
             }
         } else {
-            printf("%s\n  %.2f GB  %s  %s  %s%s%s\n", c->path, c->bytes / 1e9,
-                   c->profile[0] ? c->profile : "?", c->model[0] ? c->model : "?",
+            char shard[48] = "";
+            if (c->tp_size > 1)
+                snprintf(shard, sizeof shard, "  TP shard %d of %d", c->tp_rank, c->tp_size);
+            printf("%s\n  %.2f GB  %s%s  %s  %s%s%s\n", c->path, c->bytes / 1e9,
+                   c->profile[0] ? c->profile : "?", shard, c->model[0] ? c->model : "?",
                    c->valid ? "valid" : "INVALID", c->valid ? "" : ": ", c->valid ? "" : c->why);
         }
     }
@@ -90,7 +96,7 @@ int cmd_cache(int argc, char **argv) {
         } else if (cli_is_precision_flag(a)) {
             if (!(v = cli_value(argc, argv, &i))) return cli_usage("cache", "%s needs a value", a);
             if (!cli_precision_flag("cache", a, v, &prec)) return CLI_USAGE;
-            profile_given |= strcmp(a, "--decoder-config") != 0;
+            profile_given |= !strcmp(a, "--optimizations") || !strcmp(a, "--dtype");
         } else {
             return cli_usage("cache", "unknown argument '%s'", a);
         }

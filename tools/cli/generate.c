@@ -26,6 +26,7 @@ static void help(void) {
            "                           format and end with the assistant header\n"
            "      --system TEXT        with --instruct: a system message first\n"
            "  -n, --max-new-tokens N   tokens to generate at most (default 128)\n"
+           "      --ignore-eos         do not stop at the stop ids: exactly N tokens\n"
            "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
            "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
@@ -54,7 +55,7 @@ enum { LOGPROBS_MAX = 20 };
 
 typedef struct gen_opts {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system;
-    int instruct, json, n_threads;
+    int instruct, json, n_threads, ignore_eos;
     long long max_new, max_seq_len, prefill_chunk;
     int logprobs; /* -1: off, else the number of top tokens per entry (0..LOGPROBS_MAX) */
     mlm_sampler_params sp;
@@ -95,6 +96,8 @@ static int parse(int argc, char **argv, gen_opts *o) {
             o->instruct = 1;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            o->ignore_eos = 1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
             VALUE();
             if (!cli_int("generate", a, v, 0, 1 << 24, &o->max_new)) return CLI_USAGE;
@@ -280,6 +283,9 @@ int cmd_generate(int argc, char **argv) {
         o.model = default_model;
     }
     cli_precision_resolve(&o.prec, o.model);
+    if (o.prec.dp > 1)
+        return cli_usage("generate", "--dp %d: generate runs one user; data-parallel lanes serve "
+                         "several (meshlm demo)", o.prec.dp);
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;
@@ -364,7 +370,7 @@ int cmd_generate(int argc, char **argv) {
                 snprintf(err.msg, sizeof err.msg, "out of memory for --logprobs");
                 break;
             }
-            if (is_stop(cfg, g.tok, o.instruct, id)) {
+            if (!o.ignore_eos && is_stop(cfg, g.tok, o.instruct, id)) {
                 stop_reason = "stop";
                 break;
             }

@@ -1,5 +1,6 @@
 /* tools/cli/load.c: loading a model for any command: the precision flags, the memory check
  * before anything is read, and the weight cache's messages and progress bar on stderr. */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,8 +25,11 @@ int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli
         cli_usage(cmd, "--dtype is f32 or bf16, got '%s'", value);
         return 0;
     }
-    p->decoder_config = value; /* --decoder-config */
-    return 1;
+    if (!strcmp(flag, "--decoder-config")) {
+        p->decoder_config = value;
+        return 1;
+    }
+    return cli_mesh_flag(cmd, flag, value, p);
 }
 
 typedef struct progress {
@@ -37,11 +41,13 @@ typedef struct progress {
 
 static void on_message(void *user, const char *msg) {
     progress *pr = user;
+    if (cli_rank() > 0) return;
     fprintf(stderr, "meshlm %s: %s\n", pr->cmd, msg);
 }
 
 static void on_progress(void *user, int64_t done, int64_t total) {
     progress *pr = user;
+    if (cli_rank() > 0) return;
     double now = cli_now(), frac = total > 0 ? (double)done / (double)total : 1;
     if (!pr->started) {
         pr->started = 1;
@@ -65,17 +71,33 @@ static void on_progress(void *user, int64_t done, int64_t total) {
     if (done >= total) fprintf(stderr, "\n");
 }
 
+/* The ranks of this job on this machine (mpirun's local size), 1 alone. */
+static int local_ranks(void) {
+    const char *s = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int n = s ? atoi(s) : 1;
+    return n > 0 ? n : 1;
+}
+
 int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
                     const mlm_exec_params *xp) {
-    mlm_config cfg;
-    if (mlm_config_load(dir, &cfg, NULL) != MLM_OK) return 1; /* the loader reports it */
-    mlm_memory_plan plan;
     mlm_error err = {0};
-    if (mlm_memory_plan_for(&cfg, p->optimizations, p->decoder_config, xp, &plan, &err)) {
+    if (cli_mesh_setup(cmd, dir, p, &err)) {
         fprintf(stderr, "meshlm %s: %s\n", cmd, err.msg);
         return 0;
     }
+    mlm_config cfg;
+    if (mlm_config_load(dir, &cfg, NULL) != MLM_OK) return 1; /* the loader reports it */
+    mlm_memory_plan plan;
+    int tp = cli_mesh() ? cli_mesh()->tp : 1;
+    if (mlm_memory_plan_tp(&cfg, tp, p->optimizations, p->decoder_config, xp, &plan, &err)) {
+        fprintf(stderr, "meshlm %s: %s\n", cmd, err.msg);
+        return 0;
+    }
+    /* every rank on this machine holds its own shard: together they must fit */
+    int here = local_ranks();
+    if (here > 1) plan.total *= here, plan.weights *= here, plan.kv *= here, plan.scratch *= here;
     if (plan.available < 0 || plan.total <= plan.available) return 1;
+    if (here > 1) fprintf(stderr, "meshlm %s: the %d ranks on this machine each hold a shard\n", cmd, here);
     const double GB = 1e9;
     fprintf(stderr,
             "meshlm %s: %s needs %.1f GB (weights %.1f GB in the %s profile, KV cache %.1f GB "
@@ -119,6 +141,8 @@ mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision 
                           mlm_model **model, mlm_error *err) {
     static progress pr;
     pr = (progress){.cmd = cmd, .tty = isatty(2)};
+    mlm_status st = cli_mesh_setup(cmd, dir, p, err);
+    if (st) return st;
     mlm_model_params mp = mlm_model_default_params();
     mp.optimizations = p->optimizations;
     mp.decoder_config = p->decoder_config;
@@ -126,5 +150,6 @@ mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision 
     mp.on_message = on_message;
     mp.on_progress = on_progress;
     mp.user = &pr;
+    mp.tp = cli_mesh_tp();
     return mlm_model_load(dir, &mp, model, err);
 }

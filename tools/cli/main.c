@@ -50,7 +50,11 @@ int main(int argc, char **argv) {
         return CLI_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) {
+            /* under mpirun every rank runs the command; alone this is a no-op */
+            if (!cli_mesh_begin()) return CLI_RUNTIME;
+            return cli_mesh_end(commands[i].run(argc - 1, argv + 1));
+        }
     fprintf(stderr, "meshlm: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return CLI_USAGE;

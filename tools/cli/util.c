@@ -12,11 +12,16 @@
 #include "cli.h"
 
 int cli_fail(const mlm_error *err) {
-    fprintf(stderr, "meshlm: %s\n", err->msg[0] ? err->msg : mlm_status_str(err->status));
+    const char *msg = err->msg[0] ? err->msg : mlm_status_str(err->status);
+    if (cli_world_size() > 1) /* on a mesh: each rank says what failed, with its rank */
+        fprintf(cli_err_stream(), "meshlm (rank %d of %d): %s\n", cli_rank(), cli_world_size(), msg);
+    else
+        fprintf(stderr, "meshlm: %s\n", msg);
     return CLI_RUNTIME;
 }
 
 int cli_usage(const char *cmd, const char *fmt, ...) {
+    cli_mesh_alike(); /* every rank parses the same flags */
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "meshlm %s: ", cmd);
