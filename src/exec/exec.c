@@ -19,7 +19,24 @@ struct mlm_exec {
     int32_t *kv_idx;        /* owned (max_step_tokens) */
     const int32_t **blocks; /* owned (max_step_tokens) */
     int32_t *step_len;      /* owned (max_seqs): entries each sequence gets in this step */
+    /* leading or following under TP (mesh): one step's message, and a follower's logits */
+    int32_t *msg;           /* owned (msg_cap ints) */
+    int64_t msg_cap;
+    float *follow_logits;   /* owned (max_step_logits x n_vocab), followers only */
+    int8_t *flags;          /* owned (max_step_tokens): a follower's logits flags */
 };
+
+/* A leader's step message, after a header of 3 ints {n, n_seqs, ints that follow}: per token
+ * its id, position, KV entry index, index among the step's sequences and logits flag; then per
+ * sequence its page count and pages. n = 0 ends the followers. */
+enum { HDR = 3, PER_TOKEN = 5 };
+
+static int64_t msg_ints(const mlm_exec_params *p, int32_t max_blocks_per_seq) {
+    return HDR + (int64_t)p->max_step_tokens * PER_TOKEN +
+           (int64_t)p->max_seqs * (1 + max_blocks_per_seq);
+}
+
+static int leading(const mlm_exec *e) { return e->p.lead && e->model->tp_size > 1; }
 
 mlm_exec_params mlm_exec_default_params(void) {
     mlm_exec_params p = {.max_seqs = 1,
@@ -84,12 +101,27 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         mlm_exec_free(e);
         return st;
     }
+    if (model->tp_size > 1) {
+        e->msg_cap = msg_ints(&p, e->kv.max_blocks_per_seq);
+        e->flags = malloc((size_t)p.max_step_tokens);
+        if (!(e->msg = malloc((size_t)e->msg_cap * sizeof *e->msg)) || !e->flags) {
+            mlm_exec_free(e);
+            return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+        }
+    }
     *out = e;
     return MLM_OK;
 }
 
 void mlm_exec_free(mlm_exec *e) {
     if (!e) return;
+    if (leading(e) && e->msg) { /* the followers' end */
+        int32_t end[HDR] = {0, 0, 0};
+        mlm_comm_bcast(e->model->tp, end, sizeof end, 0, NULL);
+    }
+    free(e->msg);
+    free(e->flags);
+    free(e->follow_logits);
     mlm_pool_free(e->pool);
     mlm_kv_deinit(&e->kv);
     free(e->scratch);
@@ -164,6 +196,77 @@ static mlm_status check_batch(mlm_exec *e, const mlm_batch *b, int32_t *n_logits
     return MLM_OK;
 }
 
+/* The leader's half: batch B (checked, pages reserved, kv_idx set) to the followers. */
+static mlm_status send_step(mlm_exec *e, const mlm_batch *b, mlm_error *err) {
+    int32_t *m = e->msg, n = b->n, n_seqs = 0;
+    int32_t *tok = m + HDR, *pos = tok + n, *idx = pos + n, *which = idx + n, *want = which + n;
+    int32_t *tables = want + n, *t = tables;
+    for (int32_t i = 0; i < n; i++) {
+        tok[i] = b->tokens[i], pos[i] = b->pos[i], idx[i] = e->kv_idx[i];
+        want[i] = b->logits && b->logits[i];
+        /* a sequence's tokens are consecutive in the step or not: look back for its index */
+        int32_t j = i > 0 && b->seq[i] == b->seq[i - 1] ? which[i - 1] : -1;
+        for (int32_t k = 0; j < 0 && k < i; k++)
+            if (b->seq[k] == b->seq[i]) j = which[k];
+        if (j < 0) {
+            const mlm_kv_seq *s = &e->kv.seqs[b->seq[i]];
+            j = n_seqs++;
+            *t++ = s->n_blocks;
+            memcpy(t, s->blocks, (size_t)s->n_blocks * sizeof *t);
+            t += s->n_blocks;
+        }
+        which[i] = j;
+    }
+    m[0] = n, m[1] = n_seqs, m[2] = (int32_t)(t - (m + HDR));
+    mlm_status st = mlm_comm_bcast(e->model->tp, m, HDR * sizeof *m, 0, err);
+    return st ? st : mlm_comm_bcast(e->model->tp, m + HDR, (size_t)m[2] * sizeof *m, 0, err);
+}
+
+mlm_status mlm_exec_follow(mlm_exec *e, mlm_error *err) {
+    const mlm_model *mod = e->model;
+    if (mod->tp_size < 2 || mod->tp_rank == 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: only TP ranks other than 0 follow (this is rank %d of %d)",
+                           mod->tp_rank, mod->tp_size);
+    size_t V = (size_t)mod->cfg.n_vocab;
+    if (!e->follow_logits &&
+        !(e->follow_logits = malloc((size_t)e->p.max_step_logits * V * sizeof(float))))
+        return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+    const int32_t *seq_pages[512];
+    for (;;) {
+        int32_t *m = e->msg;
+        mlm_status st = mlm_comm_bcast(mod->tp, m, HDR * sizeof *m, 0, err);
+        if (st) return st;
+        int32_t n = m[0], n_seqs = m[1], ints = m[2];
+        if (n == 0) return MLM_OK;
+        if (n < 0 || n > e->p.max_step_tokens || n_seqs < 1 || n_seqs > e->p.max_seqs ||
+            n_seqs > 512 || ints < PER_TOKEN * n || ints > e->msg_cap - HDR)
+            return mlm_err_set(err, MLM_ERR_INTERNAL,
+                               "executor: a step message of %d tokens, %d sequences, %d ints does "
+                               "not fit this executor",
+                               n, n_seqs, ints);
+        if ((st = mlm_comm_bcast(mod->tp, m + HDR, (size_t)ints * sizeof *m, 0, err))) return st;
+        int32_t *tok = m + HDR, *pos = tok + n, *idx = pos + n, *which = idx + n, *want = which + n;
+        const int32_t *t = want + n;
+        for (int32_t j = 0; j < n_seqs; j++) {
+            seq_pages[j] = t + 1;
+            t += 1 + t[0];
+        }
+        for (int32_t i = 0; i < n; i++) {
+            if (which[i] < 0 || which[i] >= n_seqs)
+                return mlm_err_set(err, MLM_ERR_INTERNAL, "executor: a step message names "
+                                   "sequence %d of %d", which[i], n_seqs);
+            e->kv_idx[i] = idx[i];
+            e->blocks[i] = seq_pages[which[i]];
+            e->flags[i] = (int8_t)want[i];
+        }
+        mlm_fwd_batch fb = {.n = n, .tokens = tok, .pos = pos, .blocks = e->blocks,
+                            .kv_idx = e->kv_idx, .want_logits = e->flags};
+        if ((st = mlm_forward(mod, &fb, e->kv.layers, e->scratch, e->pool, e->follow_logits, err)))
+            return st;
+    }
+}
+
 mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error *err) {
     int32_t n_logits = 0;
     mlm_status st = check_batch(e, b, &n_logits, err);
@@ -193,6 +296,7 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
                         .blocks = e->blocks,
                         .kv_idx = e->kv_idx,
                         .want_logits = b->logits};
+    if (leading(e) && (st = send_step(e, b, err))) return st;
     if ((st = mlm_forward(e->model, &fb, e->kv.layers, e->scratch, e->pool, out, err))) return st;
     for (int32_t s = 0; s < e->p.max_seqs; s++) e->kv.seqs[s].len += e->step_len[s];
     return MLM_OK;

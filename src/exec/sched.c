@@ -133,6 +133,7 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     xp.max_step_logits = p.max_batch;
     xp.kv_dtype = p.kv_dtype;
     xp.n_threads = p.n_threads;
+    xp.lead = p.lead;
     mlm_status st = mlm_exec_create(model, &xp, &s->exec, err);
     if (st) {
         mlm_sched_free(s);
@@ -673,3 +674,5 @@ void mlm_sched_free(mlm_sched *s) {
     pthread_cond_destroy(&s->cv);
     free(s);
 }
+
+mlm_status mlm_sched_follow(mlm_sched *s, mlm_error *err) { return mlm_exec_follow(s->exec, err); }

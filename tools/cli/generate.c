@@ -400,6 +400,18 @@ int cmd_generate(int argc, char **argv) {
                                                              : "mapped";
         double dec_s = t_end - t_first;
         double tps = g.out.n > 1 && dec_s > 0 ? (double)(g.out.n - 1) / dec_s : 0;
+        /* on a mesh: this rank's time in the all-reduces and logit gathers per token */
+        char mesh[160] = "", mesh_json[200] = "";
+        if (cli_mesh() && cli_mesh()->tp > 1) {
+            mlm_comm_stats cs;
+            mlm_comm_get_stats(cli_mesh_tp(), &cs);
+            int64_t toks = g.prompt.n + g.out.n;
+            double per = toks > 0 ? (cs.allreduce_s + cs.gather_s) / (double)toks * 1e3 : 0;
+            snprintf(mesh, sizeof mesh, " | TP %d: collectives %.3f ms/token", cli_mesh()->tp, per);
+            snprintf(mesh_json, sizeof mesh_json,
+                     ",\"tp\":%d,\"allreduce_calls\":%lld,\"allreduce_s\":%.6f,\"gather_s\":%.6f",
+                     cli_mesh()->tp, (long long)cs.allreduce_calls, cs.allreduce_s, cs.gather_s);
+        }
         if (o.json) {
             printf("{\"prompt_ids\":[");
             for (int64_t i = 0; i < g.prompt.n; i++) printf("%s%d", i ? "," : "", g.prompt.ids[i]);
@@ -410,17 +422,17 @@ int cmd_generate(int argc, char **argv) {
             if (o.logprobs >= 0) lp_print_list(&g.lp, o.logprobs);
             printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
                    "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
-                   "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"}}\n",
+                   "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"%s}}\n",
                    stop_reason, load_s, (long long)g.prompt.n, (long long)g.out.n, ttft_ms, tps,
-                   mlm_model_kernels(g.model), mlm_model_profile(g.model), cache);
+                   mlm_model_kernels(g.model), mlm_model_profile(g.model), cache, mesh_json);
         } else {
             printf("\n");
             fflush(stdout); /* the text ends before the stats line, also when both are piped */
             fprintf(stderr,
                     "[load %.2f s (cache: %s) | prompt %lld tokens | TTFT %.1f ms | %lld tokens, "
-                    "decode %.2f tok/s | %s, %s, stop: %s]\n",
+                    "decode %.2f tok/s | %s, %s, stop: %s%s]\n",
                     load_s, cache, (long long)g.prompt.n, ttft_ms, (long long)g.out.n, tps,
-                    mlm_model_kernels(g.model), mlm_model_profile(g.model), stop_reason);
+                    mlm_model_kernels(g.model), mlm_model_profile(g.model), stop_reason, mesh);
         }
     }
     free(g.logits);

@@ -329,7 +329,30 @@ int cmd_serve(int argc, char **argv) {
     int engine_started = 0, pipe_fds[2] = {-1, -1};
     srv_http *http = NULL;
 
+    if (o.prec.dp > 1) {
+        free(alias);
+        free(default_model);
+        return cli_usage("serve", "--dp %d: one TP group serves (rank 0 answers HTTP); "
+                         "data-parallel lanes are for meshlm demo", o.prec.dp);
+    }
     mlm_status st = cli_load_model("serve", o.model, &o.prec, (int)o.threads, &model, &err);
+    if (!st && cli_mesh() && cli_mesh()->tp > 1) {
+        /* On a mesh rank 0 serves and leads each step; the other ranks follow it, holding
+         * their shards, until it stops. They leave signals to rank 0 (mpirun forwards them
+         * to every rank): its drain decides when they end. */
+        sp.lead = cli_rank() == 0;
+        if (cli_rank() > 0) {
+            signal(SIGINT, SIG_IGN);
+            signal(SIGTERM, SIG_IGN);
+            if (!(st = mlm_sched_create(model, &sp, &sched, &err))) st = mlm_sched_follow(sched, &err);
+            rc = st ? cli_fail(&err) : CLI_OK;
+            mlm_sched_free(sched);
+            mlm_model_free(model);
+            free(alias);
+            free(default_model);
+            return rc;
+        }
+    }
     if (!st) st = mlm_tokenizer_load(o.model, &tok, &err);
     if (!st && mlm_generation_defaults(o.model, &srv.defaults, &err) != MLM_OK) {
         fprintf(stderr, "meshlm serve: %s (using temperature 1, top_p 1)\n", err.msg);
