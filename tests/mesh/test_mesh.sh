@@ -119,6 +119,38 @@ else
     notok "shard cache size" "rank file '$sz' bytes, whole model '$full'"
 fi
 
+# ---- the demo's data-parallel lanes: each lane's users equal one process's ----
+# demo_lanes NAME NP MODEL FLAGS...: ci-b1-DP-2 on NP ranks (2 lanes) against ci-1 with
+# --batch-size 2 in one process (the same two prompts; the batch does not change a user's
+# tokens), compared user by user from the --report files; FLAGS go to both
+demo_lanes() {
+    name=$1 np=$2 model=$3
+    shift 3
+    timeout 300 $MPIRUN -np "$np" "$MESHLM" demo -m "$model" --preset ci-b1-DP-2 \
+        --max-generated-tokens 24 --threads 1 --quiet --report "$TMP/dp.json" "$@" \
+        >"$TMP/dp.out" 2>"$TMP/dp.err"
+    rc=$?
+    timeout 300 "$MESHLM" demo -m "$model" --preset ci-1 --batch-size 2 --max-generated-tokens 24 \
+        --threads 2 --quiet --report "$TMP/one.json" "$@" >/dev/null 2>"$TMP/one.err"
+    a=$(jq -c '[.users[].output]' "$TMP/dp.json" 2>/dev/null)
+    b=$(jq -c '[.users[].output]' "$TMP/one.json" 2>/dev/null)
+    lanes=$(jq -r '.metrics.lanes' "$TMP/dp.json" 2>/dev/null)
+    if [ $rc -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && [ "$lanes" = 2 ] &&
+        grep -q 'data-parallel lanes *2 lanes' "$TMP/dp.out"; then
+        ok "$name: both lanes' outputs equal one process's, per-lane tok/s reported"
+    else
+        notok "$name" "exit $rc, lanes '$lanes', lanes $a vs one process $b $(tail -n 2 "$TMP/dp.err" | tr '\n' ' ')"
+    fi
+}
+demo_lanes "demo ci-b1-DP-2, lanes of TP 1 (models/default)" 2 models/default
+SMOL=models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$SMOL" ]; then
+    # f32: in bf16 the TP sums' different rounding may change a later greedy token (README)
+    demo_lanes "demo ci-b1-DP-2, lanes of TP 3 (SmolLM2 f32, 6 ranks)" 6 "$SMOL" --optimizations f32
+else
+    echo "SKIP: demo lanes of TP 3: $SMOL is missing (scripts/get-model.sh)"
+fi
+
 # ---- refusals: a message, a non-zero exit, no hang ----
 refuse() { # NAME PATTERN MPIRUN-ARGS -- MESHLM-ARGS
     name=$1 pat=$2 margs=$3

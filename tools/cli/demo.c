@@ -216,6 +216,27 @@ static char *text_of(const mlm_tokenizer *tok, const int32_t *ids, int32_t n) {
     return s;
 }
 
+/* User U of repeat batch R in LANE: the prompt index (the list repeated to fill every lane's
+ * batch, shifted by R for ci-eval's rotation) and its sampling, in *SP. */
+static int user_of(const demo_config *c, const demo_prompt *prompts, int n_prompts, int lane,
+                   int r, int u, mlm_sampler_params *sp) {
+    int B = c->batch_size, k = ((c->rotate ? r : 0) + lane * B + u) % n_prompts;
+    const mlm_tokens *ids = &prompts[k].ids;
+    *sp = mlm_sampler_default_params();
+    if (c->per_user_sampling && B > 1) { /* the seeds' batch-32 linspace */
+        sp->temperature = (float)u / (float)(B - 1);
+        sp->top_p = 0.08f + (1.0f - 0.08f) * (float)u / (float)(B - 1);
+        sp->top_k = u + 1;
+    } else {
+        sp->temperature = c->temperature, sp->top_p = c->top_p, sp->top_k = c->top_k;
+    }
+    /* seeded by the prompt's tokens: the same prompt samples the same way anywhere */
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t t = 0; t < ids->n; t++) h = (h ^ (uint64_t)(uint32_t)ids->ids[t]) * 1099511628211ull;
+    sp->seed = h;
+    return k;
+}
+
 int cmd_demo(int argc, char **argv) {
     demo_config c;
     int rc = parse(argc, argv, &c);
@@ -223,6 +244,12 @@ int cmd_demo(int argc, char **argv) {
     char *dir = model_dir(&c);
     if (!dir) return CLI_USAGE;
     cli_precision_resolve(&c.prec, dir);
+    if (!c.prec.dp && c.dp > 1) c.prec.dp = c.dp; /* the preset's lanes, unless --dp says */
+    if (c.token_accuracy && c.prec.dp > 1) {
+        free(dir);
+        return cli_usage("demo", "token accuracy runs one user: --dp %d has no lanes to fill",
+                         c.prec.dp);
+    }
     /* prompts, before any model work */
     demo_prompt *prompts = NULL;
     int n_prompts = 0;
@@ -303,6 +330,8 @@ int cmd_demo(int argc, char **argv) {
         int32_t ends[16], n_ends = end_of_turn_ids(tok, cfg, ends);
         int32_t n_stops = c.stop_at_eos ? n_ends : 0; /* users stop at the same ids */
         int B = c.batch_size, R = c.repeat_batches;
+        const mlm_mesh *mesh = cli_mesh();
+        int lane = cli_mesh_lane(), dp = mesh ? mesh->dp : 1;
         mlm_gen_user *users = calloc((size_t)B, sizeof *users);
         mlm_gen_output *outs = calloc((size_t)(B * R), sizeof *outs);
         int *which = calloc((size_t)(B * R), sizeof *which); /* prompt index of each output */
@@ -313,26 +342,14 @@ int cmd_demo(int argc, char **argv) {
         int32_t max_prefill = c.max_seq_len - c.max_generated_tokens;
         for (int r = 0; !st && r < R; r++) {
             for (int u = 0; u < B; u++) {
-                int k = ((c.rotate ? r : 0) + u) % n_prompts; /* repeat the list to fill */
+                int k = user_of(&c, prompts, n_prompts, lane, r, u, &sp_of[r * B + u]);
                 which[r * B + u] = k;
                 const mlm_tokens *ids = &prompts[k].ids;
                 int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
                 users[u].prompt = ids->ids + skip, users[u].n_prompt = (int32_t)(n - skip);
                 users[u].max_new_tokens = c.max_generated_tokens;
                 users[u].stop_ids = ends, users[u].n_stop_ids = n_stops;
-                mlm_sampler_params sp = mlm_sampler_default_params();
-                if (c.per_user_sampling && B > 1) { /* the seeds' batch-32 linspace */
-                    sp.temperature = (float)u / (float)(B - 1);
-                    sp.top_p = 0.08f + (1.0f - 0.08f) * (float)u / (float)(B - 1);
-                    sp.top_k = u + 1;
-                } else {
-                    sp.temperature = c.temperature, sp.top_p = c.top_p, sp.top_k = c.top_k;
-                }
-                /* seeded by the prompt's tokens: the same prompt samples the same way anywhere */
-                uint64_t h = 1469598103934665603ull;
-                for (int64_t t = 0; t < n; t++) h = (h ^ (uint64_t)(uint32_t)ids->ids[t]) * 1099511628211ull;
-                sp.seed = h;
-                users[u].sampling = sp_of[r * B + u] = sp;
+                users[u].sampling = sp_of[r * B + u];
             }
             int32_t per_user = c.max_num_blocks / B, *perm = NULL;
             const int32_t *pages[32];
@@ -350,6 +367,50 @@ int cmd_demo(int argc, char **argv) {
             decode_tokens += gs.decode_tokens, steps += gs.decode_steps > 0 ? gs.decode_steps - 1 : 0;
         }
         if (st) rc = cli_fail(&err);
+        /* DP lanes: every lane's outputs to rank 0, which checks and reports them all */
+        demo_lane_stats lanes[64] = {{0}};
+        if (!rc && dp > 1) {
+            struct rusage ru0;
+            getrusage(RUSAGE_SELF, &ru0);
+            demo_lane_stats me = {prefill_s, decode_s, first_s, (double)ru0.ru_maxrss * 1024 / 1e9,
+                                  prefill_tokens, decode_tokens, steps};
+            mlm_gen_output *all = calloc((size_t)(dp * B * R), sizeof *all);
+            int *which_all = calloc((size_t)(dp * B * R), sizeof *which_all);
+            mlm_sampler_params *sp_all = calloc((size_t)(dp * B * R), sizeof *sp_all);
+            if (!all || !which_all || !sp_all || dp > 64 ||
+                !demo_lanes_gather(mesh, outs, B * R, &me, all, lanes))
+                rc = CLI_RUNTIME;
+            for (int l = 0; l < dp; l++)
+                for (int r = 0; r < R; r++)
+                    for (int u = 0; u < B; u++) {
+                        int i = (l * R + r) * B + u;
+                        which_all[i] = user_of(&c, prompts, n_prompts, l, r, u, &sp_all[i]);
+                    }
+            for (int i = 0; i < B * R; i++) mlm_gen_output_deinit(&outs[i]);
+            free(outs), free(which), free(sp_of);
+            outs = all, which = which_all, sp_of = sp_all, R *= dp; /* lanes as more batches */
+            prefill_s = decode_s = first_s = 0, prefill_tokens = decode_tokens = steps = 0;
+            for (int l = 0; l < dp; l++) {
+                const demo_lane_stats *ls = &lanes[l];
+                prefill_s += ls->prefill_s, decode_s += ls->decode_s, first_s += ls->first_s;
+                prefill_tokens += ls->prefill_tokens, decode_tokens += ls->decode_tokens;
+                steps += ls->steps;
+                mt.lane_tps[l] = ls->decode_s > 0 ? (double)ls->decode_tokens / ls->decode_s : 0;
+                mt.lane_tps_user[l] = ls->decode_s > 0 ? (double)ls->steps / ls->decode_s : 0;
+                if (ls->peak_gb > mt.peak_gb) mt.peak_gb = ls->peak_gb;
+            }
+            mt.n_lanes = dp, mt.tp = mesh->tp;
+            if (cli_rank() != 0) { /* rank 0 reports for every lane */
+                for (int i = 0; i < B * R; i++) mlm_gen_output_deinit(&outs[i]);
+                free(users), free(outs), free(which), free(sp_of);
+                mlm_exec_free(e);
+                mlm_tokenizer_free(tok);
+                mlm_model_free(m);
+                demo_prompts_free(prompts, n_prompts);
+                free(dir), free(prompt_path);
+                return rc;
+            }
+        }
         /* the guard, then determinism: every prompt's outputs identical across repeats */
         for (int i = 0; !rc && i < B * R; i++) {
             int32_t bad = guard(tok, ends, n_ends, &outs[i]);
@@ -392,7 +453,14 @@ int cmd_demo(int argc, char **argv) {
             mt.decode_tps_user = decode_s > 0 ? (double)steps / decode_s : 0;
             mt.decode_tps = decode_s > 0 ? (double)decode_tokens / decode_s : 0;
             mt.step_ms = steps > 0 ? decode_s / (double)steps * 1e3 : 0;
-            mt.peak_gb = (double)ru.ru_maxrss * 1024 / 1e9;
+            double own_gb = (double)ru.ru_maxrss * 1024 / 1e9;
+            if (own_gb > mt.peak_gb) mt.peak_gb = own_gb; /* lanes: the largest rank's */
+            if (mt.n_lanes > 1) { /* the lanes run at once: their rates add up */
+                mt.decode_tps = 0;
+                for (int l = 0; l < mt.n_lanes; l++) mt.decode_tps += mt.lane_tps[l];
+                /* prefill: each lane's prompts in its own time, side by side */
+                mt.prefill_tps = prefill_s > 0 ? (double)prefill_tokens / (prefill_s / mt.n_lanes) : 0;
+            }
             char **ptext = calloc((size_t)(B * R), sizeof *ptext);
             char **otext = calloc((size_t)(B * R), sizeof *otext);
             for (int i = 0; ptext && otext && i < B * R; i++) {

@@ -28,6 +28,7 @@ typedef struct demo_config {
     int n_threads;
     int32_t prefill_chunk; /* prompt tokens per step */
     int quiet;             /* no per-user output */
+    int dp;                /* the preset's data-parallel lanes (batch_size users each), 0: 1 */
 } demo_config;
 
 /* The presets' names, NULL-terminated, and filling CFG from one (0 if unknown). */
@@ -56,7 +57,23 @@ typedef struct demo_metrics {
     double peak_gb;           /* peak resident memory */
     double load_s;
     int determinism_checks; /* pairs of outputs of the same prompt compared */
+    int n_lanes;            /* data-parallel lanes (1 without), each of TP tp ranks */
+    int tp;
+    double lane_tps[64], lane_tps_user[64]; /* each lane's decode tok/s and tok/s/user */
 } demo_metrics;
+
+/* One lane's timings, as mlm_gen_stats sums them over its repeat batches (int32-aligned for
+ * the gather: doubles first, then int64s). */
+typedef struct demo_lane_stats {
+    double prefill_s, decode_s, first_s, peak_gb;
+    int64_t prefill_tokens, decode_tokens, steps;
+} demo_lane_stats;
+
+/* On a mesh of DP lanes (collective over all its ranks): every lane leader's N outputs and
+ * stats MINE go to rank 0, into ALL (dp x N, lane-major; the tokens malloc'd) and STATS (dp).
+ * 0 after a message. demo_lanes.c. */
+int demo_lanes_gather(const mlm_mesh *mesh, const mlm_gen_output *outs, int n,
+                      const demo_lane_stats *mine, mlm_gen_output *all, demo_lane_stats *stats);
 
 /* Prints the report (and writes --report / checks --expect); top1 < 0 when there is no token
  * accuracy. Returns the exit code: 1 when FAILURES is not empty or a target is missed. */

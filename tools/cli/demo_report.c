@@ -76,8 +76,13 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
             char p[200], o[400];
             shorten(prompts[i], 120, p, sizeof p);
             shorten(outputs[i], 300, o, sizeof o);
-            printf("user %d (batch %d)\n  prompt: %s\n  output: %s\n", i % c->batch_size,
-                   i / c->batch_size, p, o);
+            if (mt->n_lanes > 1) /* lanes come as batches: lane-major, then repeat batch */
+                printf("user %d (lane %d, batch %d)\n  prompt: %s\n  output: %s\n",
+                       i % c->batch_size, i / c->batch_size / c->repeat_batches,
+                       i / c->batch_size % c->repeat_batches, p, o);
+            else
+                printf("user %d (batch %d)\n  prompt: %s\n  output: %s\n", i % c->batch_size,
+                       i / c->batch_size, p, o);
         }
     printf("\n== %s: %s, %s profile, %s kernels, batch %d, max_seq_len %d\n", c->preset, model,
            mlm_model_profile(m), mlm_model_kernels(m), c->batch_size, c->max_seq_len);
@@ -91,6 +96,12 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
         printf("  decode                  %10.2f tok/s/user\n", mt->decode_tps_user);
         printf("  decode total            %10.2f tok/s\n", mt->decode_tps);
         printf("  decode step (mean)      %10.2f ms\n", mt->step_ms);
+        if (mt->n_lanes > 1) {
+            printf("  data-parallel lanes     %10d lanes of TP %d, decode tok/s per lane:", mt->n_lanes,
+                   mt->tp);
+            for (int l = 0; l < mt->n_lanes; l++) printf(" %.2f", mt->lane_tps[l]);
+            printf("\n");
+        }
     }
     printf("  peak memory             %10.2f GB\n", mt->peak_gb);
     if (mt->determinism_checks)
@@ -124,6 +135,15 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
                    "\"peak_memory_gb\":%.3f,\"determinism_checks\":%d",
                 mt->load_s, mt->ttft_ms, mt->prefill_tps, mt->decode_tps_user, mt->decode_tps,
                 mt->step_ms, mt->peak_gb, mt->determinism_checks);
+        if (mt->n_lanes > 1) {
+            fprintf(f, ",\"lanes\":%d,\"tp\":%d,\"lane_decode_tps\":[", mt->n_lanes, mt->tp);
+            for (int l = 0; l < mt->n_lanes; l++)
+                fprintf(f, "%s%.4f", l ? "," : "", mt->lane_tps[l]);
+            fprintf(f, "],\"lane_decode_tps_user\":[");
+            for (int l = 0; l < mt->n_lanes; l++)
+                fprintf(f, "%s%.4f", l ? "," : "", mt->lane_tps_user[l]);
+            fputc(']', f);
+        }
         if (top1 >= 0) fprintf(f, ",\"top1\":%.5f,\"top5\":%.5f", top1, top5);
         fprintf(f, "},\"users\":[");
         for (int i = 0; i < n_users; i++) {

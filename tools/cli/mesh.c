@@ -97,8 +97,10 @@ mlm_status cli_mesh_resolve(const mlm_config *cfg, const cli_precision *p, int w
                  "MESHLM_FAKE_DEVICE is N150, N300, T3K or TG, got '%s'", name);
         return err->status;
     }
-    /* mpirun -np N with no mesh flag: one TP group of all N ranks */
-    int tp = !name && !p->tp && !p->dp ? world : p->tp;
+    /* mpirun -np N with no mesh flag: one TP group of all N ranks; with --dp M alone, M lanes
+     * of N / M */
+    int tp = p->tp;
+    if (!name && !tp) tp = !p->dp ? world : world % p->dp == 0 && world >= p->dp ? world / p->dp : 1;
     return mlm_mesh_resolve(name, tp, p->dp, cfg, world, fake, out, err);
 }
 
