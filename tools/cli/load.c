@@ -122,13 +122,14 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
 int32_t cli_largest_seq_len(const mlm_config *cfg, const cli_precision *p,
                             const mlm_exec_params *xp, int32_t cap) {
     int32_t bs = xp->block_size, lo = 0, hi = cap / bs; /* in blocks */
+    int tp = cli_mesh() ? cli_mesh()->tp : p->tp > 0 ? p->tp : 1; /* one rank's share */
     while (lo < hi) {
         int32_t mid = lo + (hi - lo + 1) / 2;
         mlm_exec_params t = *xp;
         t.max_seq_len = mid * bs;
         t.max_num_blocks = xp->max_seqs * mid;
         mlm_memory_plan plan;
-        if (!mlm_memory_plan_for(cfg, p->optimizations, p->decoder_config, &t, &plan, NULL) &&
+        if (!mlm_memory_plan_tp(cfg, tp, p->optimizations, p->decoder_config, &t, &plan, NULL) &&
             (plan.available < 0 || plan.total <= plan.available))
             lo = mid;
         else

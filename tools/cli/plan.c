@@ -19,16 +19,26 @@ static mlm_exec_params params_for(int32_t batch) {
 
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL;
+    cli_precision mesh_flags = {0};
     for (int i = 1; i < argc; i++) {
+        const char *v;
         if (cli_is_help(argv[i])) {
-            printf("usage: meshlm plan [-m DIR]\n\n"
+            printf("usage: meshlm plan [-m DIR] [--mesh M | --tp N [--dp M]]\n\n"
                    "Prints, for each precision profile and batch size (1, 2, 4, 8, 16, 32), the\n"
                    "largest max_seq_len per user whose weights + KV cache + scratch fit the memory\n"
                    "available now (as `meshlm demo` checks before allocating). Without -m, the\n"
-                   "embedded default model.\n");
+                   "embedded default model.\n\n"
+                   "  --mesh M          for one rank of mesh M (N150, N300, T3K, TG): its shard\n"
+                   "                    of the weights and its KV heads, on a machine like this\n"
+                   "                    one (a batch is one lane's users); no mpirun needed\n"
+                   "  --tp N, --dp M    the same for TP N ranks per lane, M lanes\n");
             return CLI_OK;
         } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
             if (!(model = cli_value(argc, argv, &i))) return cli_usage("plan", "-m needs a value");
+        } else if (!strcmp(argv[i], "--mesh") || !strcmp(argv[i], "--tp") || !strcmp(argv[i], "--dp")) {
+            const char *a = argv[i];
+            if (!(v = cli_value(argc, argv, &i))) return cli_usage("plan", "%s needs a value", a);
+            if (!cli_mesh_flag("plan", a, v, &mesh_flags)) return CLI_USAGE;
         } else {
             return cli_usage("plan", "unknown argument '%s'", argv[i]);
         }
@@ -42,19 +52,47 @@ int cmd_plan(int argc, char **argv) {
         return cli_fail(&err);
     }
     int32_t cap = cfg.n_ctx_train > 0 ? cfg.n_ctx_train : 131072;
+    mlm_mesh mesh = {.tp = 1, .dp = 1, .devices = 1};
+    if (mesh_flags.mesh || mesh_flags.tp || mesh_flags.dp) {
+        /* the mesh as it would run: a world of exactly its devices */
+        int devices = mesh_flags.mesh ? mlm_mesh_devices(mesh_flags.mesh)
+                                      : (mesh_flags.tp ? mesh_flags.tp : 1) * (mesh_flags.dp ? mesh_flags.dp : 1);
+        if (mlm_mesh_resolve(mesh_flags.mesh, mesh_flags.tp, mesh_flags.dp, &cfg, devices, 0, &mesh,
+                             &err)) {
+            free(dflt);
+            fprintf(stderr, "meshlm plan: %s\n", err.msg);
+            return CLI_RUNTIME;
+        }
+    }
     static const char *profiles[] = {"performance", "accuracy", "bf16"};
     static const int32_t batches[] = {1, 2, 4, 8, 16, 32};
     mlm_exec_params xp = params_for(1);
     mlm_memory_plan now;
-    mlm_memory_plan_for(&cfg, "performance", NULL, &xp, &now, NULL);
+    mlm_memory_plan_tp(&cfg, mesh.tp, "performance", NULL, &xp, &now, NULL);
     printf("%s: %s, %d layers, context up to %d; memory available now %.1f GB\n", model,
            mlm_family_name(cfg.family), cfg.n_layer, cap, now.available / 1e9);
-    printf("largest max_seq_len per user (positions):\n%-12s", "profile");
+    if (mesh.devices > 1) {
+        printf("mesh %s: %d ranks, TP %d x DP %d; one rank holds 1/%d of the heads and MLP "
+               "columns and its KV heads. Per rank, on a machine like this one:\n",
+               mesh.name[0] ? mesh.name : "--tp/--dp", mesh.devices, mesh.tp, mesh.dp, mesh.tp);
+        static const char *names[] = {"performance", "accuracy", "bf16"};
+        for (int p = 0; p < 3; p++) {
+            mlm_memory_plan one, k1;
+            mlm_exec_params x1 = params_for(1);
+            x1.max_seq_len = 1024, x1.max_num_blocks = 0;
+            mlm_memory_plan_tp(&cfg, mesh.tp, names[p], NULL, &x1, &one, NULL);
+            mlm_memory_plan_tp(&cfg, 1, names[p], NULL, &x1, &k1, NULL);
+            printf("  %-12s weights %6.2f GB of %6.2f GB, KV %6.1f MB per 1K positions per user\n",
+                   names[p], one.weights / 1e9, k1.weights / 1e9, one.kv / 1e6);
+        }
+    }
+    printf("largest max_seq_len per user (positions)%s:\n%-12s",
+           mesh.devices > 1 ? ", per rank" : "", "profile");
     for (int b = 0; b < 6; b++) printf(" %9s%-2d", "batch ", batches[b]);
     printf("\n");
     for (int p = 0; p < 3; p++) {
         printf("%-12s", profiles[p]);
-        cli_precision prec = {.optimizations = profiles[p]};
+        cli_precision prec = {.optimizations = profiles[p], .tp = mesh.tp};
         for (int b = 0; b < 6; b++) {
             xp = params_for(batches[b]);
             int32_t fit = cli_largest_seq_len(&cfg, &prec, &xp, cap);
