@@ -888,6 +888,9 @@ typedef struct mlm_synth_params {
     int format;          /* MLM_SYNTH_HF (default) or MLM_SYNTH_META */
     mlm_dtype dtype;     /* MLM_DTYPE_BF16 (default) or MLM_DTYPE_F32 */
     uint64_t seed;       /* same seed, same preset, same format and dtype: same bytes */
+    int32_t n_layer;     /* 1 to the preset's layer count: only the first N_LAYER layers, with
+                            every shape the preset's and config.json / params.json saying
+                            N_LAYER (Meta presets keep their shards); 0 (default): all */
     const char *tokenizer; /* the tokenizer to copy into out_dir, or NULL for none: Llama
                               presets: a tokenizer.model file (or a directory holding one);
                               phi-4: a directory holding tokenizer.json (required),
@@ -912,8 +915,9 @@ mlm_synth_params mlm_synth_default_params(void);
  * all are complete: a failure leaves no partial file, and its message names the file.
  * phi-4 is written in the HF format only (Phi3ForCausalLM names, fused qkv_proj and
  * gate_up_proj): Microsoft publishes no Meta-format checkpoint of it.
- * INVALID_ARG for an unknown preset, format or dtype, Meta for phi-4, or a tokenizer file
- * where a directory is needed; IO for files (the tokenizer too). */
+ * INVALID_ARG for an unknown preset, format or dtype, an n_layer outside [0, the preset's
+ * layer count] (the message names the count), Meta for phi-4, or a tokenizer file where a
+ * directory is needed; IO for files (the tokenizer too). */
 mlm_status mlm_synth(const mlm_synth_params *p, mlm_error *err);
 
 /* The bytes mlm_synth(P) would write, over all files, without writing anything. */

@@ -129,3 +129,11 @@ char *mlm_path_join(const char *dir, const char *name) {
     memcpy(p + k, name, b + 1);
     return p;
 }
+
+void mlm_mapfile_release(const void *p, size_t n) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !p || !n) return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~((uintptr_t)page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}

@@ -40,4 +40,11 @@ char *mlm_path_join(const char *dir, const char *name);
  * longer); "/" for a file in the root. */
 void mlm_path_dir(const char *path, char *out, size_t size);
 
+/* Drops this process's mapping of the whole pages inside [P, P + N) of a read-only file
+ * mapping (madvise MADV_DONTNEED): the data stays in the page cache and is mapped again on the
+ * next read. For source tensors once they have been converted into buffers of our own, so the
+ * process's RSS holds the converted copy only (a TP rank reads a column slice of a tensor,
+ * and the kernel maps the pages around each one it touches). */
+void mlm_mapfile_release(const void *p, size_t n);
+
 #endif

@@ -368,6 +368,12 @@ void mlm_checkpoint_free(mlm_checkpoint *c) {
 mlm_ckpt_format mlm_checkpoint_format(const mlm_checkpoint *c) { return c->format; }
 int mlm_checkpoint_n_files(const mlm_checkpoint *c) { return c->n_files; }
 
+int mlm_checkpoint_mapped(const mlm_checkpoint *c) {
+    for (int i = 0; i < c->n_files; i++)
+        if (!c->files[i].mapped || c->files[i].borrowed) return 0;
+    return 1;
+}
+
 const char *mlm_checkpoint_file(const mlm_checkpoint *c, int i, size_t *size) {
     if (i < 0 || i >= c->n_files) return NULL;
     if (size) *size = c->files[i].size;

@@ -59,4 +59,8 @@ mlm_status mlm_gguf_ckpt_read(mlm_checkpoint *c, int file, mlm_error *err);
 /* Reads a torch.save zip file; tensor and value names get PREFIX prepended. */
 mlm_status mlm_pytorch_read(mlm_checkpoint *c, int file, const char *prefix, mlm_error *err);
 
+/* Whether every file of C is a read-only mmap of a file (not a borrowed or copied buffer):
+ * then its pages may be released after use (mlm_mapfile_release). */
+int mlm_checkpoint_mapped(const mlm_checkpoint *c);
+
 #endif

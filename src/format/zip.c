@@ -4,8 +4,10 @@
  * decompressed or copied. Compressed entries are refused. */
 #include "format/zip.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -55,8 +57,27 @@ static int apply_zip64_extra(const unsigned char *extra, size_t len, uint64_t *u
     return *usize != 0xFFFFFFFFu && *csize != 0xFFFFFFFFu && *offset != 0xFFFFFFFFu;
 }
 
+static mlm_status zip_open(mlm_zip *z, const char *path, const unsigned char *d, size_t size,
+                           int fd, mlm_error *err);
+
+/* The 30 bytes of the local header at LOFF (in bounds): read with pread from FD when it is
+ * open, so that opening a checkpoint does not fault in a page at the start of every tensor
+ * (a TP rank then maps only the tensors it reads), else from the mapping. */
+static void local_header(int fd, const unsigned char *d, uint64_t loff, unsigned char h[30]) {
+    if (fd >= 0 && pread(fd, h, 30, (off_t)loff) == 30) return;
+    memcpy(h, d + loff, 30);
+}
+
 mlm_status mlm_zip_open(mlm_zip *z, const char *path, const unsigned char *d, size_t size,
                         mlm_error *err) {
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    mlm_status st = zip_open(z, path, d, size, fd, err);
+    if (fd >= 0) close(fd);
+    return st;
+}
+
+static mlm_status zip_open(mlm_zip *z, const char *path, const unsigned char *d, size_t size,
+                           int fd, mlm_error *err) {
     memset(z, 0, sizeof *z);
     int64_t eocd = find_eocd(d, size);
     if (eocd < 0)
@@ -119,14 +140,16 @@ mlm_status mlm_zip_open(mlm_zip *z, const char *path, const unsigned char *d, si
             mlm_zip_close(z);
             return st;
         }
-        if (loff > size || size - loff < 30 || rd32(d + loff) != SIG_LOCAL) {
+        unsigned char lh[30];
+        if (loff <= size && size - loff >= 30) local_header(fd, d, loff, lh);
+        if (loff > size || size - loff < 30 || rd32(lh) != SIG_LOCAL) {
             mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT,
                                "%s: zip entry '%.*s': local header at %llu is invalid", path,
                                (int)name_len, e->name, (unsigned long long)loff);
             mlm_zip_close(z);
             return st;
         }
-        uint64_t data_off = loff + 30 + rd16(d + loff + 26) + rd16(d + loff + 28);
+        uint64_t data_off = loff + 30 + rd16(lh + 26) + rd16(lh + 28);
         if (data_off > size || usize > size - data_off) {
             mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT,
                                "%s: zip entry '%.*s': data [%llu, +%llu) exceeds the file size %zu",

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/mapfile.h"
+#include "format/checkpoint.h"
 #include "format/gguf.h"
 #include "format/gguf_quants.h"
 #include "model/config.h"
@@ -146,17 +148,30 @@ static float elem(const mlm_tensor_view *t, int64_t r, int64_t c) {
     }
 }
 
-/* Row R of 2-D view T (all its columns) as f32 into DST. */
-static void read_row(const mlm_tensor_view *t, int64_t r, float *dst) {
+/* The bytes of 2-D view T (contiguous rows, as the checkpoint readers give them). */
+static size_t view_bytes(const mlm_tensor_view *t) {
+    if (t->dtype == MLM_DTYPE_GGML) {
+        uint32_t be = 1, bb = 0;
+        mlm_ggml_type_block(t->ggml_type, &be, &bb);
+        return (size_t)t->shape[0] * (size_t)(t->shape[1] / be) * bb;
+    }
+    return (size_t)t->shape[0] * (size_t)t->stride[0] * mlm_dtype_size(t->dtype);
+}
+
+/* Columns [C0, C1) of row R of 2-D view T as f32 into DST[C0..C1): only those are read (for a
+ * GGML type, the whole blocks that hold them), so a TP rank's column slice of wo or w2 touches
+ * only its part of the mapping. */
+static void read_cols(const mlm_tensor_view *t, int64_t r, int64_t c0, int64_t c1, float *dst) {
     int64_t cols = t->shape[1];
     if (t->dtype == MLM_DTYPE_GGML) {
         uint32_t be = 1, bb = 0;
         mlm_ggml_type_block(t->ggml_type, &be, &bb);
+        int64_t b0 = c0 / be, b1 = (c1 + be - 1) / be; /* blocks covering [c0, c1) */
         const char *row = (const char *)t->data + (size_t)r * (size_t)(cols / be) * bb;
-        mlm_ggml_dequantize(t->ggml_type, row, cols, dst);
+        mlm_ggml_dequantize(t->ggml_type, row + (size_t)b0 * bb, (b1 - b0) * be, dst + b0 * be);
         return;
     }
-    for (int64_t c = 0; c < cols; c++) dst[c] = elem(t, r, c);
+    for (int64_t c = c0; c < c1; c++) dst[c] = elem(t, r, c);
 }
 
 /* The type to bind ROLE (layer L) in, for a source tensor of dtype SRC: the profile's when it
@@ -239,7 +254,7 @@ static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, 
             int64_t lo = c0 > s.col0 ? c0 : s.col0;
             int64_t hi = c0 + scols < s.col0 + s.cols ? c0 + scols : s.col0 + s.cols;
             if (lo >= hi) continue;
-            read_row(v[k], split_cols ? src : src % srows, tmp);
+            read_cols(v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
             for (int64_t c = lo; c < hi; c++) {
                 int64_t at = i * s.cols + (c - s.col0);
                 if (want == MLM_DTYPE_F32) ((float *)buf)[at] = tmp[c - c0];
@@ -249,6 +264,9 @@ static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, 
     }
     free(tmp);
     out->data = buf;
+    /* the source's pages are no longer needed by this process: only the copy stays resident */
+    if (mlm_checkpoint_mapped(m->ckpt))
+        for (int k = 0; k < b->n_shards; k++) mlm_mapfile_release(v[k]->data, view_bytes(v[k]));
     return MLM_OK;
 }
 

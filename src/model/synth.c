@@ -3,7 +3,9 @@
  * Presets embed the real HF config.json / generation_config.json texts and the Meta
  * params.json values. The plan lists every tensor of every file; values are generated
  * chunk by chunk (1 MiB) while the format writers stream them out, so memory stays a few MB
- * for any model size. See synth.h for how a value is tied to its canonical tensor element. */
+ * for any model size. A plan may keep only a preset's first layers (every shape stays, the
+ * configs say how many), so that a 70B-shaped model fits one machine. See synth.h for how a
+ * value is tied to its canonical tensor element. */
 #include "model/synth.h"
 
 #include <errno.h>
@@ -580,7 +582,59 @@ static const preset *find_preset(const char *name) {
     return NULL;
 }
 
+/* *OUT: a malloc'd copy of the preset's JSON text TEXT whose integer after KEY
+ * ("\"num_hidden_layers\": ") is N. INTERNAL when TEXT has no such integer. */
+static mlm_status with_layers(const preset *pr, const char *text, const char *key, int32_t n,
+                              char **out, mlm_error *err) {
+    const char *at = strstr(text, key), *num = at ? at + strlen(key) : NULL, *end = num;
+    while (end && *end >= '0' && *end <= '9')
+        end++;
+    if (!at || end == num)
+        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': no %s<integer> in its text",
+                           pr->name, key);
+    size_t len = strlen(text) + 16;
+    if (!(*out = malloc(len))) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    snprintf(*out, len, "%.*s%d%s", (int)(num - text), text, (int)n, end);
+    return MLM_OK;
+}
+
+/* Keeps the first N_LAYER of the preset's layers (0: all): config.json and params.json say
+ * N_LAYER, every shape stays. The plan's config is read from the HF text written (for the
+ * Meta format too: params.json gives the same model). INVALID_ARG outside [0, the preset's
+ * count]. */
+static mlm_status keep_layers(mlm_synth_plan *pl, const preset *pr, int32_t n_layer,
+                              mlm_error *err) {
+    int32_t all = pl->cfg.n_layer;
+    if (n_layer < 0 || n_layer > all)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "synth: preset '%s' has %d layers, so %d of them cannot be kept "
+                           "(keep 1 to %d; 0 keeps all)",
+                           pr->name, (int)all, (int)n_layer, (int)all);
+    if (n_layer == 0 || n_layer == all) return MLM_OK;
+    mlm_status st = with_layers(pr, pr->config_json, "\"num_hidden_layers\": ", n_layer,
+                                &pl->config_owned, err);
+    if (!st && pl->params_json)
+        st = with_layers(pr, pr->params_json, "\"n_layers\": ", n_layer, &pl->params_owned, err);
+    if (st) return st;
+    if (pl->config_json) pl->config_json = pl->config_owned;
+    if (pl->params_json) pl->params_json = pl->params_owned;
+    json_t *j;
+    st = mlm_json_parse(pr->name, pl->config_owned, strlen(pl->config_owned), &j, err);
+    if (st) return st;
+    st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
+    json_decref(j);
+    if (!st && pl->cfg.n_layer != n_layer)
+        st = mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': config says %d layers, not %d",
+                         pr->name, (int)pl->cfg.n_layer, (int)n_layer);
+    return st;
+}
+
 mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *pl, mlm_error *err) {
+    return mlm_synth_plan_make_layers(p, p->n_layer, pl, err);
+}
+
+mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer,
+                                      mlm_synth_plan *pl, mlm_error *err) {
     memset(pl, 0, sizeof *pl);
     const preset *pr = find_preset(p->preset);
     if (!pr)
@@ -622,7 +676,8 @@ mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *pl, ml
         for (int r = 0; r < pr->n_mp; r++)
             snprintf(pl->files[r], sizeof pl->files[r], "consolidated.%02d.pth", r);
     }
-    st = plan_model(pl, pr->n_mp, err);
+    st = keep_layers(pl, pr, n_layer, err);
+    if (!st) st = plan_model(pl, pr->n_mp, err);
     if (st) mlm_synth_plan_free(pl);
     return st;
 }
@@ -630,6 +685,8 @@ mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *pl, ml
 void mlm_synth_plan_free(mlm_synth_plan *pl) {
     if (!pl) return;
     free(pl->tensors);
+    free(pl->config_owned);
+    free(pl->params_owned);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -830,7 +887,8 @@ static char *out_path(const job *jb, const char *name) {
     return mlm_path_join(jb->p->out_dir, name);
 }
 
-static mlm_status job_prepare(const mlm_synth_params *p, job *jb, mlm_error *err) {
+static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *jb,
+                              mlm_error *err) {
     memset(jb, 0, sizeof *jb);
     jb->p = p;
     if (!p->out_dir || !p->out_dir[0])
@@ -838,7 +896,7 @@ static mlm_status job_prepare(const mlm_synth_params *p, job *jb, mlm_error *err
     if (p->max_shard_bytes < 0)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: max_shard_bytes %lld is negative",
                            (long long)p->max_shard_bytes);
-    mlm_status st = mlm_synth_plan_make(p, &jb->plan, err);
+    mlm_status st = mlm_synth_plan_make_layers(p, n_layer, &jb->plan, err);
     if (st) return st;
     const mlm_synth_plan *pl = &jb->plan;
     jb->specs = calloc((size_t)pl->n_tensors, sizeof *jb->specs);
@@ -1087,21 +1145,30 @@ static mlm_status run(job *jb, mlm_error *err) {
 
 // ---- public API ----
 
-mlm_status mlm_synth_total_bytes(const mlm_synth_params *p, int64_t *total, mlm_error *err) {
+mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_layer,
+                                        int64_t *total, mlm_error *err) {
     *total = 0;
     if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
     job jb;
-    mlm_status st = job_prepare(p, &jb, err);
+    mlm_status st = job_prepare(p, n_layer, &jb, err);
     if (!st) *total = jb.total;
     job_free(&jb);
     return st;
 }
 
-mlm_status mlm_synth(const mlm_synth_params *p, mlm_error *err) {
+mlm_status mlm_synth_layers(const mlm_synth_params *p, int32_t n_layer, mlm_error *err) {
     if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
     job jb;
-    mlm_status st = job_prepare(p, &jb, err);
+    mlm_status st = job_prepare(p, n_layer, &jb, err);
     if (!st) st = run(&jb, err);
     job_free(&jb); /* removes every temporary file left by a failure */
     return st;
+}
+
+mlm_status mlm_synth_total_bytes(const mlm_synth_params *p, int64_t *total, mlm_error *err) {
+    return mlm_synth_total_bytes_layers(p, p ? p->n_layer : 0, total, err);
+}
+
+mlm_status mlm_synth(const mlm_synth_params *p, mlm_error *err) {
+    return mlm_synth_layers(p, p ? p->n_layer : 0, err);
 }

@@ -31,9 +31,12 @@ typedef struct mlm_synth_plan {
     int format;         /* MLM_SYNTH_HF or MLM_SYNTH_META */
     mlm_dtype dtype;
     uint64_t seed;
-    const char *config_json; /* static texts; NULL where the format has none */
+    const char *config_json; /* static texts, or config_owned / params_owned when the plan
+                                keeps fewer layers; NULL where the format has none */
     const char *generation_json;
     const char *params_json;
+    char *config_owned; /* owned: the preset's texts saying n_layer layers (NULL: all kept) */
+    char *params_owned;
     int n_files;                         /* HF: 1 (a set the writer may shard); Meta: shards */
     char files[MLM_SYNTH_MAX_FILES][32]; /* Meta: "consolidated.00.pth", ...; HF: "model" */
     mlm_synth_tensor *tensors;           /* owned, file by file, in file order */
@@ -46,7 +49,19 @@ typedef struct mlm_synth_plan {
  * INVALID_ARG for an unknown preset, format or dtype, and for the Meta format of a Phi-3
  * preset (Phi-4 has no Meta-format checkpoint). */
 mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *plan, mlm_error *err);
+/* The same with only the first N_LAYER layers (0: all): every shape is the preset's, and
+ * config.json / params.json say N_LAYER ("num_hidden_layers", "n_layers"); Meta presets keep
+ * their shard count. INVALID_ARG, naming the preset's count, outside [0, that count]. */
+mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer,
+                                      mlm_synth_plan *plan, mlm_error *err);
 void mlm_synth_plan_free(mlm_synth_plan *plan);
+
+/* mlm_synth and mlm_synth_total_bytes (meshlm.h) with only the first N_LAYER layers, as
+ * mlm_synth_plan_make_layers plans them (0: all, the public functions' behaviour). What
+ * `meshlm synth --layers` needs; the public mlm_synth_params has no field for it yet. */
+mlm_status mlm_synth_layers(const mlm_synth_params *p, int32_t n_layer, mlm_error *err);
+mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_layer,
+                                        int64_t *total, mlm_error *err);
 
 /* Writes N values of T, elements [FIRST, FIRST + N) in T's row-major order, to DST as
  * DTYPE (bf16: round-to-nearest-even of the f32 value). Values are approximately normal

@@ -426,6 +426,145 @@ TEST(real_preset_plans) {
     }
 }
 
+// ---- fewer layers ----
+
+/* JSON text A equals B but for KEY, which A has as N. */
+static int json_equal_but(const char *a, const char *b, const char *key, int n) {
+    json_error_t je;
+    json_t *x = json_loads(a, 0, &je), *y = json_loads(b, 0, &je);
+    int eq = x && y && json_integer_value(json_object_get(x, key)) == n &&
+             json_object_get(y, key);
+    if (eq) json_object_set(x, key, json_object_get(y, key));
+    eq = eq && json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return eq;
+}
+
+/* Plans with fewer layers: every shape the preset's, N layers, configs saying N; the bytes
+ * are the full plan's less the layers left out. Refusals name the preset's count. */
+TEST(fewer_layers_plans) {
+    static const struct {
+        const char *preset;
+        int32_t keep, all;
+    } cases[] = {{"llama-3.2-1b", 1, 16}, {"llama-3.1-70b", 2, 80}, {"phi-4", 3, 40}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int fmt = 0; fmt < (strcmp(cases[i].preset, "phi-4") ? 2 : 1); fmt++) {
+            mlm_synth_params p = mlm_synth_default_params();
+            p.preset = cases[i].preset;
+            p.format = fmt;
+            p.out_dir = "/nonexistent-meshlm-dir";
+            mlm_synth_plan full, few;
+            mlm_error err = {0};
+            CHECK_OK(mlm_synth_plan_make(&p, &full, &err), &err);
+            CHECK_OK(mlm_synth_plan_make_layers(&p, cases[i].keep, &few, &err), &err);
+            if (!full.tensors || !few.tensors) continue;
+            CHECK(full.cfg.n_layer == cases[i].all && few.cfg.n_layer == cases[i].keep);
+            /* the same model but for n_layer */
+            mlm_config a = full.cfg, b = few.cfg;
+            a.n_layer = b.n_layer = 0;
+            CHECKF(!memcmp(&a, &b, sizeof a), "%s: configs differ beyond n_layer", p.preset);
+            CHECK(few.n_files == full.n_files);
+            if (fmt == MLM_SYNTH_HF) {
+                CHECKF(json_equal_but(few.config_json, full.config_json, "num_hidden_layers",
+                                      cases[i].keep),
+                       "%s: config.json:\n%s", p.preset, few.config_json);
+                CHECK(few.generation_json == full.generation_json);
+            } else {
+                CHECKF(json_equal_but(few.params_json, full.params_json, "n_layers", cases[i].keep),
+                       "%s: params.json: %s", p.preset, few.params_json);
+            }
+            /* the full plan's tensors in its order, less those of layers >= keep */
+            int64_t k = 0, bad = 0;
+            for (int64_t j = 0; j < full.n_tensors; j++) {
+                const mlm_synth_tensor *t = &full.tensors[j];
+                const char *l = strstr(t->name, "layers.");
+                if (l && atoi(l + 7) >= cases[i].keep) continue;
+                const mlm_synth_tensor *u = k < few.n_tensors ? &few.tensors[k] : NULL;
+                if (!u || memcmp(t, u, sizeof *t)) bad++;
+                k++;
+            }
+            CHECKF(bad == 0 && k == few.n_tensors, "%s: %lld of %lld tensors differ", p.preset,
+                   (long long)bad, (long long)few.n_tensors);
+            int64_t per_layer = 0, t_full, t_few, t_one;
+            for (int64_t j = 0; j < full.n_tensors; j++)
+                if (strstr(full.tensors[j].name, "layers.0.")) {
+                    const mlm_synth_tensor *t = &full.tensors[j];
+                    per_layer += 2 * t->shape[0] * (t->n_dim == 2 ? t->shape[1] : 1);
+                }
+            CHECK_OK(mlm_synth_total_bytes(&p, &t_full, &err), &err);
+            CHECK_OK(mlm_synth_total_bytes_layers(&p, cases[i].keep, &t_few, &err), &err);
+            CHECK_OK(mlm_synth_total_bytes_layers(&p, cases[i].all, &t_one, &err), &err);
+            CHECK(t_one == t_full);
+            /* headers shrink too: under 1 KB per tensor left out (Meta: zip entries, pickle) */
+            int64_t cut = (cases[i].all - cases[i].keep) * per_layer,
+                    slack = (full.n_tensors - few.n_tensors) * 1024;
+            CHECKF(t_few < t_full - cut && t_few > t_full - cut - slack,
+                   "%s: %lld bytes, full %lld, layers cut %lld", p.preset, (long long)t_few,
+                   (long long)t_full, (long long)cut);
+            /* out of range */
+            CHECK(mlm_synth_total_bytes_layers(&p, cases[i].all + 1, &t_few, &err) ==
+                  MLM_ERR_INVALID_ARG);
+            char want[64];
+            snprintf(want, sizeof want, "has %d layers", (int)cases[i].all);
+            CHECKF(strstr(err.msg, want) && strstr(err.msg, p.preset), "%s", err.msg);
+            CHECK(mlm_synth_plan_make_layers(&p, -1, &few, &err) == MLM_ERR_INVALID_ARG);
+            mlm_synth_plan_free(&full);
+            mlm_synth_plan_free(&few);
+        }
+    /* all layers: the embedded texts themselves */
+    mlm_synth_params p = mlm_synth_default_params();
+    p.preset = "llama-3.1-70b";
+    p.format = MLM_SYNTH_META;
+    mlm_synth_plan pl;
+    mlm_error err = {0};
+    CHECK_OK(mlm_synth_plan_make_layers(&p, 80, &pl, &err), &err);
+    CHECK(pl.params_owned == NULL && strstr(pl.params_json, "\"n_layers\": 80,"));
+    mlm_synth_plan_free(&pl);
+}
+
+/* tiny presets written with one layer of two: the config says 1, the checkpoint holds
+ * exactly the tensors of a 1-layer model, bit-equal to those of the 2-layer write. */
+TEST(fewer_layers_write_read_back) {
+    char dir[128];
+    CHECK(harness_tmpdir(dir, sizeof dir, "synth") == 0);
+    const char *presets[2] = {"tiny-test", "tiny-test-mp2"};
+    for (int pi = 0; pi < 2; pi++)
+        for (int fmt = 0; fmt < 2; fmt++) {
+            char one[256], two[256];
+            snprintf(one, sizeof one, "%s/%s-%d-1", dir, presets[pi], fmt);
+            snprintf(two, sizeof two, "%s/%s-%d-2", dir, presets[pi], fmt);
+            mlm_synth_params p = mlm_synth_default_params();
+            p.preset = presets[pi];
+            p.format = fmt;
+            p.seed = 9;
+            p.out_dir = one;
+            mlm_error err = {0};
+            CHECK_OK(mlm_synth_layers(&p, 1, &err), &err);
+            p.out_dir = two;
+            CHECK_OK(mlm_synth(&p, &err), &err);
+            mlm_config cfg;
+            CHECK_OK(mlm_config_load(one, &cfg, &err), &err);
+            CHECK(cfg.n_layer == 1 && cfg.n_embd == 64 && cfg.n_ff == 192 && cfg.n_vocab == 384);
+            mlm_checkpoint *a = NULL, *b = NULL;
+            CHECK_OK(mlm_checkpoint_open(one, &a, &err), &err);
+            CHECK_OK(mlm_checkpoint_open(two, &b, &err), &err);
+            if (!a || !b) continue;
+            check_llama_tensors(a, &cfg, fmt, pi == 1 ? 2 : 1, MLM_DTYPE_BF16);
+            int same = 1;
+            for (int64_t i = 0; i < mlm_checkpoint_n_tensors(a); i++) {
+                const mlm_tensor_view *t = mlm_checkpoint_tensor(a, i),
+                                      *u = mlm_checkpoint_find(b, t->name);
+                same &= u && mlm_tensor_nbytes(t) == mlm_tensor_nbytes(u) &&
+                        !memcmp(t->data, u->data, (size_t)mlm_tensor_nbytes(t));
+            }
+            CHECKF(same, "%s: a tensor of the 1-layer write differs from the 2-layer one", one);
+            mlm_checkpoint_free(a);
+            mlm_checkpoint_free(b);
+        }
+    harness_rmtree(dir);
+}
+
 /* phi-4: the embedded config is microsoft/phi-4's config.json; generation_config.json
  * has models.md 5.1's ids; HF only; Phi-3 names and fused shapes (models.md 5.2). */
 TEST(phi4_preset) {
@@ -1104,10 +1243,12 @@ TEST(command_help_and_refusals) {
                            "llama-3.1-70b",
                            "MESHLM_TOKENIZER",
                            "phi-4",
-                           "(29.3 GB)",
+                           "(29.3 GB; 0.68 GB a layer)",
                            "MESHLM_PHI4_TOKENIZER",
-                           "tests/data/tokenizer/phi4/"};
-    for (int i = 0; i < 14; i++)
+                           "tests/data/tokenizer/phi4/",
+                           "--layers N",
+                           "--layers 2: 7.6 GB"};
+    for (int i = 0; i < 16; i++)
         CHECKF(strstr(out, flags[i]), "synth --help lacks %s", flags[i]);
     EXPECT("synth --out /tmp/x", 2, "--preset NAME is required");
     EXPECT("synth --preset llama-3.2-1b", 2, "--out DIR is required");
@@ -1120,6 +1261,10 @@ TEST(command_help_and_refusals) {
     EXPECT("synth --preset llama-3.2-1b --out /tmp/x --dtype f16", 2, "bf16 or f32");
     EXPECT("synth --preset llama-3.2-1b --out /tmp/x --seed -1", 2, "--seed");
     EXPECT("synth --preset llama-3.2-1b --out /tmp/x --frob", 2, "unknown option '--frob'");
+    EXPECT("synth --preset llama-3.2-1b --out /tmp/x --layers 0", 2, "--layers needs an integer");
+    EXPECT("synth --preset llama-3.2-1b --out /tmp/x --layers two", 2, "--layers");
+    EXPECT("synth --preset llama-3.2-1b --out /nonexistent-meshlm-dir --layers 17", 2,
+           "'llama-3.2-1b' has 16 layers, so 17 of them cannot be kept");
     char dir[128], args[600], file[300];
     CHECK(harness_tmpdir(dir, sizeof dir, "synth") == 0);
     snprintf(file, sizeof file, "%s/file", dir);
@@ -1153,6 +1298,8 @@ int main(void) {
     RUN(real_configs_match_the_files);
     RUN(real_preset_plans);
     RUN(phi4_preset);
+    RUN(fewer_layers_plans);
+    RUN(fewer_layers_write_read_back);
     RUN(tiny_write_read_back);
     RUN(tiny_phi3_write_read_back);
     RUN(hf_and_meta_hold_the_same_model);

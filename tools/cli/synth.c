@@ -31,14 +31,14 @@ static const tok_source tok_sources[] = {
 
 static void help(void) {
     printf("usage: meshlm synth --preset NAME --out DIR [--format hf|meta] [--dtype bf16|f32]\n"
-           "                    [--seed S] [--force]\n"
+           "                    [--layers N] [--seed S] [--force]\n"
            "\n"
            "Writes a checkpoint that has the exact configuration of a real model and random\n"
            "weights: approximately normal, std 0.02 for the embedding and 1/sqrt(in_features)\n"
            "for the projections, RMSNorm weights 1. The same seed gives the same bytes, and the\n"
            "hf and meta formats of one seed hold the same model. Memory stays a few MB.\n"
            "\n"
-           "  --preset NAME   the model (required), bf16 size in parentheses:\n");
+           "  --preset NAME   the model (required); bf16 sizes, all layers and one layer:\n");
     const char *list = mlm_synth_presets();
     while (*list) {
         size_t n = strcspn(list, " ");
@@ -47,11 +47,22 @@ static void help(void) {
         mlm_synth_params p = mlm_synth_default_params();
         p.preset = name;
         p.out_dir = ".";
-        int64_t total = 0;
+        int64_t total = 0, one = 0, two = 0;
         mlm_synth_total_bytes(&p, &total, NULL);
-        printf("                    %-14s (%.1f GB)\n", name, (double)total / 1e9);
+        p.n_layer = 1;
+        mlm_synth_total_bytes(&p, &one, NULL);
+        p.n_layer = 2;
+        mlm_synth_total_bytes(&p, &two, NULL);
+        printf("                    %-14s (%.1f GB; %.2f GB a layer)\n", name, (double)total / 1e9,
+               (double)(two - one) / 1e9);
         list += n + (list[n] == ' ');
     }
+    mlm_synth_params p70 = mlm_synth_default_params();
+    p70.preset = "llama-3.1-70b";
+    p70.out_dir = ".";
+    p70.n_layer = 2;
+    int64_t t70 = 0;
+    mlm_synth_total_bytes(&p70, &t70, NULL);
     printf("  --out DIR       output directory (required); created if missing, and it must be\n"
            "                  empty unless --force\n"
            "  --format FMT    hf (default): config.json, generation_config.json and\n"
@@ -62,6 +73,10 @@ static void help(void) {
            "                  for llama-3.1-70b), as Meta publishes them; Llama presets only\n"
            "                  (Phi-4 has no Meta-format checkpoint)\n"
            "  --dtype T       bf16 (default) or f32\n"
+           "  --layers N      only the first N layers (1 to the preset's count; default all):\n"
+           "                  every shape stays the preset's and config.json / params.json say\n"
+           "                  N, so a big model's paths run on a small machine (llama-3.1-70b\n"
+           "                  --layers 2: %.1f GB, 8 Meta shards still)\n"
            "  --seed S        random seed, an integer in [0, 2^64) (default 0)\n"
            "  --force         write into a non-empty DIR (files of the same names are replaced)\n"
            "  -h, --help      this help\n"
@@ -73,7 +88,8 @@ static void help(void) {
            "$MESHLM_PHI4_TOKENIZER, else from the source tree (tests/data/tokenizer/phi4/).\n"
            "Without one a warning is printed and DIR gets no tokenizer.\n"
            "Free space is checked (statvfs) before writing. Files are written under temporary\n"
-           "names and renamed when all are complete: a failure leaves no partial file.\n");
+           "names and renamed when all are complete: a failure leaves no partial file.\n",
+           (double)t70 / 1e9);
 }
 
 typedef struct progress_state {
@@ -213,6 +229,11 @@ int cmd_synth(int argc, char **argv) {
             if (!parse_seed(v, &p.seed))
                 return cli_usage("synth", "--seed needs an integer in [0, 2^64), got '%s'",
                                  v ? v : "");
+        } else if (!strcmp(a, "--layers")) {
+            long long n;
+            if (!cli_int("synth", "--layers", cli_value(argc, argv, &i), 1, 1000000, &n))
+                return CLI_USAGE;
+            p.n_layer = (int32_t)n;
         } else if (!strcmp(a, "--force")) {
             force = 1;
         } else {
@@ -256,12 +277,15 @@ int cmd_synth(int argc, char **argv) {
         free(tok);
         return cli_fail(&err);
     }
+    char layers[32] = "";
+    if (p.n_layer) snprintf(layers, sizeof layers, " --layers %d", (int)p.n_layer);
     int64_t avail = free_bytes(p.out_dir);
     if (avail >= 0 && avail < total) {
         fprintf(stderr,
-                "meshlm: %s: not enough free space: %s needs %.1f MB (%lld bytes), the "
+                "meshlm: %s: not enough free space: %s%s needs %.1f MB (%lld bytes), the "
                 "filesystem has %.1f MB (%lld bytes) free\n",
-                p.out_dir, p.preset, (double)total / 1e6, (long long)total, (double)avail / 1e6,
+                p.out_dir, p.preset, layers, (double)total / 1e6, (long long)total,
+                (double)avail / 1e6,
                 (long long)avail);
         free(tok);
         return CLI_RUNTIME;
@@ -275,8 +299,9 @@ int cmd_synth(int argc, char **argv) {
     free(tok);
     if (st) return cli_fail(&err);
     double secs = cli_now() - ps.start;
-    fprintf(stderr, "synth: wrote %s (%s, %s, seed %llu) to %s: %.1f MB in %.1f s (%.0f MB/s)\n",
-            p.preset, p.format == MLM_SYNTH_META ? "meta" : "hf", mlm_dtype_name(p.dtype),
+    fprintf(stderr,
+            "synth: wrote %s%s (%s, %s, seed %llu) to %s: %.1f MB in %.1f s (%.0f MB/s)\n",
+            p.preset, layers, p.format == MLM_SYNTH_META ? "meta" : "hf", mlm_dtype_name(p.dtype),
             (unsigned long long)p.seed, p.out_dir, (double)total / 1e6, secs,
             secs > 0 ? (double)total / 1e6 / secs : 0);
     return CLI_OK;
