@@ -51,7 +51,8 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
         int n = widths[k], its = n > 100000 ? iters / 20 : iters;
         for (int i = 0; i < its; i++) {
-            for (int j = 0; j < n; j += 97) buf[j] = (float)(rank + i + j);
+            for (int j = 0; j < n; j += 97)
+                buf[j] = (float)(rank + i + j);
             mlm_comm_barrier(w, NULL);
             double t0 = now_us();
             if (mlm_comm_allreduce_sum(w, buf, n, &err)) mlm_comm_abort(w, 1);
@@ -67,7 +68,8 @@ int main(int argc, char **argv) {
     int V = 128256, part = (V + size - 1) / size;
     size_t *counts = malloc((size_t)size * sizeof *counts);
     float *all = malloc((size_t)part * (size_t)size * sizeof *all);
-    for (int r = 0; r < size; r++) counts[r] = (size_t)part * sizeof(float);
+    for (int r = 0; r < size; r++)
+        counts[r] = (size_t)part * sizeof(float);
     for (int i = 0; i < iters; i++) {
         mlm_comm_barrier(w, NULL);
         double t0 = now_us();

@@ -64,8 +64,10 @@ mlm_status mlm_comm_allreduce_sum(mlm_comm *c, float *buf, int64_t n, mlm_error 
 }
 
 void mlm_comm_get_stats(const mlm_comm *c, mlm_comm_stats *out) {
-    if (c) *out = c->stats;
-    else memset(out, 0, sizeof *out);
+    if (c)
+        *out = c->stats;
+    else
+        memset(out, 0, sizeof *out);
 }
 
 mlm_status mlm_comm_allgatherv(mlm_comm *c, const void *send, void *recv, const size_t *counts,
@@ -77,7 +79,8 @@ mlm_status mlm_comm_allgatherv(mlm_comm *c, const void *send, void *recv, const 
     double t0 = now_s();
     mlm_status st = c->ops->allgatherv(c, send, recv, counts, err);
     c->stats.gather_calls++;
-    for (int i = 0; i < c->size; i++) c->stats.gather_bytes += (int64_t)counts[i];
+    for (int i = 0; i < c->size; i++)
+        c->stats.gather_bytes += (int64_t)counts[i];
     c->stats.gather_s += now_s() - t0;
     return st;
 }
@@ -87,7 +90,8 @@ mlm_status mlm_comm_allgather(mlm_comm *c, const void *send, size_t bytes, void 
     int n = mlm_comm_size(c);
     size_t *counts = malloc((size_t)n * sizeof *counts);
     if (!counts) return mlm_err_set(err, MLM_ERR_NOMEM, "mesh: out of memory");
-    for (int i = 0; i < n; i++) counts[i] = bytes;
+    for (int i = 0; i < n; i++)
+        counts[i] = bytes;
     mlm_status st = mlm_comm_allgatherv(c, send, recv, counts, err);
     free(counts);
     return st;
@@ -146,8 +150,10 @@ mlm_status mlm_mesh_check_tp(const mlm_config *c, int tp, const char *mesh, mlm_
     int fit = largest_tp(c, tp);
     const char *use = fit == 1 ? "N150" : fit == 2 ? "N300" : fit == 8 ? "T3K" : NULL;
     char hint[96];
-    if (use) snprintf(hint, sizeof hint, "use %s (TP %d)", use, fit);
-    else snprintf(hint, sizeof hint, "use --tp %d", fit);
+    if (use)
+        snprintf(hint, sizeof hint, "use %s (TP %d)", use, fit);
+    else
+        snprintf(hint, sizeof hint, "use --tp %d", fit);
     return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                        "mesh%s%s: TP %d does not divide the model's %d %s (n_head %d, n_kv_head "
                        "%d); %s, or data-parallel lanes of TP %d (--dp)",
@@ -185,7 +191,8 @@ mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *
              * and the other axis as 4 lanes; a model whose heads do not divide 8 (Phi-4: 10 KV
              * heads) runs TP 2 lanes over the whole mesh. The other meshes are one TP group. */
             tp = devices;
-            if (!strcmp(name, "TG")) tp = cfg && largest_tp(cfg, 8) == 8 ? 8 : cfg ? largest_tp(cfg, 2) : 8;
+            if (!strcmp(name, "TG"))
+                tp = cfg && largest_tp(cfg, 8) == 8 ? 8 : cfg ? largest_tp(cfg, 2) : 8;
             dp = devices / tp;
         }
     } else {

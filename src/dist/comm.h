@@ -25,8 +25,8 @@ struct mlm_comm {
     const mlm_comm_ops *ops;
     int rank, size;
     int is_world;
-    void *impl;    /* owned by the implementation */
-    float *sum;    /* owned: all-reduce scratch (cap_sum floats), grown to the largest call */
+    void *impl; /* owned by the implementation */
+    float *sum; /* owned: all-reduce scratch (cap_sum floats), grown to the largest call */
     int64_t cap_sum;
     mlm_comm_stats stats;
 };

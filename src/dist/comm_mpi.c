@@ -76,8 +76,10 @@ static mlm_status mpi_allreduce(mlm_comm *c, float *buf, int64_t n, mlm_error *e
     mpi_impl *m = c->impl;
     int p = c->size, r = c->rank;
     if (n > (int64_t)INT_MAX)
-        return mlm_err_set(err, MLM_ERR_CAPACITY, "mesh: an all-reduce of %lld floats exceeds "
-                           "MPI's int counts", (long long)n);
+        return mlm_err_set(err, MLM_ERR_CAPACITY,
+                           "mesh: an all-reduce of %lld floats exceeds "
+                           "MPI's int counts",
+                           (long long)n);
     int64_t base = n / p, extra = n % p, off = 0;
     for (int j = 0; j < p; j++) {
         m->counts[j] = (int)(base + (j < extra));
@@ -85,7 +87,8 @@ static mlm_status mpi_allreduce(mlm_comm *c, float *buf, int64_t n, mlm_error *e
         off += m->counts[j];
     }
     int mine = m->counts[r];
-    for (int j = 0; j < p; j++) m->rcounts[j] = mine, m->rdispls[j] = j * mine;
+    for (int j = 0; j < p; j++)
+        m->rcounts[j] = mine, m->rdispls[j] = j * mine;
     mlm_status st = mlm_comm_scratch(c, (int64_t)mine * p, err);
     if (st) return st;
     int rc = MPI_Alltoallv(buf, m->counts, m->displs, MPI_FLOAT, c->sum, m->rcounts, m->rdispls,
@@ -94,7 +97,8 @@ static mlm_status mpi_allreduce(mlm_comm *c, float *buf, int64_t n, mlm_error *e
     float *dst = buf + m->displs[r];
     for (int k = 0; k < mine; k++) {
         float s = c->sum[k];
-        for (int j = 1; j < p; j++) s += c->sum[(int64_t)j * mine + k];
+        for (int j = 1; j < p; j++)
+            s += c->sum[(int64_t)j * mine + k];
         dst[k] = s;
     }
     rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, m->counts, m->displs, MPI_FLOAT, m->comm);
@@ -144,14 +148,16 @@ static void mpi_abort(mlm_comm *c, int code) {
 
 static void mpi_free(mlm_comm *c) {
     mpi_impl *m = c->impl;
-    if (c->is_world) MPI_Finalize();
-    else MPI_Comm_free(&m->comm);
+    if (c->is_world)
+        MPI_Finalize();
+    else
+        MPI_Comm_free(&m->comm);
     free(m->counts), free(m->displs), free(m->rcounts), free(m->rdispls);
     free(m);
 }
 
-static const mlm_comm_ops mpi_ops = {"mpi", mpi_split, mpi_allreduce, mpi_allgatherv,
-                                     mpi_bcast, mpi_barrier, mpi_abort, mpi_free};
+static const mlm_comm_ops mpi_ops = {"mpi",     mpi_split,   mpi_allreduce, mpi_allgatherv,
+                                     mpi_bcast, mpi_barrier, mpi_abort,     mpi_free};
 
 mlm_status mlm_comm_mpi_world(mlm_comm **out, mlm_error *err) {
     int inited = 0, provided = 0;

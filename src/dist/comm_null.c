@@ -43,8 +43,8 @@ static void null_abort(mlm_comm *c, int code) {
 
 static void null_free(mlm_comm *c) { (void)c; }
 
-static const mlm_comm_ops null_ops = {"single", null_split, null_allreduce, null_allgatherv,
-                                      null_bcast, null_barrier, null_abort, null_free};
+static const mlm_comm_ops null_ops = {"single",   null_split,   null_allreduce, null_allgatherv,
+                                      null_bcast, null_barrier, null_abort,     null_free};
 
 mlm_status mlm_comm_null_create(mlm_comm **out, mlm_error *err) {
     mlm_comm *c = calloc(1, sizeof *c);

@@ -55,9 +55,12 @@ static mem mem_now(void) {
     char line[256];
     long long kb;
     while (f && fgets(line, sizeof line, f)) {
-        if (sscanf(line, "VmHWM: %lld kB", &kb) == 1) m.hwm = kb * 1024;
-        else if (sscanf(line, "RssAnon: %lld kB", &kb) == 1) m.anon = kb * 1024;
-        else if (sscanf(line, "RssFile: %lld kB", &kb) == 1) m.file = kb * 1024;
+        if (sscanf(line, "VmHWM: %lld kB", &kb) == 1)
+            m.hwm = kb * 1024;
+        else if (sscanf(line, "RssAnon: %lld kB", &kb) == 1)
+            m.anon = kb * 1024;
+        else if (sscanf(line, "RssFile: %lld kB", &kb) == 1)
+            m.file = kb * 1024;
     }
     if (f) fclose(f);
     return m;
@@ -132,8 +135,8 @@ static int compare(const char *pa, const char *pb) {
         return 2;
     }
     if (na != nb || na % (N_POS * sizeof(float))) {
-        fprintf(stderr, "mesh_logits: %s has %zu bytes and %s %zu: not both %d x n_vocab f32\n",
-                pa, na, pb, nb, N_POS);
+        fprintf(stderr, "mesh_logits: %s has %zu bytes and %s %zu: not both %d x n_vocab f32\n", pa,
+                na, pb, nb, N_POS);
         free(a), free(b);
         return 2;
     }

@@ -43,9 +43,12 @@ static void report(int ok, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (ok) passed++;
-    else failed++;
-    if (n_lines < 64) snprintf(lines[n_lines++], sizeof lines[0], "%s - %s", ok ? "ok" : "not ok", msg);
+    if (ok)
+        passed++;
+    else
+        failed++;
+    if (n_lines < 64)
+        snprintf(lines[n_lines++], sizeof lines[0], "%s - %s", ok ? "ok" : "not ok", msg);
 }
 
 static void die(const char *what, const mlm_error *err, mlm_comm *world) {
@@ -61,7 +64,8 @@ typedef struct ref {
 
 static int ints(const json_t *a, int32_t *out, int n) {
     if (!json_is_array(a) || (int)json_array_size(a) < n) return -1;
-    for (int i = 0; i < n; i++) out[i] = (int32_t)json_integer_value(json_array_get(a, (size_t)i));
+    for (int i = 0; i < n; i++)
+        out[i] = (int32_t)json_integer_value(json_array_get(a, (size_t)i));
     return 0;
 }
 
@@ -121,7 +125,8 @@ static void run_logits(const mlm_model *m, const int32_t *tokens, int n, int chu
     if (mlm_exec_seq_reset(e, 0, 0, &err)) die("reset", &err, world);
     for (int i = 0; i < n; i += chunk) {
         int k = n - i < chunk ? n - i : chunk;
-        for (int j = 0; j < k; j++) pos[j] = i + j;
+        for (int j = 0; j < k; j++)
+            pos[j] = i + j;
         mlm_batch b = {.n = k, .tokens = tokens + i, .seq = seq, .pos = pos, .logits = want};
         if (mlm_exec_step(e, &b, out + (size_t)i * V, &err)) die("step", &err, world);
     }
@@ -144,7 +149,8 @@ static void run_greedy(const mlm_model *m, const int32_t *prompt, int32_t *out, 
     int32_t seq[N_PROMPT] = {0}, pos[N_PROMPT];
     int8_t want[N_PROMPT] = {0};
     want[N_PROMPT - 1] = 1;
-    for (int j = 0; j < N_PROMPT; j++) pos[j] = j;
+    for (int j = 0; j < N_PROMPT; j++)
+        pos[j] = j;
     if (mlm_exec_seq_reset(e, 0, 0, &err)) die("reset", &err, world);
     mlm_batch b = {.n = N_PROMPT, .tokens = prompt, .seq = seq, .pos = pos, .logits = want};
     if (mlm_exec_step(e, &b, logits, &err)) die("prefill", &err, world);
@@ -179,7 +185,8 @@ static double rel_diff(const float *a, const float *b, int n, int V, int *argmax
 static uint64_t fnv(const void *p, size_t n) {
     const unsigned char *s = p;
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ull;
     return h;
 }
 
@@ -187,10 +194,14 @@ int main(int argc, char **argv) {
     const char *fixture = NULL, *format = "hf", *profiles = "f32,bf16,accuracy,performance";
     int dp = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dp") && i + 1 < argc) dp = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--profiles") && i + 1 < argc) profiles = argv[++i];
-        else if (!strcmp(argv[i], "--format") && i + 1 < argc) format = argv[++i];
-        else fixture = argv[i];
+        if (!strcmp(argv[i], "--dp") && i + 1 < argc)
+            dp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profiles") && i + 1 < argc)
+            profiles = argv[++i];
+        else if (!strcmp(argv[i], "--format") && i + 1 < argc)
+            format = argv[++i];
+        else
+            fixture = argv[i];
     }
     mlm_comm *world = NULL;
     mlm_error err = {0};
@@ -202,7 +213,8 @@ int main(int argc, char **argv) {
     world_rank = mlm_comm_rank(world);
     int size = mlm_comm_size(world);
     ref r;
-    if (ref_load(fixture, &r)) die("reading the fixture's reference.json and logits.f32", NULL, world);
+    if (ref_load(fixture, &r))
+        die("reading the fixture's reference.json and logits.f32", NULL, world);
     char dir[600];
     snprintf(dir, sizeof dir, "%s/%s", fixture, format);
     mlm_config cfg;
@@ -215,7 +227,8 @@ int main(int argc, char **argv) {
     int lane = mc.lane, leader = mc.tp_rank == 0, V = r.vocab;
     /* this lane's user */
     int32_t user[N_TOK];
-    for (int i = 0; i < N_TOK; i++) user[i] = r.tokens[(i + 5 * lane) % N_TOK];
+    for (int i = 0; i < N_TOK; i++)
+        user[i] = r.tokens[(i + 5 * lane) % N_TOK];
     size_t n = (size_t)N_TOK * (size_t)V;
     float *tp_logits = malloc(n * sizeof(float)), *one = malloc(n * sizeof(float));
     uint64_t *hashes = malloc((size_t)mesh.tp * sizeof *hashes);
@@ -236,7 +249,8 @@ int main(int argc, char **argv) {
         if (mlm_comm_allgather(mc.tp, &h, sizeof h, hashes, &err)) die("gather", &err, world);
         if (leader) {
             int same = 1;
-            for (int i = 0; i < mesh.tp; i++) same &= hashes[i] == hashes[0];
+            for (int i = 0; i < mesh.tp; i++)
+                same &= hashes[i] == hashes[0];
             report(same, "%s: every rank's logits are bit-identical", what);
             mlm_model *m1 = load(dir, prof, NULL, world);
             run_logits(m1, user, N_TOK, N_TOK, one, world);
@@ -257,8 +271,8 @@ int main(int argc, char **argv) {
                    "%s: %d greedy tokens equal one process's", what, N_GEN);
             if (!strcmp(prof, "f32") && lane == 0) {
                 d = rel_diff(tp_logits, r.logits, N_TOK, V, &am);
-                report(d <= 1e-4, "%s: logits vs transformers: max diff %.2e x max|logit| (<= 1e-4)",
-                       what, d);
+                report(d <= 1e-4,
+                       "%s: logits vs transformers: max diff %.2e x max|logit| (<= 1e-4)", what, d);
                 report(!memcmp(tp_greedy, r.greedy, sizeof tp_greedy),
                        "%s: %d greedy tokens equal transformers'", what, N_GEN);
             }
@@ -281,7 +295,8 @@ int main(int argc, char **argv) {
         printf("%d passed, %d failed\n", p, f);
     }
     int rc = 0;
-    for (int i = 0; i < size; i++) rc |= all[2 * i + 1] != 0;
+    for (int i = 0; i < size; i++)
+        rc |= all[2 * i + 1] != 0;
     free(all), free(text), free(tp_logits), free(one), free(hashes), free(r.logits);
     mlm_mesh_leave(&mc);
     mlm_comm_free(world);

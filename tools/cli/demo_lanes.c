@@ -9,7 +9,8 @@
 /* A lane's message: its stats, then per output {n, stopped, tokens[n]} as int32. */
 static int32_t *pack(const mlm_gen_output *outs, int n, const demo_lane_stats *st, size_t *bytes) {
     size_t ints = sizeof *st / sizeof(int32_t) + 1;
-    for (int i = 0; i < n; i++) ints += 2 + (size_t)outs[i].n;
+    for (int i = 0; i < n; i++)
+        ints += 2 + (size_t)outs[i].n;
     int32_t *m = malloc(ints * sizeof *m);
     if (!m) return NULL;
     memcpy(m, st, sizeof *st);
@@ -34,7 +35,8 @@ int demo_lanes_gather(const mlm_mesh *mesh, const mlm_gen_output *outs, int n,
     int ok = counts && (!leader || msg);
     ok = ok && !mlm_comm_allgather(c, &mine_bytes, sizeof mine_bytes, counts, &err);
     size_t total = 0;
-    for (int r = 0; ok && r < size; r++) total += counts[r];
+    for (int r = 0; ok && r < size; r++)
+        total += counts[r];
     char *buf = ok ? malloc(total ? total : 1) : NULL;
     ok = ok && buf && !mlm_comm_allgatherv(c, msg, buf, counts, &err);
     if (ok && cli_rank() == 0) {
@@ -56,8 +58,9 @@ int demo_lanes_gather(const mlm_mesh *mesh, const mlm_gen_output *outs, int n,
             p += counts[r];
         }
     }
-    if (!ok) fprintf(stderr, "meshlm demo: gathering the lanes' outputs: %s\n",
-                     err.msg[0] ? err.msg : "out of memory");
+    if (!ok)
+        fprintf(stderr, "meshlm demo: gathering the lanes' outputs: %s\n",
+                err.msg[0] ? err.msg : "out of memory");
     free(counts), free(msg), free(buf);
     return ok;
 }

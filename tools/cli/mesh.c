@@ -74,8 +74,10 @@ int cli_mesh_flag(const char *cmd, const char *flag, const char *value, cli_prec
         return 1;
     }
     if (!cli_int(cmd, flag, value, 1, 1024, &v)) return 0;
-    if (!strcmp(flag, "--tp")) p->tp = (int)v;
-    else p->dp = (int)v;
+    if (!strcmp(flag, "--tp"))
+        p->tp = (int)v;
+    else
+        p->dp = (int)v;
     return 1;
 }
 
@@ -87,20 +89,21 @@ static const char *mesh_name(const cli_precision *p, int *fake) {
     return *fake ? f : p->mesh;
 }
 
-mlm_status cli_mesh_resolve(const mlm_config *cfg, const cli_precision *p, int world,
-                            mlm_mesh *out, mlm_error *err) {
+mlm_status cli_mesh_resolve(const mlm_config *cfg, const cli_precision *p, int world, mlm_mesh *out,
+                            mlm_error *err) {
     int fake;
     const char *name = mesh_name(p, &fake);
     if (fake && !mlm_mesh_devices(name)) {
         err->status = MLM_ERR_INVALID_ARG;
-        snprintf(err->msg, sizeof err->msg,
-                 "MESHLM_FAKE_DEVICE is N150, N300, T3K or TG, got '%s'", name);
+        snprintf(err->msg, sizeof err->msg, "MESHLM_FAKE_DEVICE is N150, N300, T3K or TG, got '%s'",
+                 name);
         return err->status;
     }
     /* mpirun -np N with no mesh flag: one TP group of all N ranks; with --dp M alone, M lanes
      * of N / M */
     int tp = p->tp;
-    if (!name && !tp) tp = !p->dp ? world : world % p->dp == 0 && world >= p->dp ? world / p->dp : 1;
+    if (!name && !tp)
+        tp = !p->dp ? world : world % p->dp == 0 && world >= p->dp ? world / p->dp : 1;
     return mlm_mesh_resolve(name, tp, p->dp, cfg, world, fake, out, err);
 }
 
