@@ -393,8 +393,8 @@ int mlm_comm_launched(void);
  * SERIALIZED), else a single-process communicator. UNSUPPORTED under a launcher when meshlm
  * was built without MPI. Free it last (it finalizes MPI). */
 mlm_status mlm_comm_world(mlm_comm **out, mlm_error *err);
-int mlm_comm_rank(const mlm_comm *comm); /* NULL: 0 */
-int mlm_comm_size(const mlm_comm *comm); /* NULL: 1 */
+int mlm_comm_rank(const mlm_comm *comm);         /* NULL: 0 */
+int mlm_comm_size(const mlm_comm *comm);         /* NULL: 1 */
 const char *mlm_comm_kind(const mlm_comm *comm); /* "mpi" or "single" */
 /* Splits COMM (collective): ranks with the same COLOR form a new communicator, ordered by
  * KEY; a negative COLOR joins none (*OUT NULL). */

@@ -20,10 +20,10 @@ struct mlm_exec {
     const int32_t **blocks; /* owned (max_step_tokens) */
     int32_t *step_len;      /* owned (max_seqs): entries each sequence gets in this step */
     /* leading or following under TP (mesh): one step's message, and a follower's logits */
-    int32_t *msg;           /* owned (msg_cap ints) */
+    int32_t *msg; /* owned (msg_cap ints) */
     int64_t msg_cap;
-    float *follow_logits;   /* owned (max_step_logits x n_vocab), followers only */
-    int8_t *flags;          /* owned (max_step_tokens): a follower's logits flags */
+    float *follow_logits; /* owned (max_step_logits x n_vocab), followers only */
+    int8_t *flags;        /* owned (max_step_tokens): a follower's logits flags */
 };
 
 /* A leader's step message, after a header of 3 ints {n, n_seqs, ints that follow}: per token
@@ -254,14 +254,20 @@ mlm_status mlm_exec_follow(mlm_exec *e, mlm_error *err) {
         }
         for (int32_t i = 0; i < n; i++) {
             if (which[i] < 0 || which[i] >= n_seqs)
-                return mlm_err_set(err, MLM_ERR_INTERNAL, "executor: a step message names "
-                                   "sequence %d of %d", which[i], n_seqs);
+                return mlm_err_set(err, MLM_ERR_INTERNAL,
+                                   "executor: a step message names "
+                                   "sequence %d of %d",
+                                   which[i], n_seqs);
             e->kv_idx[i] = idx[i];
             e->blocks[i] = seq_pages[which[i]];
             e->flags[i] = (int8_t)want[i];
         }
-        mlm_fwd_batch fb = {.n = n, .tokens = tok, .pos = pos, .blocks = e->blocks,
-                            .kv_idx = e->kv_idx, .want_logits = e->flags};
+        mlm_fwd_batch fb = {.n = n,
+                            .tokens = tok,
+                            .pos = pos,
+                            .blocks = e->blocks,
+                            .kv_idx = e->kv_idx,
+                            .want_logits = e->flags};
         if ((st = mlm_forward(mod, &fb, e->kv.layers, e->scratch, e->pool, e->follow_logits, err)))
             return st;
     }

@@ -79,8 +79,8 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int tp_size,
-                         char *key, size_t size, mlm_error *err) {
+mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int tp_size, char *key,
+                         size_t size, mlm_error *err) {
     char real[PATH_MAX];
     if (!realpath(dir, real))
         return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
@@ -116,7 +116,8 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int
     mlm_profile_describe(p, types, sizeof types);
     if (len < size)
         len += (size_t)snprintf(key + len, size - len, "profile %s\ntypes %s\n", p->name, types);
-    if (len < size && tp_size == 1) len += (size_t)snprintf(key + len, size - len, "mesh 1\n");
+    if (len < size && tp_size == 1)
+        len += (size_t)snprintf(key + len, size - len, "mesh 1\n");
     else if (len < size)
         len += (size_t)snprintf(key + len, size - len, "mesh tp %d rank %d\n", tp_size, tp_rank);
     if (len >= size)
@@ -171,16 +172,19 @@ mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
     unsigned h = (unsigned)(mlm_hash64(id, strlen(id), SEED) & 0xffffffffu);
     /* A TP shard goes to the folder of the seeds' mesh of that many devices (N300/, T3K/, TG/;
      * TPn/ otherwise), one file per rank: a DP lane of TP 2 on T3K shares N300's files. */
-    int tp = mlm_comm_size(params ? params->tp : NULL), r = mlm_comm_rank(params ? params->tp : NULL);
+    int tp = mlm_comm_size(params ? params->tp : NULL),
+        r = mlm_comm_rank(params ? params->tp : NULL);
     int n;
     if (tp == 1) {
         n = snprintf(path, size, "%s/%s.%s.%08x.mlmc", folder, base, prof->name, h);
     } else {
         char mesh[16];
-        if (tp == 2 || tp == 8 || tp == 32) snprintf(mesh, sizeof mesh, "%s", tp == 2 ? "N300" : tp == 8 ? "T3K" : "TG");
-        else snprintf(mesh, sizeof mesh, "TP%d", tp);
-        n = snprintf(path, size, "%s/%s/%s.%s.%08x.rank%dof%d.mlmc", folder, mesh, base,
-                     prof->name, h, r, tp);
+        if (tp == 2 || tp == 8 || tp == 32)
+            snprintf(mesh, sizeof mesh, "%s", tp == 2 ? "N300" : tp == 8 ? "T3K" : "TG");
+        else
+            snprintf(mesh, sizeof mesh, "TP%d", tp);
+        n = snprintf(path, size, "%s/%s/%s.%s.%08x.rank%dof%d.mlmc", folder, mesh, base, prof->name,
+                     h, r, tp);
     }
     if (n < 0 || (size_t)n >= size)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "cache: path too long");

@@ -26,8 +26,26 @@
 
 // ---- scratch ----
 
-enum { P_X, P_XB, P_Q, P_K, P_V, P_GATE, P_UP, P_ATT, P_XF, P_AQ, P_AU, P_AD, P_AH, P_ATTS, P_JOBS,
-       P_LOGL, P_LOGG, N_PARTS };
+enum {
+    P_X,
+    P_XB,
+    P_Q,
+    P_K,
+    P_V,
+    P_GATE,
+    P_UP,
+    P_ATT,
+    P_XF,
+    P_AQ,
+    P_AU,
+    P_AD,
+    P_AH,
+    P_ATTS,
+    P_JOBS,
+    P_LOGL,
+    P_LOGG,
+    N_PARTS
+};
 
 typedef struct att_tile { /* one attention task, less the layer */
     int32_t t0, q0, n_q;  /* first token in the batch, its KV entry, query count */
@@ -80,8 +98,8 @@ static mlm_config shard_of(const mlm_config *c, int tp) {
     return s;
 }
 
-size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens,
-                                int32_t max_logits, int n_threads) {
+size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens, int32_t max_logits,
+                                int n_threads) {
     size_t sizes[N_PARTS], total = 0;
     mlm_config shard = shard_of(c, tp > 0 ? tp : 1);
     scratch_layout(&shard, tp, max_tokens, max_logits, n_threads, sizes);
@@ -289,7 +307,8 @@ static mlm_status reduce_residual(const mlm_model *m, float *x, float *p, int64_
                                   mlm_error *err) {
     mlm_status st = mlm_comm_allreduce_sum(m->tp, p, n * d, err);
     if (st) return st;
-    for (int64_t i = 0; i < n * d; i++) x[i] += p[i];
+    for (int64_t i = 0; i < n * d; i++)
+        x[i] += p[i];
     return MLM_OK;
 }
 
@@ -334,13 +353,26 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
         part[i] = p;
         p += (sizes[i] + 63) / 64 * 64;
     }
-    fwd f = {.m = m, .b = b, .n = n, .x = (float *)part[P_X], .xb = (float *)part[P_XB],
-             .q = (float *)part[P_Q], .k = (float *)part[P_K], .v = (float *)part[P_V],
-             .gate = (float *)part[P_GATE], .up = (float *)part[P_UP], .att = (float *)part[P_ATT],
-             .xf = (float *)part[P_XF], .aq = (int8_t *)part[P_AQ], .au = (uint8_t *)part[P_AU],
-             .ad = (float *)part[P_AD], .ah = (uint16_t *)part[P_AH],
-             .att_scratch = (float *)part[P_ATTS], .tiles = (att_tile *)part[P_JOBS],
-             .logits_local = (float *)part[P_LOGL], .logits_all = (float *)part[P_LOGG]};
+    fwd f = {.m = m,
+             .b = b,
+             .n = n,
+             .x = (float *)part[P_X],
+             .xb = (float *)part[P_XB],
+             .q = (float *)part[P_Q],
+             .k = (float *)part[P_K],
+             .v = (float *)part[P_V],
+             .gate = (float *)part[P_GATE],
+             .up = (float *)part[P_UP],
+             .att = (float *)part[P_ATT],
+             .xf = (float *)part[P_XF],
+             .aq = (int8_t *)part[P_AQ],
+             .au = (uint8_t *)part[P_AU],
+             .ad = (float *)part[P_AD],
+             .ah = (uint16_t *)part[P_AH],
+             .att_scratch = (float *)part[P_ATTS],
+             .tiles = (att_tile *)part[P_JOBS],
+             .logits_local = (float *)part[P_LOGL],
+             .logits_all = (float *)part[P_LOGG]};
     int64_t d = c->n_embd, qdim = (int64_t)c->n_head * c->head_dim;
     /* Alone, wo and w2 add into the residual in their epilogue; under TP each rank's product
      * is a partial sum, all-reduced before it is added. */

@@ -20,8 +20,8 @@ typedef struct mlm_fwd_batch {
 /* Bytes of scratch mlm_forward needs for up to MAX_TOKENS tokens, MAX_LOGITS of them asking
  * for logits, on a pool of N_THREADS threads (the same whatever the context length), for one
  * rank of TP (1: the whole model C). */
-size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens,
-                                int32_t max_logits, int n_threads);
+size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens, int32_t max_logits,
+                                int n_threads);
 
 /* Runs the model on batch B: stores each token's K/V in KV[layer] and writes one row of
  * n_vocab logits per token that asked, in batch order, to LOGITS. The caller guarantees that

@@ -171,7 +171,8 @@ static void read_cols(const mlm_tensor_view *t, int64_t r, int64_t c0, int64_t c
         mlm_ggml_dequantize(t->ggml_type, row + (size_t)b0 * bb, (b1 - b0) * be, dst + b0 * be);
         return;
     }
-    for (int64_t c = c0; c < c1; c++) dst[c] = elem(t, r, c);
+    for (int64_t c = c0; c < c1; c++)
+        dst[c] = elem(t, r, c);
 }
 
 /* The type to bind ROLE (layer L) in, for a source tensor of dtype SRC: the profile's when it
@@ -195,7 +196,6 @@ static mlm_wtype bind_type(const binder *b, role r, int l, mlm_dtype src) {
 typedef struct slice {
     int64_t row0, rows, total_rows, col0, cols, total_cols;
 } slice;
-
 
 /* Binds slice S of the tensor of ROLE in layer L. Meta shards are concatenated on dim 0
  * (column parallel) or dim 1 (row parallel, SPLIT_COLS), and only the shards that hold part
@@ -257,8 +257,10 @@ static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, 
             read_cols(v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
             for (int64_t c = lo; c < hi; c++) {
                 int64_t at = i * s.cols + (c - s.col0);
-                if (want == MLM_DTYPE_F32) ((float *)buf)[at] = tmp[c - c0];
-                else ((uint16_t *)buf)[at] = mlm_f32_to_bf16(tmp[c - c0]);
+                if (want == MLM_DTYPE_F32)
+                    ((float *)buf)[at] = tmp[c - c0];
+                else
+                    ((uint16_t *)buf)[at] = mlm_f32_to_bf16(tmp[c - c0]);
             }
         }
     }
@@ -266,7 +268,8 @@ static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, 
     out->data = buf;
     /* the source's pages are no longer needed by this process: only the copy stays resident */
     if (mlm_checkpoint_mapped(m->ckpt))
-        for (int k = 0; k < b->n_shards; k++) mlm_mapfile_release(v[k]->data, view_bytes(v[k]));
+        for (int k = 0; k < b->n_shards; k++)
+            mlm_mapfile_release(v[k]->data, view_bytes(v[k]));
     return MLM_OK;
 }
 

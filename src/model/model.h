@@ -114,8 +114,8 @@ mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
 const char *mlm_model_params_profile(const mlm_model_params *params);
 /* The cache key of the model in DIR with profile P: source file names, sizes and mtimes,
  * the profile's types, the mesh and the format version. */
-mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int tp_size,
-                         char *key, size_t size, mlm_error *err);
+mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int tp_size, char *key,
+                         size_t size, mlm_error *err);
 
 /* Fills model->inv_freq from the config (plain RoPE or llama3 scaling), float32 as the
  * references compute it. */

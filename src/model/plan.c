@@ -56,8 +56,8 @@ mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimi
     plan->weights = mlm_profile_weight_bytes(&prof, c, 1);
     plan->kv = (int64_t)c->n_layer * 2 * (int64_t)p.max_num_blocks * p.block_size *
                mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
-    plan->scratch = (int64_t)mlm_forward_scratch_size(full, tp, p.max_step_tokens,
-                                                      p.max_step_logits, threads);
+    plan->scratch =
+        (int64_t)mlm_forward_scratch_size(full, tp, p.max_step_tokens, p.max_step_logits, threads);
     plan->total = plan->weights + plan->kv + plan->scratch + PROCESS_ALLOWANCE;
     plan->available = mem_available();
     mlm_profile_deinit(&prof);

@@ -887,8 +887,7 @@ static char *out_path(const job *jb, const char *name) {
     return mlm_path_join(jb->p->out_dir, name);
 }
 
-static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *jb,
-                              mlm_error *err) {
+static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *jb, mlm_error *err) {
     memset(jb, 0, sizeof *jb);
     jb->p = p;
     if (!p->out_dir || !p->out_dir[0])
@@ -1145,8 +1144,8 @@ static mlm_status run(job *jb, mlm_error *err) {
 
 // ---- public API ----
 
-mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_layer,
-                                        int64_t *total, mlm_error *err) {
+mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_layer, int64_t *total,
+                                        mlm_error *err) {
     *total = 0;
     if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
     job jb;

@@ -60,8 +60,8 @@ void mlm_synth_plan_free(mlm_synth_plan *plan);
  * mlm_synth_plan_make_layers plans them (0: all, the public functions' behaviour). What
  * `meshlm synth --layers` needs; the public mlm_synth_params has no field for it yet. */
 mlm_status mlm_synth_layers(const mlm_synth_params *p, int32_t n_layer, mlm_error *err);
-mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_layer,
-                                        int64_t *total, mlm_error *err);
+mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_layer, int64_t *total,
+                                        mlm_error *err);
 
 /* Writes N values of T, elements [FIRST, FIRST + N) in T's row-major order, to DST as
  * DTYPE (bf16: round-to-nearest-even of the f32 value). Values are approximately normal

@@ -432,8 +432,7 @@ TEST(real_preset_plans) {
 static int json_equal_but(const char *a, const char *b, const char *key, int n) {
     json_error_t je;
     json_t *x = json_loads(a, 0, &je), *y = json_loads(b, 0, &je);
-    int eq = x && y && json_integer_value(json_object_get(x, key)) == n &&
-             json_object_get(y, key);
+    int eq = x && y && json_integer_value(json_object_get(x, key)) == n && json_object_get(y, key);
     if (eq) json_object_set(x, key, json_object_get(y, key));
     eq = eq && json_equal(x, y);
     json_decref(x);

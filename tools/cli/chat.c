@@ -602,8 +602,10 @@ int cmd_chat(int argc, char **argv) {
     }
     cli_precision_resolve(&o.prec, o.model);
     if (o.prec.dp > 1)
-        return cli_usage("chat", "--dp %d: chat runs one user; data-parallel lanes serve "
-                         "several (meshlm demo)", o.prec.dp);
+        return cli_usage("chat",
+                         "--dp %d: chat runs one user; data-parallel lanes serve "
+                         "several (meshlm demo)",
+                         o.prec.dp);
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;

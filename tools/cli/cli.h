@@ -48,14 +48,14 @@ typedef struct cli_precision {
     int tp, dp;                 /* --tp, --dp; 0 = from the mesh */
 } cli_precision;
 
-#define CLI_PRECISION_HELP                                                                    \
-    "      --optimizations P    precision profile: performance (BFP4 MLP up/gate, BFP8\n"    \
-    "                           elsewhere; the default for checkpoints), accuracy (all\n"   \
-    "                           BFP8), bf16 (the default for GGUF files) or f32\n"          \
-    "      --decoder-config F   per-layer precision overrides (the seeds' JSON format)\n"    \
-    "      --mesh M             run on a mesh of MPI ranks (under mpirun): N150 (1), N300\n"  \
-    "                           (2), T3K (8) or TG (32: TP 8 x 4 lanes for Llama, TP 2 x 16\n" \
-    "                           for Phi-4); heads and MLP columns are split over TP ranks\n"  \
+#define CLI_PRECISION_HELP                                                                         \
+    "      --optimizations P    precision profile: performance (BFP4 MLP up/gate, BFP8\n"          \
+    "                           elsewhere; the default for checkpoints), accuracy (all\n"          \
+    "                           BFP8), bf16 (the default for GGUF files) or f32\n"                 \
+    "      --decoder-config F   per-layer precision overrides (the seeds' JSON format)\n"          \
+    "      --mesh M             run on a mesh of MPI ranks (under mpirun): N150 (1), N300\n"       \
+    "                           (2), T3K (8) or TG (32: TP 8 x 4 lanes for Llama, TP 2 x 16\n"     \
+    "                           for Phi-4); heads and MLP columns are split over TP ranks\n"       \
     "      --tp N, --dp M       TP ranks per lane and data-parallel lanes (TP x DP ranks)\n"
 
 /* Handles --optimizations, --dtype (f32|bf16, the older spelling) and --decoder-config with
@@ -73,8 +73,9 @@ static inline int cli_is_sampling_flag(const char *a) {
 void cli_precision_resolve(cli_precision *p, const char *dir);
 /* Whether FLAG is one of those. */
 static inline int cli_is_precision_flag(const char *a) {
-    return !strcmp(a, "--optimizations") || !strcmp(a, "--dtype") || !strcmp(a, "--decoder-config") ||
-           !strcmp(a, "--mesh") || !strcmp(a, "--tp") || !strcmp(a, "--dp");
+    return !strcmp(a, "--optimizations") || !strcmp(a, "--dtype") ||
+           !strcmp(a, "--decoder-config") || !strcmp(a, "--mesh") || !strcmp(a, "--tp") ||
+           !strcmp(a, "--dp");
 }
 
 /* ---- the mesh (mesh.c) ---- */
@@ -92,12 +93,11 @@ FILE *cli_err_stream(void);
 /* --mesh, --tp and --dp with VALUE into P; 0 after a usage error. */
 int cli_mesh_flag(const char *cmd, const char *flag, const char *value, cli_precision *p);
 /* Resolves P's mesh (flags, or MESHLM_FAKE_DEVICE) for CFG on WORLD ranks into OUT. */
-mlm_status cli_mesh_resolve(const mlm_config *cfg, const cli_precision *p, int world,
-                            mlm_mesh *out, mlm_error *err);
+mlm_status cli_mesh_resolve(const mlm_config *cfg, const cli_precision *p, int world, mlm_mesh *out,
+                            mlm_error *err);
 /* Resolves and joins the mesh for the model in DIR, once (CMD names the command in its
  * notice); a rank past the mesh (a fake device) exits 0 here. */
-mlm_status cli_mesh_setup(const char *cmd, const char *dir, const cli_precision *p,
-                          mlm_error *err);
+mlm_status cli_mesh_setup(const char *cmd, const char *dir, const cli_precision *p, mlm_error *err);
 /* After setup: the mesh (NULL without one), this rank's TP group, all the mesh's ranks, this
  * rank's lane and whether it leads it (TP rank 0). */
 const mlm_mesh *cli_mesh(void);

@@ -218,8 +218,8 @@ static char *text_of(const mlm_tokenizer *tok, const int32_t *ids, int32_t n) {
 
 /* User U of repeat batch R in LANE: the prompt index (the list repeated to fill every lane's
  * batch, shifted by R for ci-eval's rotation) and its sampling, in *SP. */
-static int user_of(const demo_config *c, const demo_prompt *prompts, int n_prompts, int lane,
-                   int r, int u, mlm_sampler_params *sp) {
+static int user_of(const demo_config *c, const demo_prompt *prompts, int n_prompts, int lane, int r,
+                   int u, mlm_sampler_params *sp) {
     int B = c->batch_size, k = ((c->rotate ? r : 0) + lane * B + u) % n_prompts;
     const mlm_tokens *ids = &prompts[k].ids;
     *sp = mlm_sampler_default_params();
@@ -232,7 +232,8 @@ static int user_of(const demo_config *c, const demo_prompt *prompts, int n_promp
     }
     /* seeded by the prompt's tokens: the same prompt samples the same way anywhere */
     uint64_t h = 1469598103934665603ull;
-    for (int64_t t = 0; t < ids->n; t++) h = (h ^ (uint64_t)(uint32_t)ids->ids[t]) * 1099511628211ull;
+    for (int64_t t = 0; t < ids->n; t++)
+        h = (h ^ (uint64_t)(uint32_t)ids->ids[t]) * 1099511628211ull;
     sp->seed = h;
     return k;
 }
@@ -372,8 +373,9 @@ int cmd_demo(int argc, char **argv) {
         if (!rc && dp > 1) {
             struct rusage ru0;
             getrusage(RUSAGE_SELF, &ru0);
-            demo_lane_stats me = {prefill_s, decode_s, first_s, (double)ru0.ru_maxrss * 1024 / 1e9,
-                                  prefill_tokens, decode_tokens, steps};
+            demo_lane_stats me = {
+                prefill_s,      decode_s,      first_s, (double)ru0.ru_maxrss * 1024 / 1e9,
+                prefill_tokens, decode_tokens, steps};
             mlm_gen_output *all = calloc((size_t)(dp * B * R), sizeof *all);
             int *which_all = calloc((size_t)(dp * B * R), sizeof *which_all);
             mlm_sampler_params *sp_all = calloc((size_t)(dp * B * R), sizeof *sp_all);
@@ -386,7 +388,8 @@ int cmd_demo(int argc, char **argv) {
                         int i = (l * R + r) * B + u;
                         which_all[i] = user_of(&c, prompts, n_prompts, l, r, u, &sp_all[i]);
                     }
-            for (int i = 0; i < B * R; i++) mlm_gen_output_deinit(&outs[i]);
+            for (int i = 0; i < B * R; i++)
+                mlm_gen_output_deinit(&outs[i]);
             free(outs), free(which), free(sp_of);
             outs = all, which = which_all, sp_of = sp_all, R *= dp; /* lanes as more batches */
             prefill_s = decode_s = first_s = 0, prefill_tokens = decode_tokens = steps = 0;
@@ -401,7 +404,8 @@ int cmd_demo(int argc, char **argv) {
             }
             mt.n_lanes = dp, mt.tp = mesh->tp;
             if (cli_rank() != 0) { /* rank 0 reports for every lane */
-                for (int i = 0; i < B * R; i++) mlm_gen_output_deinit(&outs[i]);
+                for (int i = 0; i < B * R; i++)
+                    mlm_gen_output_deinit(&outs[i]);
                 free(users), free(outs), free(which), free(sp_of);
                 mlm_exec_free(e);
                 mlm_tokenizer_free(tok);
@@ -457,9 +461,11 @@ int cmd_demo(int argc, char **argv) {
             if (own_gb > mt.peak_gb) mt.peak_gb = own_gb; /* lanes: the largest rank's */
             if (mt.n_lanes > 1) { /* the lanes run at once: their rates add up */
                 mt.decode_tps = 0;
-                for (int l = 0; l < mt.n_lanes; l++) mt.decode_tps += mt.lane_tps[l];
+                for (int l = 0; l < mt.n_lanes; l++)
+                    mt.decode_tps += mt.lane_tps[l];
                 /* prefill: each lane's prompts in its own time, side by side */
-                mt.prefill_tps = prefill_s > 0 ? (double)prefill_tokens / (prefill_s / mt.n_lanes) : 0;
+                mt.prefill_tps =
+                    prefill_s > 0 ? (double)prefill_tokens / (prefill_s / mt.n_lanes) : 0;
             }
             char **ptext = calloc((size_t)(B * R), sizeof *ptext);
             char **otext = calloc((size_t)(B * R), sizeof *otext);

@@ -97,9 +97,10 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
         printf("  decode total            %10.2f tok/s\n", mt->decode_tps);
         printf("  decode step (mean)      %10.2f ms\n", mt->step_ms);
         if (mt->n_lanes > 1) {
-            printf("  data-parallel lanes     %10d lanes of TP %d, decode tok/s per lane:", mt->n_lanes,
-                   mt->tp);
-            for (int l = 0; l < mt->n_lanes; l++) printf(" %.2f", mt->lane_tps[l]);
+            printf("  data-parallel lanes     %10d lanes of TP %d, decode tok/s per lane:",
+                   mt->n_lanes, mt->tp);
+            for (int l = 0; l < mt->n_lanes; l++)
+                printf(" %.2f", mt->lane_tps[l]);
             printf("\n");
         }
     }

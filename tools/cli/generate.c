@@ -31,9 +31,8 @@ static void help(void) {
            "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
            "      --seed S             RNG seed for sampling (default 0): same seed, same text\n"
-           "      --max-seq-len N      KV capacity in tokens, prompt included (default 4096)\n"
-           CLI_PRECISION_HELP
-           "      --threads N          threads (default: all cores)\n"
+           "      --max-seq-len N      KV capacity in tokens, prompt included (default "
+           "4096)\n" CLI_PRECISION_HELP "      --threads N          threads (default: all cores)\n"
            "      --prefill-chunk N    prompt tokens per step (default 2048): longer prompts are\n"
            "                           read in chunks, so step memory does not grow with them\n"
            "      --json               print one JSON object (prompt ids, generated ids, text,\n"
@@ -284,8 +283,10 @@ int cmd_generate(int argc, char **argv) {
     }
     cli_precision_resolve(&o.prec, o.model);
     if (o.prec.dp > 1)
-        return cli_usage("generate", "--dp %d: generate runs one user; data-parallel lanes serve "
-                         "several (meshlm demo)", o.prec.dp);
+        return cli_usage("generate",
+                         "--dp %d: generate runs one user; data-parallel lanes serve "
+                         "several (meshlm demo)",
+                         o.prec.dp);
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;

@@ -97,7 +97,8 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
     int here = local_ranks();
     if (here > 1) plan.total *= here, plan.weights *= here, plan.kv *= here, plan.scratch *= here;
     if (plan.available < 0 || plan.total <= plan.available) return 1;
-    if (here > 1) fprintf(stderr, "meshlm %s: the %d ranks on this machine each hold a shard\n", cmd, here);
+    if (here > 1)
+        fprintf(stderr, "meshlm %s: the %d ranks on this machine each hold a shard\n", cmd, here);
     const double GB = 1e9;
     fprintf(stderr,
             "meshlm %s: %s needs %.1f GB (weights %.1f GB in the %s profile, KV cache %.1f GB "

@@ -23,19 +23,21 @@ int cmd_plan(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_is_help(argv[i])) {
-            printf("usage: meshlm plan [-m DIR] [--mesh M | --tp N [--dp M]]\n\n"
-                   "Prints, for each precision profile and batch size (1, 2, 4, 8, 16, 32), the\n"
-                   "largest max_seq_len per user whose weights + KV cache + scratch fit the memory\n"
-                   "available now (as `meshlm demo` checks before allocating). Without -m, the\n"
-                   "embedded default model.\n\n"
-                   "  --mesh M          for one rank of mesh M (N150, N300, T3K, TG): its shard\n"
-                   "                    of the weights and its KV heads, on a machine like this\n"
-                   "                    one (a batch is one lane's users); no mpirun needed\n"
-                   "  --tp N, --dp M    the same for TP N ranks per lane, M lanes\n");
+            printf(
+                "usage: meshlm plan [-m DIR] [--mesh M | --tp N [--dp M]]\n\n"
+                "Prints, for each precision profile and batch size (1, 2, 4, 8, 16, 32), the\n"
+                "largest max_seq_len per user whose weights + KV cache + scratch fit the memory\n"
+                "available now (as `meshlm demo` checks before allocating). Without -m, the\n"
+                "embedded default model.\n\n"
+                "  --mesh M          for one rank of mesh M (N150, N300, T3K, TG): its shard\n"
+                "                    of the weights and its KV heads, on a machine like this\n"
+                "                    one (a batch is one lane's users); no mpirun needed\n"
+                "  --tp N, --dp M    the same for TP N ranks per lane, M lanes\n");
             return CLI_OK;
         } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
             if (!(model = cli_value(argc, argv, &i))) return cli_usage("plan", "-m needs a value");
-        } else if (!strcmp(argv[i], "--mesh") || !strcmp(argv[i], "--tp") || !strcmp(argv[i], "--dp")) {
+        } else if (!strcmp(argv[i], "--mesh") || !strcmp(argv[i], "--tp") ||
+                   !strcmp(argv[i], "--dp")) {
             const char *a = argv[i];
             if (!(v = cli_value(argc, argv, &i))) return cli_usage("plan", "%s needs a value", a);
             if (!cli_mesh_flag("plan", a, v, &mesh_flags)) return CLI_USAGE;
@@ -56,7 +58,8 @@ int cmd_plan(int argc, char **argv) {
     if (mesh_flags.mesh || mesh_flags.tp || mesh_flags.dp) {
         /* the mesh as it would run: a world of exactly its devices */
         int devices = mesh_flags.mesh ? mlm_mesh_devices(mesh_flags.mesh)
-                                      : (mesh_flags.tp ? mesh_flags.tp : 1) * (mesh_flags.dp ? mesh_flags.dp : 1);
+                                      : (mesh_flags.tp ? mesh_flags.tp : 1) *
+                                            (mesh_flags.dp ? mesh_flags.dp : 1);
         if (mlm_mesh_resolve(mesh_flags.mesh, mesh_flags.tp, mesh_flags.dp, &cfg, devices, 0, &mesh,
                              &err)) {
             free(dflt);

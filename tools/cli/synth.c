@@ -285,8 +285,7 @@ int cmd_synth(int argc, char **argv) {
                 "meshlm: %s: not enough free space: %s%s needs %.1f MB (%lld bytes), the "
                 "filesystem has %.1f MB (%lld bytes) free\n",
                 p.out_dir, p.preset, layers, (double)total / 1e6, (long long)total,
-                (double)avail / 1e6,
-                (long long)avail);
+                (double)avail / 1e6, (long long)avail);
         free(tok);
         return CLI_RUNTIME;
     }
@@ -299,8 +298,7 @@ int cmd_synth(int argc, char **argv) {
     free(tok);
     if (st) return cli_fail(&err);
     double secs = cli_now() - ps.start;
-    fprintf(stderr,
-            "synth: wrote %s%s (%s, %s, seed %llu) to %s: %.1f MB in %.1f s (%.0f MB/s)\n",
+    fprintf(stderr, "synth: wrote %s%s (%s, %s, seed %llu) to %s: %.1f MB in %.1f s (%.0f MB/s)\n",
             p.preset, layers, p.format == MLM_SYNTH_META ? "meta" : "hf", mlm_dtype_name(p.dtype),
             (unsigned long long)p.seed, p.out_dir, (double)total / 1e6, secs,
             secs > 0 ? (double)total / 1e6 / secs : 0);

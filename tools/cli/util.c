@@ -14,7 +14,8 @@
 int cli_fail(const mlm_error *err) {
     const char *msg = err->msg[0] ? err->msg : mlm_status_str(err->status);
     if (cli_world_size() > 1) /* on a mesh: each rank says what failed, with its rank */
-        fprintf(cli_err_stream(), "meshlm (rank %d of %d): %s\n", cli_rank(), cli_world_size(), msg);
+        fprintf(cli_err_stream(), "meshlm (rank %d of %d): %s\n", cli_rank(), cli_world_size(),
+                msg);
     else
         fprintf(stderr, "meshlm: %s\n", msg);
     return CLI_RUNTIME;

@@ -332,8 +332,10 @@ int cmd_serve(int argc, char **argv) {
     if (o.prec.dp > 1) {
         free(alias);
         free(default_model);
-        return cli_usage("serve", "--dp %d: one TP group serves (rank 0 answers HTTP); "
-                         "data-parallel lanes are for meshlm demo", o.prec.dp);
+        return cli_usage("serve",
+                         "--dp %d: one TP group serves (rank 0 answers HTTP); "
+                         "data-parallel lanes are for meshlm demo",
+                         o.prec.dp);
     }
     mlm_status st = cli_load_model("serve", o.model, &o.prec, (int)o.threads, &model, &err);
     if (!st && cli_mesh() && cli_mesh()->tp > 1) {
@@ -344,7 +346,8 @@ int cmd_serve(int argc, char **argv) {
         if (cli_rank() > 0) {
             signal(SIGINT, SIG_IGN);
             signal(SIGTERM, SIG_IGN);
-            if (!(st = mlm_sched_create(model, &sp, &sched, &err))) st = mlm_sched_follow(sched, &err);
+            if (!(st = mlm_sched_create(model, &sp, &sched, &err)))
+                st = mlm_sched_follow(sched, &err);
             rc = st ? cli_fail(&err) : CLI_OK;
             mlm_sched_free(sched);
             mlm_model_free(model);
