@@ -134,11 +134,12 @@ int mlm_mesh_devices(const char *name) {
     return 0;
 }
 
-/* The largest TP up to MAX that divides both head counts. */
-static int largest_tp(const mlm_config *c, int max) {
+/* The largest divisor of TP that divides the head counts and n_ff: what a mesh of TP devices
+ * can run as lanes. */
+static int largest_tp(const mlm_config *c, int tp) {
     int best = 1;
-    for (int t = 1; t <= max; t++)
-        if (c->n_head % t == 0 && c->n_kv_head % t == 0 && c->n_ff % t == 0) best = t;
+    for (int t = 1; t <= tp; t++)
+        if (tp % t == 0 && c->n_head % t == 0 && c->n_kv_head % t == 0 && c->n_ff % t == 0) best = t;
     return best;
 }
 
@@ -150,15 +151,13 @@ mlm_status mlm_mesh_check_tp(const mlm_config *c, int tp, const char *mesh, mlm_
     int fit = largest_tp(c, tp);
     const char *use = fit == 1 ? "N150" : fit == 2 ? "N300" : fit == 8 ? "T3K" : NULL;
     char hint[96];
-    if (use)
-        snprintf(hint, sizeof hint, "use %s (TP %d)", use, fit);
-    else
-        snprintf(hint, sizeof hint, "use --tp %d", fit);
+    if (use) snprintf(hint, sizeof hint, "use %s (TP %d)", use, fit);
+    else snprintf(hint, sizeof hint, "use --tp %d", fit);
     return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                        "mesh%s%s: TP %d does not divide the model's %d %s (n_head %d, n_kv_head "
-                       "%d); %s, or data-parallel lanes of TP %d (--dp)",
+                       "%d); %s, or %d data-parallel lanes of TP %d (--dp %d)",
                        mesh ? " " : "", mesh ? mesh : "", tp, n, what, c->n_head, c->n_kv_head,
-                       hint, fit);
+                       hint, tp / fit, fit, tp / fit);
 }
 
 mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *cfg, int world,
