@@ -2,7 +2,8 @@
 # tests/mesh/test_serve_mesh.sh: `meshlm serve` on a mesh: rank 0 answers HTTP and leads
 # every step, the other TP ranks follow it (mlm_sched_follow). SmolLM2-135M (9 heads, 3 KV
 # heads) on TP 3: greedy completions, plain and streamed, equal one process's `meshlm
-# generate`; SIGTERM to rank 0 drains it and ends every rank with exit 0. SKIP without
+# generate`; SIGTERM to rank 0 drains it and ends every rank with exit 0; `meshlm chat` on TP
+# 3 answers two turns from stdin as one process does. SKIP without
 # mpirun, curl, jq or the model (scripts/get-model.sh).
 MESHLM=${MESHLM:-build/meshlm}
 MODEL=models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -96,6 +97,17 @@ else
     left=$(pgrep -f "$MESHLM serve -m $MODEL --tp 3" | wc -l)
     if [ $rc -eq 0 ] && [ "$left" = 0 ]; then ok "SIGTERM drains rank 0 and ends all 3 ranks with exit 0"
     else notok "SIGTERM ends the mesh" "mpirun exit $rc, $left ranks left: $(tail -n 3 "$TMP/err" | tr '\n' ' ')"; fi
+fi
+# chat on the same mesh: stdin reaches rank 0 only, which shares every message with its group
+printf 'What is the capital of France?\nAnd of Italy?\n' >"$TMP/chat.in"
+timeout 120 $MPIRUN -np 3 "$MESHLM" chat -m "$MODEL" --tp 3 -n 30 --threads 1 <"$TMP/chat.in" \
+    >"$TMP/chat3" 2>/dev/null
+rc=$?
+"$MESHLM" chat -m "$MODEL" -n 30 --threads 1 <"$TMP/chat.in" >"$TMP/chat1" 2>/dev/null
+if [ $rc -eq 0 ] && [ -s "$TMP/chat1" ] && cmp -s "$TMP/chat1" "$TMP/chat3"; then
+    ok "chat on TP 3 (two turns from stdin) answers as one process does"
+else
+    notok "chat on TP 3" "exit $rc: '$(head -c 200 "$TMP/chat3")' vs '$(head -c 200 "$TMP/chat1")'"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

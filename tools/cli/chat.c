@@ -523,6 +523,24 @@ static char *read_message(input *in, int tty) {
     return NULL;
 }
 
+/* read_message on rank 0; on a mesh the other ranks of the TP group get each message (or the
+ * end) from it, since mpirun gives stdin to rank 0 alone, and every rank then runs the same
+ * turn. */
+static char *shared_message(input *in, int tty) {
+    mlm_comm *tp = cli_mesh_tp();
+    if (mlm_comm_size(tp) < 2) return read_message(in, tty);
+    char *msg = cli_rank() == 0 ? read_message(in, tty) : NULL;
+    int64_t n = msg ? (int64_t)in->msg_len : -1;
+    mlm_error err = {0};
+    if (mlm_comm_bcast(tp, &n, sizeof n, 0, &err)) return NULL;
+    if (n < 0) return NULL;
+    if (!grow(&in->msg, &in->msg_cap, (size_t)n + 1)) return NULL;
+    if (mlm_comm_bcast(tp, in->msg, (size_t)n, 0, &err)) return NULL;
+    in->msg[n] = 0;
+    in->msg_len = (size_t)n;
+    return in->msg;
+}
+
 /* A slash command: 0 to go on, 1 to quit, -1 on an error in ERR. */
 static int command(chat *c, const char *line, int tty, mlm_error *err) {
     size_t name = strcspn(line, " \t");
@@ -567,7 +585,7 @@ static mlm_status loop(chat *c, int tty, int *rejected, mlm_error *err) {
             fputs("> ", stdout);
             fflush(stdout);
         }
-        char *msg = interrupted ? NULL : read_message(&in, tty);
+        char *msg = interrupted ? NULL : shared_message(&in, tty);
         if (!msg) {
             if (tty) fputc('\n', stdout);
             break;
