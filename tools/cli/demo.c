@@ -406,20 +406,11 @@ int cmd_demo(int argc, char **argv) {
                 if (ls->peak_gb > mt.peak_gb) mt.peak_gb = ls->peak_gb;
             }
             mt.n_lanes = dp, mt.tp = mesh->tp;
-            if (cli_rank() != 0) { /* rank 0 reports for every lane */
-                for (int i = 0; i < B * R; i++)
-                    mlm_gen_output_deinit(&outs[i]);
-                free(users), free(outs), free(which), free(sp_of);
-                mlm_exec_free(e);
-                mlm_tokenizer_free(tok);
-                mlm_model_free(m);
-                demo_prompts_free(prompts, n_prompts);
-                free(dir), free(prompt_path);
-                return rc;
-            }
         }
+        /* on a mesh rank 0 checks and reports for every lane and rank */
+        int reporter = cli_rank() == 0;
         /* the guard, then determinism: every prompt's outputs identical across repeats */
-        for (int i = 0; !rc && i < B * R; i++) {
+        for (int i = 0; !rc && reporter && i < B * R; i++) {
             int32_t bad = guard(tok, ends, n_ends, &outs[i]);
             if (bad >= 0) {
                 size_t len;
@@ -431,7 +422,7 @@ int cmd_demo(int argc, char **argv) {
                          t ? t : "?", bad);
             }
         }
-        for (int i = 0; !rc && i < B * R; i++)
+        for (int i = 0; !rc && reporter && i < B * R; i++)
             for (int j = i + 1; j < B * R; j++) {
                 /* the same prompt tokens with the same sampling must give the same output,
                  * whatever the batch, slot, pages or neighbours */
@@ -452,7 +443,7 @@ int cmd_demo(int argc, char **argv) {
                              d < b->n ? b->tokens[d] : -1);
                 break; /* compare each output with the next one of the same prompt */
             }
-        if (!rc) {
+        if (!rc && reporter) {
             struct rusage ru;
             getrusage(RUSAGE_SELF, &ru);
             mt.ttft_ms = prefill_s / (B * R) * 1e3;
