@@ -45,6 +45,7 @@ disk=$(df -Pk "$BASE" | awk 'NR == 2 { printf "%.0f", $4 * 1024 }')
 
 MPIRUN="mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none"
 [ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+export OMPI_MCA_btl_vader_backing_directory="${TMPDIR:-/tmp}" # a container's /dev/shm may be small
 export MESHLM_QUIET_MESH=1 OMPI_MCA_orte_base_help_aggregate=0
 TMP=$(mktemp -d "$BASE/meshlm-70b.XXXXXX") || skip "cannot make a folder in $BASE"
 trap 'rm -rf "$TMP"' EXIT

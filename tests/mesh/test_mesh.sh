@@ -31,6 +31,8 @@ MPIRUN="mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechan
 # then, which LeakSanitizer reports without a stack to suppress; leak checks stay on for
 # every single-process test, the ranks here check memory errors only.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# shared memory segments in the temp folder: a container's /dev/shm may be too small
+export OMPI_MCA_btl_vader_backing_directory="${TMPDIR:-/tmp}"
 export MESHLM_QUIET_MESH=1 OMPI_MCA_orte_base_help_aggregate=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/meshlm-mesh.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -69,7 +71,7 @@ mesh_tp 4 $DATA/phi3_5to1 --profiles f32,bf16
 mesh_tp 4 $DATA/llama_gqa --dp 2 --profiles f32,performance
 mesh_tp 2 $DATA/llama_mha --dp 2 --profiles f32,performance
 MPIRUN_SAVED=$MPIRUN
-MPIRUN="$MPIRUN --mca btl self,tcp"
+MPIRUN="$MPIRUN --mca btl self,tcp --mca btl_tcp_if_include lo"
 mesh_tp 2 $DATA/llama_gqa --profiles f32,performance
 MPIRUN=$MPIRUN_SAVED
 

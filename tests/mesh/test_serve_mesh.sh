@@ -26,6 +26,8 @@ MPIRUN="mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechan
 # then, which LeakSanitizer reports without a stack to suppress; leak checks stay on for
 # every single-process test, the ranks here check memory errors only.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# shared memory segments in the temp folder: a container's /dev/shm may be too small
+export OMPI_MCA_btl_vader_backing_directory="${TMPDIR:-/tmp}"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/meshlm-srvmesh.XXXXXX")
 MP=""
 cleanup() {
