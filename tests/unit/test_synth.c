@@ -507,9 +507,9 @@ TEST(fewer_layers_plans) {
             char want[64];
             snprintf(want, sizeof want, "has %d layers", (int)cases[i].all);
             CHECKF(strstr(err.msg, want) && strstr(err.msg, p.preset), "%s", err.msg);
-            CHECK(mlm_synth_plan_make_layers(&p, -1, &few, &err) == MLM_ERR_INVALID_ARG);
             mlm_synth_plan_free(&full);
             mlm_synth_plan_free(&few);
+            CHECK(mlm_synth_plan_make_layers(&p, -1, &few, &err) == MLM_ERR_INVALID_ARG);
         }
     /* all layers: the embedded texts themselves */
     mlm_synth_params p = mlm_synth_default_params();
