@@ -3,7 +3,8 @@
 # every step, the other TP ranks follow it (mlm_sched_follow). SmolLM2-135M (9 heads, 3 KV
 # heads) on TP 3: greedy completions, plain and streamed, equal one process's `meshlm
 # generate`; SIGTERM to rank 0 drains it and ends every rank with exit 0; `meshlm chat` on TP
-# 3 answers two turns from stdin as one process does. SKIP without
+# 3 answers two turns from stdin as one process does, and `meshlm accuracy` on TP 3 gives its
+# top-1/top-5. SKIP without
 # mpirun, curl, jq or the model (scripts/get-model.sh).
 MESHLM=${MESHLM:-build/meshlm}
 MODEL=models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -110,6 +111,14 @@ if [ $rc -eq 0 ] && [ -s "$TMP/chat1" ] && cmp -s "$TMP/chat1" "$TMP/chat3"; the
     ok "chat on TP 3 (two turns from stdin) answers as one process does"
 else
     notok "chat on TP 3" "exit $rc: '$(head -c 200 "$TMP/chat3")' vs '$(head -c 200 "$TMP/chat1")'"
+fi
+# token accuracy (teacher forcing against the model's .refpt) on TP 3 and in one process
+acc3=$(timeout 300 $MPIRUN -np 3 "$MESHLM" accuracy -m "$MODEL" --tp 3 --threads 1 2>/dev/null | grep 'token accuracy')
+acc1=$("$MESHLM" accuracy -m "$MODEL" --threads 2 2>/dev/null | grep 'token accuracy')
+if [ -n "$acc1" ] && [ "$acc3" = "$acc1" ]; then
+    ok "accuracy on TP 3 gives one process's top-1/top-5: $(echo $acc1 | tr -s ' ')"
+else
+    notok "accuracy on TP 3" "'$acc3' vs '$acc1'"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
