@@ -190,8 +190,30 @@ mlm_status mlm_tensor_to_i64(const mlm_tensor_view *t, int64_t *dst, int64_t n, 
 
 typedef enum mlm_family {
     MLM_FAMILY_LLAMA3 = 0, /* LlamaForCausalLM / Meta params.json */
-    MLM_FAMILY_PHI3        /* Phi3ForCausalLM (Phi-4) */
+    MLM_FAMILY_PHI3,       /* Phi3ForCausalLM (Phi-4) */
+    MLM_FAMILY_MLLAMA      /* MllamaForConditionalGeneration (Llama 3.2 Vision): the config
+                              is read; running it is not built yet */
 } mlm_family;
+
+#define MLM_MAX_CROSS_LAYERS 32
+/* The vision tower of Llama 3.2 Vision (HF vision_config; models.md 6.1). */
+typedef struct mlm_vision_config {
+    int32_t n_embd;          /* hidden_size (1280) */
+    int32_t n_ff;            /* intermediate_size (5120) */
+    int32_t n_layer;         /* local layers, num_hidden_layers (32) */
+    int32_t n_global_layer;  /* gated global layers, num_global_layers (8) */
+    int32_t n_head;          /* attention_heads (16) */
+    int32_t n_channels;      /* 3 */
+    int32_t image_size;      /* tile side in pixels (560) */
+    int32_t patch_size;      /* 14 */
+    int32_t max_tiles;       /* max_num_tiles (4) */
+    int32_t output_dim;      /* vision_output_dim: (1 + n_intermediate) x n_embd (7680) */
+    float norm_eps;
+    int32_t n_intermediate;  /* intermediate_layers_indices */
+    int32_t intermediate[8];
+    int32_t n_aspect;        /* supported_aspect_ratios, (rows, cols) each */
+    int32_t aspect[16][2];
+} mlm_vision_config;
 
 typedef enum mlm_rope_type {
     MLM_ROPE_NONE = 0, /* plain RoPE */
@@ -226,6 +248,12 @@ typedef struct mlm_config {
     int32_t stop_ids[MLM_MAX_STOP_IDS]; /* eos ids, config order */
     int32_t pad_id;             /* -1 if none */
     char source[16];            /* "params.json" or "config.json" */
+    /* MLM_FAMILY_MLLAMA: the decoder layers that are cross-attention layers (of n_layer, HF
+     * numbering), the image token, the vision tower. n_cross 0 and image_token_id -1 else. */
+    int32_t n_cross;
+    int32_t cross_layers[MLM_MAX_CROSS_LAYERS];
+    int32_t image_token_id;
+    mlm_vision_config vision;
 } mlm_config;
 
 /* Reads DIR/params.json (Meta) or DIR/config.json (HF, plus DIR/generation_config.json
@@ -236,10 +264,11 @@ typedef struct mlm_config {
  * FORMAT on missing or mistyped fields, naming the file and the field. */
 mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err);
 
-/* "llama3", "phi3". */
+/* "llama3", "phi3", "mllama". */
 const char *mlm_family_name(mlm_family family);
 
-/* Parameter count implied by the config (embedding, layers, norms, LM head if untied). */
+/* Parameter count implied by the config (embedding, layers, norms, LM head if untied); for
+ * mllama the text decoder's, cross-attention layers included, without the vision tower. */
 int64_t mlm_config_n_params(const mlm_config *cfg);
 
 /* ---- tokenizer ---- */

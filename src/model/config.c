@@ -19,6 +19,7 @@ const char *mlm_family_name(mlm_family family) {
     switch (family) {
     case MLM_FAMILY_LLAMA3: return "llama3";
     case MLM_FAMILY_PHI3: return "phi3";
+    case MLM_FAMILY_MLLAMA: return "mllama";
     }
     return "?";
 }
@@ -210,15 +211,32 @@ static mlm_status hf_family(const char *path, const json_t *j, mlm_family *fam, 
         *fam = MLM_FAMILY_PHI3;
         return MLM_OK;
     }
+    if ((name && !strcmp(name, "MllamaForConditionalGeneration")) ||
+        (!name && type && !strcmp(type, "mllama"))) {
+        *fam = MLM_FAMILY_MLLAMA;
+        return MLM_OK;
+    }
+    if (!name && type && !strcmp(type, "mllama_text_model")) { /* an mllama text_config */
+        *fam = MLM_FAMILY_LLAMA3;
+        return MLM_OK;
+    }
     if (!name && !type)
         return mlm_err_set(err, MLM_ERR_FORMAT, "%s: missing field 'architectures' (or 'model_type')",
                            path);
     return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                       "%s: architecture '%s' is not supported (LlamaForCausalLM, Phi3ForCausalLM)",
+                       "%s: architecture '%s' is not supported (LlamaForCausalLM, Phi3ForCausalLM, "
+                       "MllamaForConditionalGeneration)",
                        path, name ? name : type);
 }
 
 static mlm_status load_hf(const char *path, const json_t *j, mlm_config *c, mlm_error *err) {
+    mlm_status st = hf_family(path, j, &c->family, err);
+    if (st) return st;
+    return c->family == MLM_FAMILY_MLLAMA ? mlm_config_mllama(path, j, c, err)
+                                          : mlm_config_hf_text(path, j, c, err);
+}
+
+mlm_status mlm_config_hf_text(const char *path, const json_t *j, mlm_config *c, mlm_error *err) {
     int64_t dim, n_layer, n_head, n_kv = 0, head_dim = 0, ffn, vocab, ctx = 0, bos = -1, pad = -1;
     double eps = 1e-6, theta = 10000;
     int have_kv, have_hd, tied = 0;
@@ -283,7 +301,7 @@ static mlm_status load_generation(const char *path, mlm_config *c, mlm_error *er
 mlm_status mlm_config_from_json(const char *what, const json_t *j, mlm_config *out,
                                 mlm_error *err) {
     memset(out, 0, sizeof *out);
-    out->bos_id = out->pad_id = -1;
+    out->bos_id = out->pad_id = out->image_token_id = -1;
     if (!json_is_object(j)) return mlm_err_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", what);
     /* Meta params.json has "dim"; HF config.json has "hidden_size". */
     if (json_object_get(j, "dim") && !json_object_get(j, "hidden_size"))
@@ -295,7 +313,7 @@ mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err) {
     char gguf[4096];
     if (mlm_gguf_model_file(path, gguf, sizeof gguf)) return mlm_config_from_gguf(gguf, out, err);
     memset(out, 0, sizeof *out);
-    out->bos_id = out->pad_id = -1;
+    out->bos_id = out->pad_id = out->image_token_id = -1;
     char *file = NULL, *dir = NULL;
     if (mlm_is_dir(path)) {
         dir = strdup(path);
@@ -345,6 +363,9 @@ int64_t mlm_config_n_params(const mlm_config *c) {
     int64_t layer = d * q + 2 * d * kv + q * d + 3 * d * c->n_ff + 2 * d;
     int64_t n = (int64_t)c->n_vocab * d + c->n_layer * layer + d;
     if (!c->tied_embeddings) n += (int64_t)c->n_vocab * d;
+    /* mllama: a cross-attention layer adds q/k RMSNorms over head_dim and two scalar gates;
+     * the embedding has 8 more rows (the image token's learnable ones) */
+    if (c->family == MLM_FAMILY_MLLAMA) n += c->n_cross * (2 * (int64_t)c->head_dim + 2) + 8 * d;
     return n;
 }
 

@@ -12,6 +12,12 @@
 mlm_status mlm_config_from_json(const char *what, const json_t *j, mlm_config *out,
                                 mlm_error *err);
 
+/* The text decoder's fields of an HF config object J (LlamaForCausalLM's, or an mllama
+ * "text_config"), family from its architectures / model_type when it names one, else Llama. */
+mlm_status mlm_config_hf_text(const char *what, const json_t *j, mlm_config *c, mlm_error *err);
+/* An MllamaForConditionalGeneration config.json (config_mllama.c). */
+mlm_status mlm_config_mllama(const char *what, const json_t *j, mlm_config *c, mlm_error *err);
+
 /* Checks a filled config's shapes (heads divide, head_dim even and within the kernels'
  * limit, eps and theta positive); FORMAT / UNSUPPORTED naming WHAT. */
 mlm_status mlm_config_check(const char *what, mlm_config *c, mlm_error *err);

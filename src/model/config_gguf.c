@@ -223,7 +223,7 @@ static mlm_status read_config(reader *r, mlm_config *c) {
 
 mlm_status mlm_config_from_gguf(const char *path, mlm_config *out, mlm_error *err) {
     memset(out, 0, sizeof *out);
-    out->bos_id = out->pad_id = -1;
+    out->bos_id = out->pad_id = out->image_token_id = -1;
     mlm_gguf *g;
     mlm_status st = mlm_gguf_open(path, &g, err);
     if (st) return st;

@@ -510,6 +510,11 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
     mlm_status st = mlm_kernels_pick(&m->kernels, err);
     if (!st) st = mlm_config_load(dir, &m->cfg, err);
+    if (!st && m->cfg.family == MLM_FAMILY_MLLAMA)
+        st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                         "model: %s is Llama 3.2 Vision (MllamaForConditionalGeneration): meshlm "
+                         "reads its config (meshlm info) but does not run it yet",
+                         dir);
     if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);

@@ -66,6 +66,105 @@ TEST(hf_configs_match_transformers) {
     json_decref(root);
 }
 
+/* Llama 3.2 Vision's config.json read as transformers' MllamaConfig reads it: the text
+ * decoder, its cross-attention layers, the image token, the vision tower, and the text
+ * decoder's parameter count of a meta-device MllamaForConditionalGeneration; a model of that
+ * family is refused by the loader with a message (not run yet), and bad vision fields name
+ * the field. */
+TEST(mllama_config_matches_transformers) {
+    json_error_t jerr;
+    json_t *root = json_load_file(CFG "expected.json", 0, &jerr);
+    CHECK(root != NULL);
+    if (!root) return;
+    const char *name;
+    json_t *e;
+    int n = 0;
+    json_object_foreach(json_object_get(root, "vision_models"), name, e) {
+        char dir[256];
+        snprintf(dir, sizeof dir, CFG "%s", name);
+        mlm_config c;
+        mlm_error err;
+        CHECK_OK(mlm_config_load(dir, &c, &err), &err);
+        CHECKF(c.family == MLM_FAMILY_MLLAMA && !strcmp(mlm_family_name(c.family), "mllama"),
+               "%s: family", name);
+        CHECKF(c.n_embd == jint(e, "n_embd") && c.n_layer == jint(e, "n_layer") &&
+                   c.n_head == jint(e, "n_head") && c.n_kv_head == jint(e, "n_kv_head") &&
+                   c.n_ff == jint(e, "n_ff") && c.n_vocab == jint(e, "n_vocab") &&
+                   c.rope_theta == (float)jnum(e, "rope_theta") &&
+                   c.rope_factor == (float)jnum(e, "rope_factor") && c.pad_id == jint(e, "pad_id"),
+               "%s: text dims", name);
+        const json_t *x = json_object_get(e, "cross_attention_layers");
+        CHECKF(c.n_cross == (int)json_array_size(x), "%s: %d cross layers", name, c.n_cross);
+        for (int i = 0; i < c.n_cross && i < (int)json_array_size(x); i++)
+            CHECK(c.cross_layers[i] == json_integer_value(json_array_get(x, (size_t)i)));
+        CHECK(c.image_token_id == jint(e, "image_token_id"));
+        const json_t *stops = json_object_get(e, "stop_ids");
+        CHECK(c.n_stop_ids == (int)json_array_size(stops));
+        const json_t *v = json_object_get(e, "vision");
+        const mlm_vision_config *vc = &c.vision;
+        CHECKF(vc->n_embd == jint(v, "n_embd") && vc->n_ff == jint(v, "n_ff") &&
+                   vc->n_layer == jint(v, "n_layer") &&
+                   vc->n_global_layer == jint(v, "n_global_layer") &&
+                   vc->n_head == jint(v, "n_head") && vc->image_size == jint(v, "image_size") &&
+                   vc->patch_size == jint(v, "patch_size") && vc->max_tiles == jint(v, "max_tiles") &&
+                   vc->output_dim == jint(v, "output_dim") &&
+                   vc->norm_eps == (float)jnum(v, "norm_eps"),
+               "%s: vision dims", name);
+        const json_t *il = json_object_get(v, "intermediate_layers"), *ar = json_object_get(v, "aspect_ratios");
+        CHECK(vc->n_intermediate == (int)json_array_size(il));
+        for (int i = 0; i < vc->n_intermediate && i < (int)json_array_size(il); i++)
+            CHECK(vc->intermediate[i] == json_integer_value(json_array_get(il, (size_t)i)));
+        CHECK(vc->n_aspect == (int)json_array_size(ar));
+        for (int i = 0; i < vc->n_aspect && i < (int)json_array_size(ar); i++) {
+            const json_t *pr = json_array_get(ar, (size_t)i);
+            CHECK(vc->aspect[i][0] == json_integer_value(json_array_get(pr, 0)) &&
+                  vc->aspect[i][1] == json_integer_value(json_array_get(pr, 1)));
+        }
+        CHECKF(mlm_config_n_params(&c) == jint(e, "n_params_text"), "%s: %lld text params vs %lld",
+               name, (long long)mlm_config_n_params(&c), (long long)jint(e, "n_params_text"));
+        /* the loader says what it does not do yet */
+        mlm_model *m = NULL;
+        mlm_model_params mp = mlm_model_default_params();
+        mp.optimizations = "bf16";
+        CHECK(mlm_model_load(dir, &mp, &m, &err) == MLM_ERR_UNSUPPORTED && !m);
+        CHECKF(strstr(err.msg, "Llama 3.2 Vision") != NULL, "%s", err.msg);
+        n++;
+    }
+    CHECK(n >= 1);
+    json_decref(root);
+    /* bad vision fields name the field */
+    static const struct {
+        const char *json, *want;
+    } bad[] = {
+        {"{\"architectures\":[\"MllamaForConditionalGeneration\"],\"text_config\":{}}", "vision_config"},
+        {"{\"architectures\":[\"MllamaForConditionalGeneration\"],\"image_token_index\":9,"
+         "\"text_config\":{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+         "\"intermediate_size\":128,\"vocab_size\":16,\"rms_norm_eps\":1e-5,"
+         "\"cross_attention_layers\":[1,5]},\"vision_config\":{}}", "cross_attention_layers"},
+        {"{\"architectures\":[\"MllamaForConditionalGeneration\"],\"image_token_index\":9,"
+         "\"text_config\":{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+         "\"intermediate_size\":128,\"vocab_size\":16,\"rms_norm_eps\":1e-5,"
+         "\"cross_attention_layers\":[1]},\"vision_config\":{\"hidden_size\":32,"
+         "\"intermediate_size\":64,\"num_hidden_layers\":2,\"num_global_layers\":1,"
+         "\"attention_heads\":2,\"image_size\":30,\"patch_size\":14,\"max_num_tiles\":4,"
+         "\"vision_output_dim\":64,\"intermediate_layers_indices\":[1],"
+         "\"supported_aspect_ratios\":[[1,1]]}}", "image_size 30 is not a multiple of patch_size"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char dir[128], path[160];
+        CHECK(harness_tmpdir(dir, sizeof dir, "mllama") == 0);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        FILE *f = fopen(path, "w");
+        if (!f) continue;
+        fputs(bad[i].json, f);
+        fclose(f);
+        mlm_config c;
+        mlm_error err = {0};
+        CHECK(mlm_config_load(dir, &c, &err) == MLM_ERR_FORMAT);
+        CHECKF(strstr(err.msg, bad[i].want) != NULL, "case %zu: %s", i, err.msg);
+    }
+}
+
 /* Meta's params.json (FFN size by Meta's formula) must agree with HF's config.json for the
  * same architecture: Llama 3 8B/70B have the 3.1 shapes. */
 TEST(meta_params_agree_with_hf_config) {
@@ -158,6 +257,7 @@ int main(void) {
     if (harness_tmpdir(tmpdir, sizeof tmpdir, "config") != 0) return 1;
     RUN(hf_configs_match_transformers);
     RUN(meta_params_agree_with_hf_config);
+    RUN(mllama_config_matches_transformers);
     RUN(bad_configs_name_the_field);
     harness_rmtree(tmpdir);
     return HARNESS_END();

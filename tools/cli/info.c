@@ -68,6 +68,24 @@ static const char *format_name(const info *in) {
     return in->have_cfg && !strcmp(in->cfg.source, "params.json") ? "meta-pth" : "pytorch";
 }
 
+/* Llama 3.2 Vision: the cross-attention schedule and the vision tower. */
+static void print_vision(const mlm_config *c) {
+    printf("cross-attn: %d of the %d layers:", c->n_cross, c->n_layer);
+    for (int i = 0; i < c->n_cross; i++) printf(" %d", c->cross_layers[i]);
+    printf("; image token %d\n", c->image_token_id);
+    const mlm_vision_config *v = &c->vision;
+    int per_side = v->image_size / v->patch_size;
+    printf("vision:     n_embd %d, %d local + %d global layers, n_head %d, n_ff %d, norm_eps %g\n",
+           v->n_embd, v->n_layer, v->n_global_layer, v->n_head, v->n_ff, v->norm_eps);
+    printf("            tiles of %d x %d pixels (%d x %d patches of %d), up to %d tiles;\n",
+           v->image_size, v->image_size, per_side, per_side, v->patch_size, v->max_tiles);
+    printf("            intermediate layers");
+    for (int i = 0; i < v->n_intermediate; i++) printf(" %d", v->intermediate[i]);
+    printf(", output %d wide; aspect ratios", v->output_dim);
+    for (int i = 0; i < v->n_aspect; i++) printf(" %dx%d", v->aspect[i][0], v->aspect[i][1]);
+    printf("\n");
+}
+
 static void print_text(const info *in) {
     printf("path:       %s\n", in->path);
     int same = in->have_cfg && !strcmp(format_name(in), in->cfg.source);
@@ -89,7 +107,10 @@ static void print_text(const info *in) {
                c->bos_id);
         for (int i = 0; i < c->n_stop_ids; i++) printf(" %d", c->stop_ids[i]);
         printf(", pad %d\n", c->pad_id);
-        printf("params:     %lld (from config)\n", (long long)mlm_config_n_params(c));
+        if (c->family == MLM_FAMILY_MLLAMA) print_vision(c);
+        printf("params:     %lld (from config%s)\n", (long long)mlm_config_n_params(c),
+               c->family == MLM_FAMILY_MLLAMA ? "; the text decoder, the vision tower not counted"
+                                                : "");
     }
     if (in->have_ckpt) {
         printf("tensors:    %lld, %lld params\n", (long long)mlm_checkpoint_n_tensors(in->ckpt),
@@ -136,7 +157,24 @@ static void print_json(const info *in) {
                c->rope_type == MLM_ROPE_LLAMA3 ? c->rope_factor : 1.0,
                c->tied_embeddings ? "true" : "false", c->bos_id, c->pad_id);
         for (int i = 0; i < c->n_stop_ids; i++) printf("%s%d", i ? "," : "", c->stop_ids[i]);
-        printf("]},\"params_from_config\":%lld", (long long)mlm_config_n_params(c));
+        printf("]");
+        if (c->family == MLM_FAMILY_MLLAMA) {
+            const mlm_vision_config *v = &c->vision;
+            printf(",\"image_token_id\":%d,\"cross_attention_layers\":[", c->image_token_id);
+            for (int i = 0; i < c->n_cross; i++) printf("%s%d", i ? "," : "", c->cross_layers[i]);
+            printf("],\"vision\":{\"n_embd\":%d,\"n_layer\":%d,\"n_global_layer\":%d,"
+                   "\"n_head\":%d,\"n_ff\":%d,\"image_size\":%d,\"patch_size\":%d,"
+                   "\"max_tiles\":%d,\"output_dim\":%d,\"norm_eps\":%g,"
+                   "\"intermediate_layers\":[",
+                   v->n_embd, v->n_layer, v->n_global_layer, v->n_head, v->n_ff, v->image_size,
+                   v->patch_size, v->max_tiles, v->output_dim, v->norm_eps);
+            for (int i = 0; i < v->n_intermediate; i++) printf("%s%d", i ? "," : "", v->intermediate[i]);
+            printf("],\"aspect_ratios\":[");
+            for (int i = 0; i < v->n_aspect; i++)
+                printf("%s[%d,%d]", i ? "," : "", v->aspect[i][0], v->aspect[i][1]);
+            printf("]}");
+        }
+        printf("},\"params_from_config\":%lld", (long long)mlm_config_n_params(c));
     }
     if (in->have_ckpt) {
         printf(",\"n_tensors\":%lld,\"params\":%lld,\"dtypes\":{",
