@@ -3,9 +3,10 @@
 # Options (opt-in): NATIVE=1 (-march=native), SAN=1 (ASan+UBSan build in build-asan/).
 
 CC      ?= cc
-PKGS    := jansson libpcre2-8 libmicrohttpd
+# libpng and libjpeg (libjpeg-turbo): image decoding for the vision models (src/image/).
+PKGS    := jansson libpcre2-8 libmicrohttpd libpng libjpeg
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lmicrohttpd)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lmicrohttpd -lpng16 -ljpeg)
 
 BUILD   ?= build
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror

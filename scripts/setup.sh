@@ -20,7 +20,7 @@ done
 
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-# build-essential: gcc and make; pkg-config: finds the two libraries;
+# build-essential: gcc and make; pkg-config: finds the libraries;
 # libjansson-dev: JSON (configs, safetensors headers); libpcre2-dev: the tokenizer's
 # Unicode pre-tokenizer regex (PCRE2 with JIT).
 # libmicrohttpd-dev: the HTTP server of `meshlm serve`.
@@ -28,7 +28,9 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # curl, jq, python3-venv: the server tests (curl and jq, and the official openai client in
 # a venv).
 # libopenmpi-dev, openmpi-bin: the mesh (tensor and data parallelism over MPI ranks, mpirun).
-PKGS="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev python3-pip curl jq python3-venv libopenmpi-dev openmpi-bin"
+# libpng-dev, libjpeg-dev (libjpeg62-turbo-dev): PNG and JPEG decoding for the vision model's
+# images (src/image/).
+PKGS="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev python3-pip curl jq python3-venv libopenmpi-dev openmpi-bin libpng-dev libjpeg-dev"
 if [ "$fuzz" -eq 1 ]; then PKGS="$PKGS clang"; fi
 missing=
 for p in $PKGS; do
