@@ -91,17 +91,10 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     sizes[P_LOGG] = tp > 1 ? (size_t)l * (size_t)part * (size_t)tp * 4 : 0;
 }
 
-/* C's shard for rank 0 of TP (every rank's is the same size). */
-static mlm_config shard_of(const mlm_config *c, int tp) {
-    mlm_config s = *c;
-    s.n_head /= tp, s.n_kv_head /= tp, s.n_ff /= tp;
-    return s;
-}
-
 size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens, int32_t max_logits,
                                 int n_threads) {
     size_t sizes[N_PARTS], total = 0;
-    mlm_config shard = shard_of(c, tp > 0 ? tp : 1);
+    mlm_config shard = mlm_config_shard(c, tp); /* every rank's shard has the same size */
     scratch_layout(&shard, tp, max_tokens, max_logits, n_threads, sizes);
     for (int i = 0; i < N_PARTS; i++) total += (sizes[i] + 63) / 64 * 64; /* 64-byte aligned */
     return total;

@@ -481,6 +481,12 @@ void mlm_model_vocab_slice(int32_t n_vocab, int r, int tp, int32_t *v0, int32_t 
     *n = (int32_t)(hi - lo);
 }
 
+mlm_config mlm_config_shard(const mlm_config *c, int tp) {
+    mlm_config s = *c;
+    if (tp > 1) s.n_head /= tp, s.n_kv_head /= tp, s.n_ff /= tp;
+    return s;
+}
+
 /* This rank's shard of M's dimensions under the TP communicator TP (NULL: all of them). */
 static mlm_status shard_init(mlm_model *m, mlm_comm *tp, mlm_error *err) {
     m->tp = tp;
@@ -490,11 +496,8 @@ static mlm_status shard_init(mlm_model *m, mlm_comm *tp, mlm_error *err) {
     mlm_model_vocab_slice(m->cfg.n_vocab, m->tp_rank, m->tp_size, &m->vocab0, &m->n_vocab_local);
     if (m->tp_size == 1) return MLM_OK;
     mlm_status st = mlm_mesh_check_tp(&m->cfg, m->tp_size, NULL, err);
-    if (st) return st;
-    m->local.n_head /= m->tp_size;
-    m->local.n_kv_head /= m->tp_size;
-    m->local.n_ff /= m->tp_size;
-    return MLM_OK;
+    if (!st) m->local = mlm_config_shard(&m->cfg, m->tp_size);
+    return st;
 }
 
 mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_model **out,

@@ -90,6 +90,10 @@ mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error 
 /* Registers a malloc'd buffer for the model to free. */
 mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err);
 
+/* C as one rank of TP sees it: n_head, n_kv_head and n_ff divided by TP (which must divide
+ * them: mlm_mesh_check_tp); everything else, n_vocab included, as in C. */
+mlm_config mlm_config_shard(const mlm_config *c, int tp);
+
 /* Vocabulary rows [*V0, *V0 + *N) of rank R of TP (slices of whole BFP panels, the last
  * one shorter; empty past the end). */
 void mlm_model_vocab_slice(int32_t n_vocab, int r, int tp, int32_t *v0, int32_t *n);

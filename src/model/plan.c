@@ -33,8 +33,7 @@ mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimi
     mlm_status st0 = tp > 1 ? mlm_mesh_check_tp(full, tp, NULL, err) : MLM_OK;
     if (st0) return st0;
     /* one rank's shard: its heads, MLP columns and slice of the vocabulary */
-    mlm_config shard = *full;
-    shard.n_head /= tp, shard.n_kv_head /= tp, shard.n_ff /= tp;
+    mlm_config shard = mlm_config_shard(full, tp);
     int32_t v0;
     mlm_model_vocab_slice(full->n_vocab, 0, tp, &v0, &shard.n_vocab);
     const mlm_config *c = &shard;

@@ -42,11 +42,7 @@ disk=$(df -Pk "$BASE" | awk 'NR == 2 { printf "%.0f", $4 * 1024 }')
     skip "$BASE has $(gb "${disk:-0}") GB free, under the 20 GB asked for the 7.6 GB checkpoints"
 "$MESHLM" synth --help 2>/dev/null | grep -q -- '--layers' ||
     skip "$MESHLM synth has no --layers"
-
-MPIRUN="mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none"
-[ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-export OMPI_MCA_btl_vader_backing_directory="${TMPDIR:-/tmp}" # a container's /dev/shm may be small
-export MESHLM_QUIET_MESH=1 OMPI_MCA_orte_base_help_aggregate=0
+. tests/mesh/mpirun.sh # MPIRUN and the ranks' environment
 TMP=$(mktemp -d "$BASE/meshlm-70b.XXXXXX") || skip "cannot make a folder in $BASE"
 trap 'rm -rf "$TMP"' EXIT
 trap 'exit 1' INT TERM

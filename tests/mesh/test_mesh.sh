@@ -23,17 +23,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
     echo "0 passed, 0 failed, 1 skipped"
     exit 0
 fi
-# More ranks than cores, as root in containers, no binding (2 cores, up to 8 ranks), and
-# no single-copy shared memory (CMA needs ptrace rights that containers often withhold).
-MPIRUN="mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none"
-[ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-# Under `make asan`: OpenMPI keeps allocations until exit in components it has unloaded by
-# then, which LeakSanitizer reports without a stack to suppress; leak checks stay on for
-# every single-process test, the ranks here check memory errors only.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-# shared memory segments in the temp folder: a container's /dev/shm may be too small
-export OMPI_MCA_btl_vader_backing_directory="${TMPDIR:-/tmp}"
-export MESHLM_QUIET_MESH=1 OMPI_MCA_orte_base_help_aggregate=0
+. tests/mesh/mpirun.sh # MPIRUN and the ranks' environment
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/meshlm-mesh.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 

@@ -21,14 +21,7 @@ command -v mpirun >/dev/null 2>&1 || skip_all "mpirun is not installed (apt-get 
 command -v curl >/dev/null 2>&1 || skip_all "curl is not installed"
 command -v jq >/dev/null 2>&1 || skip_all "jq is not installed"
 [ -f "$MODEL" ] || skip_all "$MODEL is missing (scripts/get-model.sh fetches it)"
-MPIRUN="mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none"
-[ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-# Under `make asan`: OpenMPI keeps allocations until exit in components it has unloaded by
-# then, which LeakSanitizer reports without a stack to suppress; leak checks stay on for
-# every single-process test, the ranks here check memory errors only.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-# shared memory segments in the temp folder: a container's /dev/shm may be too small
-export OMPI_MCA_btl_vader_backing_directory="${TMPDIR:-/tmp}"
+. tests/mesh/mpirun.sh # MPIRUN and the ranks' environment
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/meshlm-srvmesh.XXXXXX")
 MP=""
 cleanup() {
