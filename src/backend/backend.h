@@ -76,25 +76,33 @@ static inline size_t mlm_kv_entry_offset(const mlm_paged_kv *kv, const int32_t *
 void mlm_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k_row,
                   const float *v_row);
 
-/* Flash attention of N_Q consecutive query tokens of one sequence for one KV head: query i
- * sits at KV entry Q0 + i and reads entries 0..Q0 + i (causal). Its query heads are
- * KV_HEAD * GROUP + HH0 .. + N_HH - 1 (all read the KV head's entries, decoded once per tile
- * for every query and head of the job). Query head h of token i is at Q + i * Q_STRIDE +
- * h * HEAD_DIM, its output at OUT + i * OUT_STRIDE + h * HEAD_DIM.
- * The canonical order (every level; cpu/attention_flash_ref.c): entries in tiles of
- * MLM_ATT_KT from entry 0; per (query, head) an online softmax in base 2 over the tiles. */
+/* Flash attention of N_Q query tokens of one sequence for one KV head, in one of two modes:
+ *   causal (N_CTX 0): the queries are consecutive, query i sits at KV entry Q0 + i and reads
+ *     entries 0..Q0 + i;
+ *   non-causal (N_CTX > 0): every query of the job reads entries 0..N_CTX - 1, whatever its
+ *     position (cross-attention to image tokens, the vision encoder); Q0 is unused.
+ * Its query heads are KV_HEAD * GROUP + HH0 .. + N_HH - 1 (all read the KV head's entries,
+ * decoded once per tile for every query and head of the job). Query head h of token i is at
+ * Q + i * Q_STRIDE + h * HEAD_DIM, its output at OUT + i * OUT_STRIDE + h * HEAD_DIM.
+ * The canonical order (every level, both modes; cpu/attention_flash_ref.c): entries in tiles
+ * of MLM_ATT_KT from entry 0, the last tile cut at the query's last entry (Q0 + i, or
+ * N_CTX - 1); per (query, head) an online softmax in base 2 over the tiles. A result depends
+ * only on its query row and the entries it reads, never on the job's other queries. */
 #define MLM_ATT_KT 64  /* KV entries per tile */
 #define MLM_ATT_QT 16  /* at most this many query tokens per job */
 #define MLM_ATT_HH 8   /* at most this many query heads per job */
 #define MLM_ATT_HD 256 /* head_dim at most this (and a multiple of 16) */
 typedef struct mlm_attn_job {
-    float *out;
+    float *out;             /* n_q rows of out_stride: only the job's heads are written */
     int64_t out_stride;
-    const float *q;
+    const float *q;         /* n_q rows of q_stride (borrowed) */
     int64_t q_stride;
-    const mlm_paged_kv *kv;
-    const int32_t *blocks;
-    int32_t q0, n_q;
+    const mlm_paged_kv *kv; /* borrowed */
+    const int32_t *blocks;  /* the sequence's page table (borrowed) */
+    int32_t q0, n_q;        /* n_q in 1..MLM_ATT_QT */
+    /* 0: causal, query i reads entries 0..q0+i; > 0: every query of the job reads entries
+     * 0..n_ctx-1 (cross-attention and the vision encoder; q0 is unused) */
+    int32_t n_ctx;
     int kv_head, group, hh0, n_hh, head_dim;
 } mlm_attn_job;
 /* Floats of scratch one attention job needs (the same bound for every context length). */
@@ -116,6 +124,22 @@ void mlm_quantize_q8_ref(const float *x, int64_t cols, int8_t *q, uint8_t *u, fl
 void mlm_quantize_q8_avx2(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d);
 void mlm_quantize_q8_avx512(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d);
 
+/* GELU in its exact (erf) form, in place over N floats: x = 0.5 * x * (1 + erf(x / sqrt(2))),
+ * as torch.nn.functional.gelu (approximate='none') and transformers' "gelu" compute it, within
+ * 2e-7 * max(1, |x|); gelu(x) = x for large x, -0 for very negative x, NaN stays NaN. Every
+ * level gives the bits of mlm_gelu_ref, whose header comment (cpu/gelu_ref.c) is the
+ * arithmetic; these are its constants. */
+typedef void (*mlm_gelu_fn)(float *x, int64_t n);
+void mlm_gelu_ref(float *x, int64_t n);
+void mlm_gelu_avx2(float *x, int64_t n);
+void mlm_gelu_avx512(float *x, int64_t n);
+#define MLM_GELU_K 0.35f          /* u = 1 - 1 / (1 + K |x|) */
+#define MLM_GELU_C2 (-0.72134752f) /* -log2(e) / 2 */
+#define MLM_GELU_HI 8.0f          /* above: x */
+#define MLM_GELU_LO (-14.0f)      /* below: -0 */
+#define MLM_GELU_NQ 12
+extern const float mlm_gelu_q[MLM_GELU_NQ]; /* the polynomial in u, lowest degree first */
+
 /* A kernel table: one ISA level. */
 typedef struct mlm_kernels {
     const char *name;                      /* "ref", "avx2", "avxvnni", "avx512", "amx" */
@@ -125,6 +149,8 @@ typedef struct mlm_kernels {
     mlm_attention_fn attention;
     const char *attention_name;
     mlm_quantize_fn quantize;
+    mlm_gelu_fn gelu;
+    const char *gelu_name; /* "gelu_avx512" */
 } mlm_kernels;
 
 /* The kernel table to use: MESHLM_KERNELS=ref|avx2|avxvnni|avx512|amx in the environment

@@ -5,8 +5,8 @@
  *   avxvnni  AVX2 + FMA + AVX-VNNI
  *   avx2     AVX2 + FMA
  *   ref      the scalar twins
- * BFP products and attention give the same bits on every level (backend.h); bf16 and f32
- * products differ between levels by rounding only. */
+ * BFP products, attention and GELU give the same bits on every level (backend.h); bf16 and
+ * f32 products differ between levels by rounding only. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +19,7 @@
 
 const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "ref", NULL};
 
-#define TABLE(nm, f32, bf16, bf16act, bfp8, bfp4, att, quant)                                   \
+#define TABLE(nm, f32, bf16, bf16act, bfp8, bfp4, att, quant, gel)                              \
     {.name = nm,                                                                                \
      .matmul = {[MLM_W_F32] = mlm_matmul_##f32, [MLM_W_BF16] = mlm_matmul_##bf16,              \
                 [MLM_W_BFP8] = mlm_matmul_##bfp8, [MLM_W_BFP4] = mlm_matmul_##bfp4},           \
@@ -29,21 +29,23 @@ const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "re
                      [MLM_W_BFP4] = #bfp4},                                                     \
      .attention = mlm_attention_##att,                                                          \
      .attention_name = #att,                                                                    \
-     .quantize = mlm_quantize_q8_##quant}
+     .quantize = mlm_quantize_q8_##quant,                                                       \
+     .gelu = mlm_gelu_##gel,                                                                    \
+     .gelu_name = "gelu_" #gel}
 
 static const mlm_kernels tables[] = {
     TABLE("amx", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_amx, bfp4_q8_amx,
-          flash_avx512, avx512),
+          flash_avx512, avx512, avx512),
     TABLE("avx512", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_avx512, bfp4_q8_avx512,
-          flash_avx512, avx512),
+          flash_avx512, avx512, avx512),
     /* AVX-512 with VNNI but without BF16 (Ice Lake): bf16 widened to f32 */
     TABLE("avx512", f32_avx512, bf16_avx512, MLM_ACT_F32, bfp8_q8_avx512, bfp4_q8_avx512,
-          flash_avx512, avx512),
+          flash_avx512, avx512, avx512),
     TABLE("avxvnni", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avxvnni, bfp4_q8_avxvnni,
-          flash_avx2, avx2),
+          flash_avx2, avx2, avx2),
     TABLE("avx2", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avx2, bfp4_q8_avx2, flash_avx2,
-          avx2),
-    TABLE("ref", f32_ref, bf16_ref, MLM_ACT_F32, bfp8_q8_ref, bfp4_q8_ref, flash_ref, ref),
+          avx2, avx2),
+    TABLE("ref", f32_ref, bf16_ref, MLM_ACT_F32, bfp8_q8_ref, bfp4_q8_ref, flash_ref, ref, ref),
 };
 
 /* The first feature level NAME needs that this machine lacks, or NULL. */

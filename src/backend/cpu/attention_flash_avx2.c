@@ -1,9 +1,12 @@
 /* backend/cpu/attention_flash_avx2.c: flash attention with AVX2 + FMA, bit for bit the
- * arithmetic of attention_flash_ref.c (the AVX-512 kernel's schedule on 8-lane vectors).
- * Per tile of MLM_ATT_KT entries the KV head's K rows are decoded once and transposed (a
- * score vector holds 8 entries, one fma chain over d per lane) and the V rows decoded once
- * for every query and head of the job; output vectors hold 8 values of d (one fma chain over
- * the entries per lane). The tile sum keeps the reference's 16-lane shape as two halves. */
+ * arithmetic of attention_flash_ref.c (the AVX-512 kernel's schedules on 8-lane vectors).
+ * Causal jobs: per tile of MLM_ATT_KT entries the KV head's K rows are decoded once and
+ * transposed (a score vector holds 8 entries, one fma chain over d per lane) and the V rows
+ * decoded once for every query and head of the job. Non-causal jobs: every row reads the same
+ * entries, so a score vector holds 8 rows (lane = (query, head)), K rows are read as they
+ * are, the softmax runs across lanes and f32 V rows are read in place. Output vectors hold 8
+ * values of d (one fma chain over the entries per lane). The tile sum keeps the reference's
+ * 16-lane shape. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -121,9 +124,10 @@ INLINE void scores(const float *qs, int nr, const float *kt, int hd, int j, int 
         for (int v = 0; v < nv; v++) _mm256_storeu_ps(s + r * KT + j + 8 * v, acc[r][v]);
 }
 
-/* Columns [0, 8 ND) (ND <= 4) of O's NR (<= 2) rows = O * alpha, then + p_j v_j. */
-INLINE void accumulate(float *o, int nr, const float *alpha, const float *p, const float *v,
-                       int hd, int nj, int nd) {
+/* Columns [0, 8 ND) (ND <= 4) of O's NR (<= 2) rows = O * alpha, then + p_j v_j for the NJ
+ * entries (V rows of stride VS); row r's p_j is at P[r * PR + j * PJ]. */
+INLINE void accumulate(float *o, int nr, const float *alpha, const float *p, int pr, int pj,
+                       const float *v, int64_t vs, int hd, int nj, int nd) {
     __m256 acc[2][4];
     memset(acc, 0, sizeof acc);
     _Pragma("GCC unroll 2")
@@ -135,18 +139,34 @@ INLINE void accumulate(float *o, int nr, const float *alpha, const float *p, con
         __m256 vj[4];
         memset(vj, 0, sizeof vj);
         _Pragma("GCC unroll 4")
-        for (int c = 0; c < nd; c++) vj[c] = _mm256_loadu_ps(v + j * hd + 8 * c);
+        for (int c = 0; c < nd; c++) vj[c] = _mm256_loadu_ps(v + j * vs + 8 * c);
         _Pragma("GCC unroll 2")
         for (int r = 0; r < nr; r++) {
-            __m256 pj = _mm256_set1_ps(p[r * KT + j]);
+            __m256 pv = _mm256_set1_ps(p[r * pr + j * pj]);
             _Pragma("GCC unroll 4")
-            for (int c = 0; c < nd; c++) acc[r][c] = _mm256_fmadd_ps(pj, vj[c], acc[r][c]);
+            for (int c = 0; c < nd; c++) acc[r][c] = _mm256_fmadd_ps(pv, vj[c], acc[r][c]);
         }
     }
     _Pragma("GCC unroll 2")
     for (int r = 0; r < nr; r++)
         _Pragma("GCC unroll 4")
         for (int c = 0; c < nd; c++) _mm256_storeu_ps(o + r * hd + 8 * c, acc[r][c]);
+}
+
+/* The output update of NR rows (P's row r at P + r * PR, entry j at + j * PJ; V rows of
+ * stride VS) over all of HD, in blocks of 2 rows x 32 columns. */
+INLINE void update_rows(float *o, int nr, const float *alpha, const float *p, int pr, int pj,
+                        const float *v, int64_t vs, int hd, int nj) {
+    for (int c0 = 0; c0 < hd / 8; c0 += 4) {
+        int nd = hd / 8 - c0 < 4 ? hd / 8 - c0 : 4;
+        for (int r = 0; r < nr; r += 2) {
+            int n = nr - r < 2 ? nr - r : 2;
+            float *oo = o + r * hd + 8 * c0;
+            const float *pp = p + r * pr, *vv = v + 8 * c0;
+            if (n == 2 && nd == 4) accumulate(oo, 2, alpha + r, pp, pr, pj, vv, vs, hd, nj, 4);
+            else accumulate(oo, n, alpha + r, pp, pr, pj, vv, vs, hd, nj, nd);
+        }
+    }
 }
 
 INLINE float hmax(__m256 v) {
@@ -182,7 +202,9 @@ INLINE void softmax_row(float *s, int nj, float *m, float *l, float *alpha) {
     *m = mn;
 }
 
-INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
+// ---- causal jobs: lanes = entries ----
+
+INLINE void causal(const mlm_attn_job *job, float *scratch, int hd) {
     const mlm_paged_kv *kv = job->kv;
     const int nh = job->n_hh, R = job->n_q * nh;
     const int64_t off = (int64_t)job->kv_head * hd;
@@ -207,9 +229,9 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
             for (int db = 0; db < hd; db += 8) transpose8(vt + jb * hd + db, hd, kt + db * KT + jb, KT);
         decode_rows(kv, kv->v, job->blocks, j0, ntile, off, hd, vt);
         for (int i = 0; i < job->n_q; i++) {
-            int32_t n_ctx = job->q0 + i + 1;
-            if (n_ctx <= j0) continue;
-            int nj = n_ctx - j0 < KT ? n_ctx - j0 : KT, nv = (nj + 7) / 8;
+            int32_t end = job->q0 + i + 1; /* entries query i reads */
+            if (end <= j0) continue;
+            int nj = end - j0 < KT ? end - j0 : KT, nv = (nj + 7) / 8;
             float *si = s + i * nh * KT, *qi = qs + i * nh * hd, *oi = o + i * nh * hd;
             for (int r = 0; r < nh; r += 2) {
                 int nr = nh - r < 2 ? nh - r : 2;
@@ -220,15 +242,7 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
                 }
             }
             for (int r = 0; r < nh; r++) softmax_row(si + r * KT, nj, &m[i * nh + r], &l[i * nh + r], &alpha[r]);
-            for (int c0 = 0; c0 < hd / 8; c0 += 4) {
-                int nd = hd / 8 - c0 < 4 ? hd / 8 - c0 : 4;
-                for (int r = 0; r < nh; r += 2) {
-                    int nr = nh - r < 2 ? nh - r : 2;
-                    float *oo = oi + r * hd + 8 * c0, *pp = si + r * KT, *vv = vt + 8 * c0;
-                    if (nr == 2 && nd == 4) accumulate(oo, 2, alpha + r, pp, vv, hd, nj, 4);
-                    else accumulate(oo, nr, alpha + r, pp, vv, hd, nj, nd);
-                }
-            }
+            update_rows(oi, nh, alpha, si, KT, 1, vt, hd, hd, nj);
         }
     }
     for (int i = 0; i < job->n_q; i++)
@@ -240,10 +254,164 @@ INLINE void flash(const mlm_attn_job *job, float *scratch, int hd) {
         }
 }
 
+// ---- non-causal jobs: lanes = rows ----
+
+/* Asks for entries [J0, J0 + N) of POOL, values [OFF, OFF + HD) each, to be brought into the
+ * caches ahead of their tile: one head's values are a short run in each entry, far apart in
+ * the pool, which the hardware prefetchers do not follow. */
+INLINE void prefetch_rows(const mlm_paged_kv *kv, const void *pool, const int32_t *blocks,
+                          int32_t j0, int n, int64_t off, int hd) {
+    int64_t b0, b1; /* the head's bytes within an entry */
+    if (kv->type == MLM_W_F32) b0 = off * 4, b1 = (off + hd) * 4;
+    else if (kv->type == MLM_W_BF16) b0 = off * 2, b1 = (off + hd) * 2;
+    else b0 = off / MLM_BFP_GROUP * 68, b1 = (off + hd + MLM_BFP_GROUP - 1) / MLM_BFP_GROUP * 68;
+    const uint32_t bs = (uint32_t)kv->block_size;
+    for (int j = 0; j < n;) {
+        uint32_t idx = (uint32_t)(j0 + j), slot = idx % bs;
+        const char *base = (const char *)pool + ((int64_t)blocks[idx / bs] * bs + slot) * kv->row_bytes;
+        int run = (int)(bs - slot) < n - j ? (int)(bs - slot) : n - j;
+        for (int r = 0; r < run; r++, j++) {
+            const char *e = base + r * kv->row_bytes;
+            for (int64_t b = b0; b < b1; b += 64) _mm_prefetch(e + b, _MM_HINT_T0);
+            _mm_prefetch(e + b1 - 1, _MM_HINT_T0);
+        }
+    }
+}
+
+/* Scores of 8 rows (q' transposed: QT[d * 8 + lane]) against the K rows KR (stride HD) of 8
+ * entries, into ST[jj * 8 + lane]: each lane one fma chain over d. */
+INLINE void nc_scores(const float *qt, const float *kr, int hd, float *st) {
+    __m256 acc[8];
+    _Pragma("GCC unroll 8")
+    for (int jj = 0; jj < 8; jj++) acc[jj] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        __m256 q = _mm256_loadu_ps(qt + d * 8);
+        _Pragma("GCC unroll 8")
+        for (int jj = 0; jj < 8; jj++) acc[jj] = _mm256_fmadd_ps(q, _mm256_set1_ps(kr[jj * hd + d]), acc[jj]);
+    }
+    _Pragma("GCC unroll 8")
+    for (int jj = 0; jj < 8; jj++) _mm256_storeu_ps(st + jj * 8, acc[jj]);
+}
+
+/* P[j] of the tile (8 rows), 0 past NJ. */
+INLINE __m256 nc_p(const float *st, int j, int nj) {
+    return j < nj ? _mm256_loadu_ps(st + j * 8) : _mm256_setzero_ps();
+}
+
+/* The tile's softmax update of 8 rows at once (lane = row): ST holds the scores of NJ entries
+ * (ST[j * 8 + lane]) and gets their p_j; M and L are the rows' running max and sum; ALPHA
+ * gets the rows' rescale factors. The reference's scalar steps, lane by lane. */
+INLINE void nc_softmax(float *st, int nj, float *m, float *l, float *alpha) {
+    __m256 mt = _mm256_set1_ps(-INFINITY);
+    for (int j = 0; j < nj; j++) {
+        __m256 sj = _mm256_loadu_ps(st + j * 8); /* (s > mt ? s : mt), as the reference */
+        mt = _mm256_blendv_ps(mt, sj, _mm256_cmp_ps(sj, mt, _CMP_GT_OQ));
+    }
+    __m256 mo = _mm256_loadu_ps(m);
+    __m256 mn = _mm256_blendv_ps(mt, mo, _mm256_cmp_ps(mo, mt, _CMP_GT_OQ));
+    __m256 a = exp2v(_mm256_sub_ps(mo, mn), _mm256_cmp_ps(mo, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ));
+    __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int j = 0; j < nj; j++)
+        _mm256_storeu_ps(st + j * 8, exp2v(_mm256_sub_ps(_mm256_loadu_ps(st + j * 8), mn), all));
+    /* the tile sum: lane x of the reference is entries x, 16 + x, 32 + x, 48 + x; then lanes
+     * x + 8, x + 4, x + 2, x + 1 are folded in */
+    __m256 sum[8];
+    _Pragma("GCC unroll 8")
+    for (int x = 0; x < 8; x++) {
+        __m256 lo = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(nc_p(st, x, nj), nc_p(st, 16 + x, nj)),
+                                                nc_p(st, 32 + x, nj)), nc_p(st, 48 + x, nj));
+        __m256 hi = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(nc_p(st, 8 + x, nj), nc_p(st, 24 + x, nj)),
+                                                nc_p(st, 40 + x, nj)), nc_p(st, 56 + x, nj));
+        sum[x] = _mm256_add_ps(lo, hi);
+    }
+    _Pragma("GCC unroll 4")
+    for (int w = 4; w >= 1; w /= 2)
+        _Pragma("GCC unroll 4")
+        for (int x = 0; x < w; x++) sum[x] = _mm256_add_ps(sum[x], sum[x + w]);
+    _mm256_storeu_ps(l, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(l), a), sum[0]));
+    _mm256_storeu_ps(m, mn);
+    _mm256_storeu_ps(alpha, a);
+}
+
+/* Every row of the job reads entries [0, N_CTX): the rows (query, head) are the lanes of the
+ * score vectors, 8 a chunk, so K rows are read as they are (no transpose) and the softmax
+ * runs across lanes without reductions. Rows past R in the last chunk are zero and dropped.
+ * K is decoded 16 entries at a time (once for all chunks); f32 V rows are read in place when
+ * the tile lies in one page. */
+INLINE void noncausal(const mlm_attn_job *job, float *scratch, int hd) {
+    const mlm_paged_kv *kv = job->kv;
+    const int nh = job->n_hh, R = job->n_q * nh, RP = (R + 7) / 8 * 8;
+    const int64_t off = (int64_t)job->kv_head * hd;
+    const int32_t n_ctx = job->n_ctx;
+    const uint32_t bs = (uint32_t)kv->block_size;
+    /* K rows of 16 entries; V rows of the tile (when decoded); q' of chunk c at qt + c * 8 *
+     * hd as (hd, 8); scores and p of chunk c at st + c * 8 * KT as (KT, 8); o rows; m, l */
+    float *kr = scratch, *vr = kr + KT * hd, *qt = vr + KT * hd, *st = qt + RP * hd,
+          *o = st + RP * KT, *m = o + RP * hd, *l = m + RP, alpha[8];
+    const float c = MLM_LOG2E / sqrtf((float)hd);
+    memset(qt, 0, (size_t)(RP * hd) * sizeof *qt);
+    for (int r = 0; r < R; r++) {
+        int i = r / nh, h = job->kv_head * job->group + job->hh0 + r % nh;
+        const float *qrow = job->q + i * job->q_stride + (int64_t)h * hd;
+        float *q = qt + (r / 8) * 8 * hd + r % 8;
+        for (int d = 0; d < hd; d++) q[d * 8] = qrow[d] * c;
+    }
+    memset(o, 0, (size_t)(RP * hd) * sizeof *o);
+    for (int r = 0; r < RP; r++) m[r] = -INFINITY, l[r] = 0;
+    for (int32_t j0 = 0; j0 < n_ctx; j0 += KT) {
+        int nj = n_ctx - j0 < KT ? n_ctx - j0 : KT, nb = (nj + 15) / 16;
+        int next = n_ctx - j0 - KT < KT ? n_ctx - j0 - KT : KT; /* entries of the next tile */
+        for (int b = 0; b < nb; b++) {
+            int n = nj - 16 * b < 16 ? nj - 16 * b : 16;
+            /* the next tile's rows, a quarter at a time so the requests overlap the work */
+            if (next > 16 * b) {
+                int pn = next - 16 * b < 16 ? next - 16 * b : 16;
+                prefetch_rows(kv, kv->k, job->blocks, j0 + KT + 16 * b, pn, off, hd);
+                prefetch_rows(kv, kv->v, job->blocks, j0 + KT + 16 * b, pn, off, hd);
+            }
+            decode_rows(kv, kv->k, job->blocks, j0 + 16 * b, n, off, hd, kr);
+            if (n < 16) memset(kr + n * hd, 0, (size_t)((16 - n) * hd) * sizeof *kr);
+            for (int c0 = 0; c0 < RP; c0 += 8)
+                for (int h8 = 0; h8 < 16 && h8 < n; h8 += 8)
+                    nc_scores(qt + c0 * hd, kr + h8 * hd, hd, st + c0 * KT + (16 * b + h8) * 8);
+        }
+        const float *v = vr;
+        int64_t vs = hd;
+        if (kv->type == MLM_W_F32 && (uint32_t)j0 % bs + (uint32_t)nj <= bs) {
+            /* the tile lies in one page: its f32 V rows are read in place */
+            v = (const float *)((const char *)kv->v + mlm_kv_entry_offset(kv, job->blocks, j0)) + off;
+            vs = kv->row_bytes / 4;
+        } else {
+            decode_rows(kv, kv->v, job->blocks, j0, nj, off, hd, vr);
+        }
+        for (int c0 = 0; c0 < RP; c0 += 8) {
+            float *sc = st + c0 * KT;
+            nc_softmax(sc, nj, m + c0, l + c0, alpha);
+            int nr = R - c0 < 8 ? R - c0 : 8;
+            update_rows(o + c0 * hd, nr, alpha, sc, 1, 8, v, vs, hd, nj);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        int i = r / nh, h = job->kv_head * job->group + job->hh0 + r % nh;
+        float inv = 1.0f / l[r], *orow = job->out + i * job->out_stride + (int64_t)h * hd;
+        for (int d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(orow + d, _mm256_mul_ps(_mm256_loadu_ps(o + r * hd + d), _mm256_set1_ps(inv)));
+    }
+}
+
 void mlm_attention_flash_avx2(const mlm_attn_job *job, float *scratch) {
-    if (job->head_dim % 8 || job->head_dim > MLM_ATT_HD) /* the same arithmetic, scalar */
+    int hd = job->head_dim;
+    if (hd % 8 || hd > MLM_ATT_HD) /* the same arithmetic, scalar */
         mlm_attention_flash_ref(job, scratch);
-    else if (job->head_dim == 64) flash(job, scratch, 64);
-    else if (job->head_dim == 128) flash(job, scratch, 128);
-    else flash(job, scratch, job->head_dim);
+    else if (job->n_ctx > 0) {
+        if (hd == 64) noncausal(job, scratch, 64);
+        else if (hd == 80) noncausal(job, scratch, 80); /* the vision encoder */
+        else if (hd == 128) noncausal(job, scratch, 128);
+        else noncausal(job, scratch, hd);
+    } else {
+        if (hd == 64) causal(job, scratch, 64);
+        else if (hd == 80) causal(job, scratch, 80);
+        else if (hd == 128) causal(job, scratch, 128);
+        else causal(job, scratch, hd);
+    }
 }

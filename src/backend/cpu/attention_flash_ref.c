@@ -1,7 +1,8 @@
 /* backend/cpu/attention_flash_ref.c: flash attention (backend.h's mlm_attn_job), scalar. It
  * defines the arithmetic every SIMD twin reproduces bit for bit:
  *   q' = q * (log2(e) / sqrt(head_dim)), per (query, head);
- *   entries in tiles of MLM_ATT_KT from entry 0, the last one cut at the query's own entry;
+ *   entries in tiles of MLM_ATT_KT from entry 0, the last one cut at the query's last entry
+ *   (its own, q0 + i, when causal; n_ctx - 1 for every query when the job is non-causal);
  *   score s_j = fma over d in order of q'[d] * k_j[d], from +0;
  *   m' = max(m, max s_j); alpha = exp2(m - m') (0 on the first tile); p_j = exp2(s_j - m');
  *   l = l * alpha + tilesum(p), tilesum adding the 64 slots (0 past the cut) as 16 lanes,
@@ -48,7 +49,7 @@ void mlm_attention_flash_ref(const mlm_attn_job *job, float *scratch) {
         for (int d = 0; d < hd; d++) qs[r * hd + d] = qrow[d] * c, o[r * hd + d] = 0;
         m[r] = -INFINITY, l[r] = 0;
     }
-    const int32_t last = job->q0 + job->n_q;
+    const int32_t last = job->n_ctx > 0 ? job->n_ctx : job->q0 + job->n_q;
     for (int32_t j0 = 0; j0 < last; j0 += MLM_ATT_KT) {
         int ntile = last - j0 < MLM_ATT_KT ? last - j0 : MLM_ATT_KT;
         for (int jj = 0; jj < ntile; jj++) {
@@ -56,9 +57,9 @@ void mlm_attention_flash_ref(const mlm_attn_job *job, float *scratch) {
             decode_entry(kv, kv->v, job->blocks, j0 + jj, off, hd, vt + jj * hd);
         }
         for (int r = 0; r < R; r++) {
-            int32_t n_ctx = job->q0 + r / nh + 1;
-            if (n_ctx <= j0) continue;
-            int nj = n_ctx - j0 < MLM_ATT_KT ? n_ctx - j0 : MLM_ATT_KT;
+            int32_t end = job->n_ctx > 0 ? job->n_ctx : job->q0 + r / nh + 1; /* entries read */
+            if (end <= j0) continue;
+            int nj = end - j0 < MLM_ATT_KT ? end - j0 : MLM_ATT_KT;
             const float *qr = qs + r * hd;
             float *orow = o + r * hd, mt = -INFINITY;
             for (int jj = 0; jj < nj; jj++) {
