@@ -191,8 +191,8 @@ mlm_status mlm_tensor_to_i64(const mlm_tensor_view *t, int64_t *dst, int64_t n, 
 typedef enum mlm_family {
     MLM_FAMILY_LLAMA3 = 0, /* LlamaForCausalLM / Meta params.json */
     MLM_FAMILY_PHI3,       /* Phi3ForCausalLM (Phi-4) */
-    MLM_FAMILY_MLLAMA      /* MllamaForConditionalGeneration (Llama 3.2 Vision): the config
-                              is read; running it is not built yet */
+    MLM_FAMILY_MLLAMA      /* MllamaForConditionalGeneration (Llama 3.2 Vision): a Llama 3
+                              decoder with cross-attention layers over a vision tower */
 } mlm_family;
 
 #define MLM_MAX_CROSS_LAYERS 32
@@ -395,6 +395,28 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
                                      int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                      mlm_error *err);
 
+/* One piece of a message's content: text, or (TEXT NULL) a token id put in as it is, as
+ * the image token of a vision model (mlm_model_image_token) where an image goes. */
+typedef struct mlm_chat_part {
+    const char *text;
+    int32_t token;
+} mlm_chat_part;
+
+/* A message whose content is a list of parts. */
+typedef struct mlm_chat_parts {
+    const char *role;
+    const mlm_chat_part *parts;
+    int32_t n_parts;
+} mlm_chat_parts;
+
+/* mlm_tokenizer_encode_chat with each message's content as parts, in the Llama 3 format (the
+ * vision model's; UNSUPPORTED for other formats): as Meta's ChatFormat does with a message's
+ * items, each text part is encoded on its own and each token part put in as it is (an image
+ * item becomes the image token). */
+mlm_status mlm_tokenizer_encode_chat_parts(const mlm_tokenizer *tok, const mlm_chat_parts *msgs,
+                                           int n_msgs, int add_generation_prompt, mlm_tokens *out,
+                                           mlm_error *err);
+
 /* The chat format encode_chat uses: "llama3", "chatml" (Phi-4's <|im_sep|> form),
  * "chatml-newline", or NULL when there is none. */
 const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok);
@@ -590,6 +612,55 @@ mlm_status mlm_cache_list(const char *cache_dir, mlm_cache_entry **out, int *n, 
  * the user cache folder), in DIRS[0]; *N = 1. */
 mlm_status mlm_cache_dirs(const char *dir, char dirs[][1024], int *n, mlm_error *err);
 
+/* ---- images (Llama 3.2 Vision) ---- */
+
+/* An image for a vision model: decoded (PNG or JPEG: grayscale, RGB, RGBA composited over
+ * white, palette), preprocessed as the model's MllamaImageProcessor does (the tile grid with
+ * the best fit among the model's aspect ratios, Pillow's BILINEAR resize, zero padding, CLIP
+ * normalization, up to max_tiles tiles of image_size pixels; models.md 6.3), and once
+ * encoded, the vision encoder's output projected to the text width (n_tiles x tokens per
+ * tile rows). Heap handle; mlm_image_free releases it. One image may be bound to any number
+ * of sequences. Not thread-safe while mlm_image_encode runs on it. */
+
+#define MLM_MAX_IMAGES 16 /* images one sequence may hold, at most (meshlm's limit) */
+#define MLM_IMAGE_MAX_PIXELS ((int64_t)1 << 25) /* width x height accepted, at most */
+
+typedef struct mlm_image mlm_image;
+
+typedef struct mlm_image_info {
+    int32_t width, height;   /* as decoded */
+    int32_t rows, cols;      /* the tile grid */
+    int32_t n_tiles;         /* rows x cols */
+    int32_t aspect_ratio_id; /* 1 + the grid's index in the model's supported_aspect_ratios */
+    int32_t n_tokens;        /* vision tokens the text attends to: n_tiles x tokens per tile */
+    int encoded;
+} mlm_image_info;
+
+/* Decodes the image file PATH, or SIZE bytes at DATA (NAME names them in messages: a file
+ * name, "messages[0].content[1]"), and preprocesses it for MODEL's vision tower. FORMAT for
+ * an empty, truncated or corrupt file, or bytes that are no image; UNSUPPORTED for another
+ * format (GIF, WebP, ...), width x height over MLM_IMAGE_MAX_PIXELS (checked on the header,
+ * before decoding) or a model without vision; IO when PATH cannot be read; NOMEM. */
+mlm_status mlm_image_open(const mlm_model *model, const char *path, mlm_image **out,
+                          mlm_error *err);
+mlm_status mlm_image_open_memory(const mlm_model *model, const char *name, const void *data,
+                                 size_t size, mlm_image **out, mlm_error *err);
+void mlm_image_free(mlm_image *image);
+void mlm_image_get_info(const mlm_image *image, mlm_image_info *out);
+
+/* Runs the vision encoder and the projector on IMAGE (once; a second call does nothing) with
+ * N_THREADS threads (0 = all cores), in the precision profile the model was loaded in. Its
+ * pixels are freed after. NOMEM for the encoder's scratch (mlm_memory_plan.images). */
+mlm_status mlm_image_encode(const mlm_model *model, mlm_image *image, int n_threads,
+                            mlm_error *err);
+/* The encoded image's projected states (n_tokens rows of the text n_embd, borrowed), or
+ * NULL before mlm_image_encode. */
+const float *mlm_image_embeddings(const mlm_image *image);
+
+/* The token that stands for an image in a vision model's prompts (128256 for Llama 3.2
+ * Vision: its tokenizer's <|image|>), or -1 for models without vision. */
+int32_t mlm_model_image_token(const mlm_model *model);
+
 /* ---- executor ---- */
 
 /* An executor runs steps of a model over a paged KV cache: a pool of max_num_blocks blocks
@@ -609,6 +680,11 @@ typedef struct mlm_exec_params {
     mlm_dtype kv_dtype;     /* KV cache entries: MLM_DTYPE_F32, _BF16 or _BFP8; default
                                MLM_KV_FROM_PROFILE: the model's profile decides */
     int n_threads;          /* 0 = all cores */
+    /* Llama 3.2 Vision: images one sequence may hold (default 1; at most MLM_MAX_IMAGES),
+     * and the image K/V pool in tiles (0 = max_seqs x max_images x the model's max tiles).
+     * Other models ignore both. */
+    int32_t max_images;
+    int32_t image_tiles;
     /* Under TP (the model was loaded with a TP communicator): 1 = this rank (TP rank 0)
      * leads: each step sends its batch and page tables to the other ranks of the group,
      * which run mlm_exec_follow with the same parameters. 0 (default): every rank calls
@@ -651,6 +727,22 @@ mlm_status mlm_exec_seq_set_pages(mlm_exec *exec, int32_t seq, const int32_t *bl
                                   mlm_error *err);
 /* The next position sequence SEQ expects. */
 int32_t mlm_exec_seq_len(const mlm_exec *exec, int32_t seq);
+
+/* Llama 3.2 Vision: binds N encoded images (mlm_image_encode) to sequence SEQ, image I at
+ * position POS[I] (strictly increasing, not before the sequence's next position), where the
+ * sequence's tokens will hold the model's image token (mlm_model_image_token). Their
+ * cross-attention keys and values are computed here, once, into the executor's image pool and
+ * kept with the sequence until it is reset; decode never recomputes them. Which images a token
+ * sees follows Hugging Face's processor (get_cross_attention_token_mask): image I from its
+ * position up to the next image's (consecutive image tokens all extend to the end), the last
+ * one to the end of the sequence; a token that sees no image (text before the first image)
+ * passes the cross-attention layers unchanged (Meta's reference; models.md 6.6). Call it
+ * once per sequence, after mlm_exec_seq_reset and before the steps that reach POS[0].
+ * Statuses: INVALID_ARG (a model without vision, an image of another model or not encoded,
+ * positions out of order or already written, N over max_images), CAPACITY (the image pool
+ * has too few free tiles; nothing is bound). The images are only read during the call. */
+mlm_status mlm_exec_seq_set_images(mlm_exec *exec, int32_t seq, mlm_image *const *images,
+                                   const int32_t *pos, int32_t n, mlm_error *err);
 /* The executor's parameters with the defaults resolved, and its model (borrowed). */
 const mlm_exec_params *mlm_exec_get_params(const mlm_exec *exec);
 const mlm_model *mlm_exec_model(const mlm_exec *exec);
@@ -662,7 +754,9 @@ typedef struct mlm_memory_plan {
     int64_t weights;   /* all weights in the profile's types (mapped or converted) */
     int64_t kv;        /* the KV pool: every block of every layer */
     int64_t scratch;   /* the executor's step scratch */
-    int64_t total;     /* weights + kv + scratch + a fixed allowance for the process */
+    int64_t images;    /* Llama 3.2 Vision: the image K/V pool, one image's encoder scratch
+                          and projected states (0 for other models) */
+    int64_t total;     /* weights + kv + scratch + images + a fixed allowance */
     int64_t available; /* memory the system reports available now (MemAvailable), or -1 */
 } mlm_memory_plan;
 
@@ -723,6 +817,10 @@ typedef struct mlm_gen_user {
     int32_t max_new_tokens; /* tokens to generate at most (the prefill's token included) */
     const int32_t *stop_ids; /* borrowed; generation stops after one of these (NULL: never) */
     int32_t n_stop_ids;
+    /* Llama 3.2 Vision: encoded images bound in order to the prompt's image tokens (borrowed;
+     * NULL / 0: none). */
+    mlm_image *const *images;
+    int32_t n_images;
 } mlm_gen_user;
 
 /* What one user got: the generated tokens (stop token included) and why it stopped. */
@@ -793,6 +891,9 @@ typedef struct mlm_sched_params {
     int32_t max_logprobs;  /* most top logprobs a request may ask for (default 20) */
     mlm_dtype kv_dtype;    /* default MLM_KV_FROM_PROFILE */
     int n_threads;         /* 0 = all cores */
+    int32_t max_images;    /* Llama 3.2 Vision: images per request (default 1) */
+    int32_t image_tiles;   /* its image K/V pool in tiles (0: max_batch x max_images x the
+                              model's max tiles); a request waits for free tiles */
     /* Under TP: this rank (0) leads the other ranks of the group, which create their
      * scheduler with the same parameters and run mlm_sched_follow (mlm_exec_params.lead). */
     int lead;
@@ -841,6 +942,12 @@ typedef struct mlm_request_params {
     const int32_t *stop_ids; /* generating one ends the request (copied; NULL: none) */
     int32_t n_stop_ids;
     int32_t logprobs;        /* -1: none; K >= 0: each token's logprob and the top K */
+    /* Llama 3.2 Vision: encoded images (mlm_image_encode), bound in order to the prompt's
+     * image tokens (one each). Borrowed until the request's final event: a preempted request
+     * computes their K/V again when it is admitted again. Image requests do not use or fill
+     * the prefix cache (their blocks depend on the images, not only on the tokens). */
+    mlm_image *const *images;
+    int32_t n_images;
     mlm_sched_callback on_event;
     void *user;
 } mlm_request_params;

@@ -6,6 +6,7 @@
 #define MESHLM_TESTS_HARNESS_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,23 @@ static inline int harness_write_file(const char *path, const void *data, size_t 
     size_t w = fwrite(data, 1, len, f);
     fclose(f);
     return w == len ? 0 : -1;
+}
+
+/* The CRC-32 of PNG chunks and zip entries (polynomial 0xedb88320) of N bytes at P. */
+static inline uint32_t harness_crc32(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+
+/* V as 4 big-endian bytes at P (PNG's integers). */
+static inline void harness_put_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8), p[3] = (unsigned char)v;
 }
 
 /* Creates a fresh directory /tmp/meshlm-test-TAG-XXXXXX into DIR (size >= 64); 0 on success. */

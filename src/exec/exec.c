@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "exec/exec.h"
+#include "exec/image.h"
 #include "kv/kv.h"
 #include "model/forward.h"
 
@@ -24,6 +25,12 @@ struct mlm_exec {
     int64_t msg_cap;
     float *follow_logits; /* owned (max_step_logits x n_vocab), followers only */
     int8_t *flags;        /* owned (max_step_tokens): a follower's logits flags */
+    /* Llama 3.2 Vision: the image K/V (one block a tile), the images of each sequence, and a
+     * step's cross-attention view of its tokens */
+    mlm_kv xkv;
+    seq_images *images;      /* owned (max_seqs) */
+    const int32_t **xblocks; /* owned (max_step_tokens) */
+    int32_t *xn;             /* owned (max_step_tokens) */
 };
 
 /* A leader's step message, after a header of 3 ints {n, n_seqs, ints that follow}: per token
@@ -46,7 +53,9 @@ mlm_exec_params mlm_exec_default_params(void) {
                          .max_step_tokens = 512,
                          .max_step_logits = 0,
                          .kv_dtype = MLM_KV_FROM_PROFILE,
-                         .n_threads = 0};
+                         .n_threads = 0,
+                         .max_images = 1,
+                         .image_tiles = 0};
     return p;
 }
 
@@ -61,6 +70,11 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                            "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
                            "be positive");
+    if (p.max_images < 0 || p.max_images > MLM_MAX_IMAGES || p.image_tiles < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: max_images %d outside [0, %d] (MLM_MAX_IMAGES), or negative "
+                           "image_tiles",
+                           p.max_images, MLM_MAX_IMAGES);
     if (p.kv_dtype == MLM_KV_FROM_PROFILE) p.kv_dtype = mlm_model_kv_dtype(model);
     if (p.kv_dtype != MLM_DTYPE_F32 && p.kv_dtype != MLM_DTYPE_BF16 && p.kv_dtype != MLM_DTYPE_BFP8)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
@@ -76,12 +90,11 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     e->model = model;
     e->p = p;
     const mlm_config *c = &model->local; /* this rank's KV heads under TP */
-    mlm_status st = mlm_kv_init(&e->kv, c->n_layer, (int64_t)c->n_kv_head * c->head_dim,
+    mlm_status st = mlm_kv_init(&e->kv, model->n_self, (int64_t)c->n_kv_head * c->head_dim,
                                 p.kv_dtype == MLM_DTYPE_BF16   ? MLM_W_BF16
                                 : p.kv_dtype == MLM_DTYPE_BFP8 ? MLM_W_BFP8
                                                                : MLM_W_F32,
-                                p.block_size, p.max_num_blocks,
-                                p.max_seqs, p.max_seq_len, err);
+                                p.block_size, p.max_num_blocks, p.max_seqs, p.max_seq_len, err);
     if (st) {
         free(e);
         return st;
@@ -97,9 +110,15 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
         return mlm_err_set(err, MLM_ERR_NOMEM, "executor: cannot allocate %zu bytes of scratch",
                            bytes);
     }
-    if ((st = mlm_pool_create(p.n_threads, &e->pool, err))) {
+    if ((st = mlm_pool_create(p.n_threads, &e->pool, err)) ||
+        (st = mlm_exec_images_init(e->model, &e->p, &e->xkv, &e->images, err))) {
         mlm_exec_free(e);
         return st;
+    }
+    if (e->images && (!(e->xblocks = calloc((size_t)p.max_step_tokens, sizeof *e->xblocks)) ||
+                      !(e->xn = calloc((size_t)p.max_step_tokens, sizeof *e->xn)))) {
+        mlm_exec_free(e);
+        return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
     }
     if (model->tp_size > 1) {
         e->msg_cap = msg_ints(&p, e->kv.max_blocks_per_seq);
@@ -124,6 +143,9 @@ void mlm_exec_free(mlm_exec *e) {
     free(e->follow_logits);
     mlm_pool_free(e->pool);
     mlm_kv_deinit(&e->kv);
+    mlm_exec_images_deinit(&e->xkv, e->images, e->p.max_seqs);
+    free(e->xblocks);
+    free(e->xn);
     free(e->scratch);
     free(e->kv_idx);
     free(e->blocks);
@@ -144,6 +166,7 @@ mlm_status mlm_exec_seq_reset(mlm_exec *e, int32_t seq, int32_t start, mlm_error
     if (start < 0)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: negative start position %d", start);
     mlm_kv_reset(&e->kv, seq, start);
+    if (e->images) mlm_exec_images_reset(&e->xkv, &e->images[seq], seq);
     return MLM_OK;
 }
 
@@ -172,7 +195,7 @@ static mlm_status check_batch(mlm_exec *e, const mlm_batch *b, int32_t *n_logits
         int32_t seq = b->seq[i], tok = b->tokens[i];
         mlm_status st = check_seq(e, seq, err);
         if (st) return st;
-        if (tok < 0 || tok >= c->n_vocab)
+        if ((tok < 0 || tok >= c->n_vocab) && !(e->images && tok == c->image_token_id))
             return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                                "executor: token %d (batch entry %d) is outside the vocabulary [0, %d)",
                                tok, i, c->n_vocab);
@@ -182,6 +205,9 @@ static mlm_status check_batch(mlm_exec *e, const mlm_batch *b, int32_t *n_logits
             return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                                "executor: sequence %d expects position %d next, batch entry %d has %d",
                                seq, expect, i, b->pos[i]);
+        if (e->images && (st = mlm_exec_images_check(&e->images[seq], seq, tok, b->pos[i],
+                                                     c->image_token_id, err)))
+            return st;
         if (s->len + e->step_len[seq] >= e->p.max_seq_len)
             return mlm_err_set(err, MLM_ERR_CAPACITY,
                                "executor: sequence %d is full (max_seq_len %d)", seq,
@@ -302,6 +328,12 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
                         .blocks = e->blocks,
                         .kv_idx = e->kv_idx,
                         .want_logits = b->logits};
+    if (e->images) {
+        for (int32_t i = 0; i < b->n; i++)
+            mlm_exec_images_view(&e->images[b->seq[i]], &e->xkv.seqs[b->seq[i]], b->pos[i],
+                                 e->model->vision.n_tok, &e->xblocks[i], &e->xn[i]);
+        fb.xkv = e->xkv.layers, fb.xblocks = e->xblocks, fb.xn = e->xn;
+    }
     if (leading(e) && (st = send_step(e, b, err))) return st;
     if ((st = mlm_forward(e->model, &fb, e->kv.layers, e->scratch, e->pool, out, err))) return st;
     for (int32_t s = 0; s < e->p.max_seqs; s++) e->kv.seqs[s].len += e->step_len[s];
@@ -311,3 +343,19 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
 const mlm_exec_params *mlm_exec_get_params(const mlm_exec *e) { return &e->p; }
 const mlm_model *mlm_exec_model(const mlm_exec *e) { return e->model; }
 mlm_kv *mlm_exec_kv(mlm_exec *e) { return &e->kv; }
+
+int32_t mlm_exec_image_tiles(const mlm_exec *e, int32_t *total) {
+    if (total) *total = e->images ? e->xkv.max_num_blocks : 0;
+    return e->images ? e->xkv.n_free : 0;
+}
+
+mlm_status mlm_exec_seq_set_images(mlm_exec *e, int32_t seq, mlm_image *const *images,
+                                   const int32_t *pos, int32_t n, mlm_error *err) {
+    mlm_status st = check_seq(e, seq, err);
+    if (st) return st;
+    if (!e->images)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: the model (%s) takes no images",
+                           mlm_family_name(e->model->cfg.family));
+    return mlm_exec_images_bind(e->model, &e->p, &e->xkv, &e->images[seq], seq,
+                                mlm_exec_seq_len(e, seq), images, pos, n, e->scratch, e->pool, err);
+}

@@ -8,5 +8,7 @@
 
 /* The executor's KV pool (borrowed; valid while the executor lives). */
 mlm_kv *mlm_exec_kv(mlm_exec *exec);
+/* The free tiles of its image pool, and all of them (0 without one). */
+int32_t mlm_exec_image_tiles(const mlm_exec *exec, int32_t *total);
 
 #endif

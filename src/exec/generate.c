@@ -63,6 +63,20 @@ static mlm_status step_and_sample(mlm_exec *e, state *s, int32_t n, int32_t n_lo
     return st;
 }
 
+/* User U's images at its prompt's image tokens, in order. */
+static mlm_status bind_images(mlm_exec *e, int32_t u, const mlm_gen_user *us, mlm_error *err) {
+    if (!us->n_images) return MLM_OK;
+    int32_t image = mlm_model_image_token(mlm_exec_model(e)), pos[MLM_MAX_IMAGES], n = 0;
+    for (int32_t i = 0; i < us->n_prompt; i++)
+        if (us->prompt[i] == image && image >= 0 && n < MLM_MAX_IMAGES) pos[n++] = i;
+    if (n != us->n_images)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "generate: user %d: the prompt holds %d image tokens, %d images were "
+                           "given",
+                           u, n, us->n_images);
+    return mlm_exec_seq_set_images(e, u, us->images, pos, n, err);
+}
+
 mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_users,
                              const int32_t *const *pages, int32_t n_pages, mlm_gen_output *out,
                              mlm_gen_stats *stats, mlm_error *err) {
@@ -103,6 +117,8 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
     /* every user's old pages are free before any new table is set */
     for (int32_t u = 0; !st && pages && u < n_users; u++)
         st = mlm_exec_seq_set_pages(e, u, pages[u], n_pages, err);
+    for (int32_t u = 0; !st && u < n_users; u++)
+        st = bind_images(e, u, &users[u], err);
     uint8_t *done = st ? NULL : calloc((size_t)n_users, 1);
     if (!st && !done) st = mlm_err_set(err, MLM_ERR_NOMEM, "generate: out of memory");
     /* prefill: users' prompts one after another in steps of at most T tokens and L logits */

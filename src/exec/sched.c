@@ -24,6 +24,9 @@ typedef struct req {
     int32_t n_stop_ids;
     int32_t logprobs;
     float presence, frequency;
+    mlm_image **images; /* owned array of borrowed images (Llama 3.2 Vision) */
+    int32_t *image_pos; /* owned: their positions (the prompt's image tokens) */
+    int32_t n_images, image_tiles;
     mlm_sampler sampler;
     mlm_sched_callback cb;
     void *user;
@@ -82,7 +85,9 @@ mlm_sched_params mlm_sched_default_params(void) {
                           .prefix_cache = 1,
                           .max_logprobs = 20,
                           .kv_dtype = MLM_KV_FROM_PROFILE,
-                          .n_threads = 0};
+                          .n_threads = 0,
+                          .max_images = 1,
+                          .image_tiles = 0};
     return p;
 }
 
@@ -134,6 +139,8 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     xp.kv_dtype = p.kv_dtype;
     xp.n_threads = p.n_threads;
     xp.lead = p.lead;
+    xp.max_images = p.max_images;
+    xp.image_tiles = p.image_tiles;
     mlm_status st = mlm_exec_create(model, &xp, &s->exec, err);
     if (st) {
         mlm_sched_free(s);
@@ -168,6 +175,8 @@ static void req_free(req *r) {
     if (!r) return;
     free(r->tokens);
     free(r->stop_ids);
+    free(r->images);
+    free(r->image_pos);
     mlm_sampler_deinit(&r->sampler);
     free(r);
 }
@@ -215,6 +224,38 @@ static void count_finish(mlm_sched *s, mlm_finish f) {
 
 // ---- submission and cancelling (any thread) ----
 
+/* A request's images: one per image token of the prompt, encoded, within max_images and the
+ * pool's POOL tiles; *TILES gets the tiles they take. */
+static mlm_status check_images(const mlm_sched *s, const mlm_request_params *q, int32_t image,
+                               int32_t n_tokens, int32_t pool, int32_t *tiles, mlm_error *err) {
+    *tiles = 0;
+    if (q->n_images < 0 || (q->n_images && !q->images))
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: bad images");
+    if (q->n_images && image < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: the model takes no images");
+    if (n_tokens != q->n_images)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "request: the prompt holds %d image tokens, %d images were given",
+                           n_tokens, q->n_images);
+    if (q->n_images > s->p.max_images)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "request: %d images, at most %d per request (max_images)", q->n_images,
+                           s->p.max_images);
+    for (int32_t i = 0; i < q->n_images; i++) {
+        mlm_image_info info;
+        mlm_image_get_info(q->images[i], &info);
+        if (!info.encoded)
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: image %d is not encoded", i);
+        *tiles += info.n_tiles;
+    }
+    if (*tiles > pool)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "request: its images take %d tiles, the image pool holds %d "
+                           "(image_tiles)",
+                           *tiles, pool);
+    return MLM_OK;
+}
+
 mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t *id,
                             mlm_error *err) {
     *id = 0;
@@ -235,11 +276,18 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
                            "requested (%d in the prompt, %d to generate)",
                            L, (long long)q->n_prompt + q->max_new_tokens, q->n_prompt,
                            q->max_new_tokens);
-    for (int32_t i = 0; i < q->n_prompt; i++)
-        if (q->prompt[i] < 0 || q->prompt[i] >= s->n_vocab)
+    int32_t image = mlm_model_image_token(s->model), n_image_tokens = 0;
+    for (int32_t i = 0; i < q->n_prompt; i++) {
+        n_image_tokens += image >= 0 && q->prompt[i] == image;
+        if ((q->prompt[i] < 0 || q->prompt[i] >= s->n_vocab) && q->prompt[i] != image)
             return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                                "request: prompt token %d (at %d) is outside the vocabulary [0, %d)",
                                q->prompt[i], i, s->n_vocab);
+    }
+    int32_t tiles = 0, pool_tiles = 0;
+    mlm_exec_image_tiles(s->exec, &pool_tiles);
+    mlm_status st = check_images(s, q, image, n_image_tokens, pool_tiles, &tiles, err);
+    if (st) return st;
     if (q->logprobs > s->p.max_logprobs)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: %d top logprobs asked, at most %d",
                            q->logprobs, s->p.max_logprobs);
@@ -249,7 +297,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: bad stop ids");
     req *r = calloc(1, sizeof *r);
     if (!r) return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
-    mlm_status st = mlm_sampler_init(&r->sampler, &q->sampling, s->n_vocab, err);
+    st = mlm_sampler_init(&r->sampler, &q->sampling, s->n_vocab, err);
     if (st) {
         free(r);
         return st;
@@ -261,6 +309,18 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
         return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
     }
     memcpy(r->tokens, q->prompt, (size_t)q->n_prompt * sizeof *r->tokens);
+    if (q->n_images) {
+        r->images = malloc((size_t)q->n_images * sizeof *r->images);
+        r->image_pos = malloc((size_t)q->n_images * sizeof *r->image_pos);
+        if (!r->images || !r->image_pos) {
+            req_free(r);
+            return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
+        }
+        for (int32_t i = 0, k = 0; i < q->n_prompt; i++)
+            if (q->prompt[i] == image) r->image_pos[k] = i, r->images[k] = q->images[k], k++;
+        r->n_images = q->n_images;
+        r->image_tiles = tiles;
+    }
     if (q->n_stop_ids) memcpy(r->stop_ids, q->stop_ids, (size_t)q->n_stop_ids * sizeof *r->stop_ids);
     r->n_stop_ids = q->n_stop_ids;
     r->n_prompt = r->n_tokens = q->n_prompt;
@@ -334,7 +394,7 @@ void mlm_sched_stats_get(mlm_sched *s, mlm_sched_stats *out) {
 
 /* Keys the sequence's newly full blocks and hands them to the prefix cache. */
 static void cache_full_blocks(mlm_sched *s, req *r) {
-    if (!s->p.prefix_cache) return;
+    if (!s->p.prefix_cache || r->n_images) return;
     int32_t bs = s->p.block_size, full = r->n_computed / bs;
     const mlm_kv_seq *q = &s->kv->seqs[r->slot];
     for (; r->n_blocks_keyed < full; r->n_blocks_keyed++) {
@@ -352,7 +412,7 @@ static void release_slot(mlm_sched *s, req *r) {
     mlm_kv_seq *q = &s->kv->seqs[r->slot];
     int32_t n = q->n_blocks;
     memcpy(s->share, q->blocks, (size_t)n * sizeof *s->share);
-    mlm_kv_reset(s->kv, r->slot, 0);
+    mlm_exec_seq_reset(s->exec, r->slot, 0, NULL); /* its KV blocks and its images */
     for (int32_t i = 0; i < n; i++) mlm_prefix_release(&s->prefix, s->share[i]);
     s->slots[r->slot] = NULL;
     r->slot = -1;
@@ -376,7 +436,7 @@ static void finish(mlm_sched *s, req *r, mlm_finish f, const char *error) {
  * compute (its logits give the next token). Fills s->share; returns the block count. */
 static int32_t prefix_hits(mlm_sched *s, const req *r, uint64_t *key) {
     *key = 0;
-    if (!s->p.prefix_cache) return 0;
+    if (!s->p.prefix_cache || r->n_images) return 0;
     int32_t bs = s->p.block_size, max = (r->n_tokens - 1) / bs, n = 0;
     while (n < max) {
         const int32_t *t = r->tokens + (size_t)n * bs;
@@ -413,6 +473,8 @@ static void admit(mlm_sched *s) {
         int32_t need = blocks_for(s, r->n_tokens + 1) - hits + s->n_running;
         int32_t avail = s->kv->n_free + s->prefix.n_evictable - hits_evictable;
         if (need > avail && s->n_running) return; /* wait for blocks */
+        if (r->image_tiles > mlm_exec_image_tiles(s->exec, NULL) && s->n_running)
+            return; /* wait for image tiles */
         pthread_mutex_lock(&s->mu);
         s->wait_head = r->next;
         if (!s->wait_head) s->wait_tail = NULL;
@@ -420,7 +482,7 @@ static void admit(mlm_sched *s) {
         r->next = NULL;
         pthread_mutex_unlock(&s->mu);
         for (int32_t i = 0; i < hits; i++) mlm_prefix_take(&s->prefix, s->share[i]);
-        mlm_kv_reset(s->kv, slot, 0);
+        mlm_exec_seq_reset(s->exec, slot, 0, NULL);
         mlm_kv_share(s->kv, slot, s->share, hits);
         r->slot = slot;
         r->n_computed = hits * s->p.block_size;
@@ -437,6 +499,10 @@ static void admit(mlm_sched *s) {
         s->stats.prefix_hit_tokens += r->n_computed;
         pthread_mutex_unlock(&s->mu);
         r->admitted_once = 1;
+        mlm_error err;
+        if (r->n_images &&
+            mlm_exec_seq_set_images(s->exec, slot, r->images, r->image_pos, r->n_images, &err))
+            finish(s, r, MLM_FINISH_ERROR, err.msg);
     }
 }
 

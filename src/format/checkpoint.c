@@ -374,6 +374,17 @@ int mlm_checkpoint_mapped(const mlm_checkpoint *c) {
     return 1;
 }
 
+int mlm_checkpoint_maps(const mlm_checkpoint *c, const void *p, size_t n) {
+    const unsigned char *q = p;
+    for (int i = 0; c && i < c->n_files; i++) {
+        const mlm_mapfile *f = &c->files[i];
+        if (f->mapped && !f->borrowed && q >= f->data && n <= f->size &&
+            (size_t)(q - f->data) <= f->size - n)
+            return 1;
+    }
+    return 0;
+}
+
 const char *mlm_checkpoint_file(const mlm_checkpoint *c, int i, size_t *size) {
     if (i < 0 || i >= c->n_files) return NULL;
     if (size) *size = c->files[i].size;

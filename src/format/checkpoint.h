@@ -62,5 +62,8 @@ mlm_status mlm_pytorch_read(mlm_checkpoint *c, int file, const char *prefix, mlm
 /* Whether every file of C is a read-only mmap of a file (not a borrowed or copied buffer):
  * then its pages may be released after use (mlm_mapfile_release). */
 int mlm_checkpoint_mapped(const mlm_checkpoint *c);
+/* Whether [P, P + N) lies inside one of C's read-only file mappings (so its pages may be
+ * released: they come back from the file when read again). */
+int mlm_checkpoint_maps(const mlm_checkpoint *c, const void *p, size_t n);
 
 #endif

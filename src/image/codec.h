@@ -1,5 +1,5 @@
 /* image/codec.h: what the PNG and JPEG decoders share with image/decode.c. Internal to
- * src/image/. Each decoder fills an mlm_image (pixels owned by it) or returns an error whose
+ * src/image/. Each decoder fills an mlm_rgb_image (pixels owned by it) or returns an error whose
  * message starts with NAME; on failure nothing stays allocated. */
 #ifndef MESHLM_IMAGE_CODEC_H
 #define MESHLM_IMAGE_CODEC_H
@@ -10,15 +10,15 @@
 #include "image/image.h"
 
 mlm_status mlm_image_decode_png(const char *name, const unsigned char *data, size_t size,
-                                int64_t max_pixels, mlm_image *out, mlm_error *err);
+                                int64_t max_pixels, mlm_rgb_image *out, mlm_error *err);
 mlm_status mlm_image_decode_jpeg(const char *name, const unsigned char *data, size_t size,
-                                 int64_t max_pixels, mlm_image *out, mlm_error *err);
+                                 int64_t max_pixels, mlm_rgb_image *out, mlm_error *err);
 
 /* Checks a header's WIDTH x HEIGHT (as read, possibly huge) against MAX_PIXELS and allocates
  * the RGB buffer of OUT. FORMAT for a zero side, UNSUPPORTED over the limit (the message
  * names both), NOMEM. WHAT is "PNG" or "JPEG". */
 mlm_status mlm_image_alloc_checked(const char *name, const char *what, uint64_t width,
-                                   uint64_t height, int64_t max_pixels, mlm_image *out,
+                                   uint64_t height, int64_t max_pixels, mlm_rgb_image *out,
                                    mlm_error *err);
 
 /* One channel C with alpha A composited over opaque white, as Pillow's

@@ -33,7 +33,7 @@ static const char *known_other(const unsigned char *p, size_t n) {
 }
 
 mlm_status mlm_image_alloc_checked(const char *name, const char *what, uint64_t width,
-                                   uint64_t height, int64_t max_pixels, mlm_image *out,
+                                   uint64_t height, int64_t max_pixels, mlm_rgb_image *out,
                                    mlm_error *err) {
     if (max_pixels <= 0) max_pixels = MLM_IMAGE_MAX_PIXELS_DEFAULT;
     if (width == 0 || height == 0)
@@ -61,7 +61,7 @@ mlm_status mlm_image_alloc_checked(const char *name, const char *what, uint64_t 
 }
 
 mlm_status mlm_image_decode(const char *name, const void *data, size_t size, int64_t max_pixels,
-                            mlm_image *out, mlm_error *err) {
+                            mlm_rgb_image *out, mlm_error *err) {
     memset(out, 0, sizeof *out);
     if (!name) name = "image";
     if (!data || size == 0)
@@ -96,7 +96,8 @@ mlm_status mlm_image_decode(const char *name, const void *data, size_t size, int
     return st;
 }
 
-mlm_status mlm_image_load(const char *path, int64_t max_pixels, mlm_image *out, mlm_error *err) {
+mlm_status mlm_image_load(const char *path, int64_t max_pixels, mlm_rgb_image *out,
+                          mlm_error *err) {
     memset(out, 0, sizeof *out);
     mlm_mapfile f;
     mlm_status st = mlm_mapfile_open(&f, path, err);
@@ -106,7 +107,7 @@ mlm_status mlm_image_load(const char *path, int64_t max_pixels, mlm_image *out, 
     return st;
 }
 
-void mlm_image_deinit(mlm_image *img) {
+void mlm_image_deinit(mlm_rgb_image *img) {
     if (!img) return;
     free(img->rgb);
     memset(img, 0, sizeof *img);

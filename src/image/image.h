@@ -21,10 +21,10 @@
  * 100 MiB as RGB. A header over the limit is refused before anything is allocated. */
 #define MLM_IMAGE_MAX_PIXELS_DEFAULT ((int64_t)1 << 25)
 
-typedef struct mlm_image {
+typedef struct mlm_rgb_image {
     int32_t width, height;
     uint8_t *rgb; /* owned (malloc): (height, width, 3) row-major R, G, B */
-} mlm_image;
+} mlm_rgb_image;
 
 typedef enum mlm_image_format {
     MLM_IMAGE_FORMAT_UNKNOWN = 0,
@@ -50,13 +50,13 @@ mlm_image_format mlm_image_sniff(const void *data, size_t size);
  * over MAX_PIXELS (checked on the header, before any allocation); NOMEM. *OUT is zeroed on
  * failure. */
 mlm_status mlm_image_decode(const char *name, const void *data, size_t size, int64_t max_pixels,
-                            mlm_image *out, mlm_error *err);
+                            mlm_rgb_image *out, mlm_error *err);
 
 /* Maps PATH and decodes it as above (NAME = PATH). IO when it cannot be read. */
-mlm_status mlm_image_load(const char *path, int64_t max_pixels, mlm_image *out, mlm_error *err);
+mlm_status mlm_image_load(const char *path, int64_t max_pixels, mlm_rgb_image *out, mlm_error *err);
 
 /* Frees the pixels; safe on a zeroed or already released image. */
-void mlm_image_deinit(mlm_image *img);
+void mlm_image_deinit(mlm_rgb_image *img);
 
 // ---- resize ----
 
@@ -74,8 +74,8 @@ typedef enum mlm_resample_order {
  * with the downscale factor (antialiasing), coefficients normalized per output pixel and
  * rounded to 22-bit fixed point, one pass per axis with rounding and clipping to uint8 after
  * each. Equal sizes copy. INVALID_ARG for sizes < 1 or over 2^24 per side; NOMEM. */
-mlm_status mlm_image_resize_bilinear(const mlm_image *src, int32_t width, int32_t height,
-                                     mlm_resample_order order, mlm_image *out, mlm_error *err);
+mlm_status mlm_image_resize_bilinear(const mlm_rgb_image *src, int32_t width, int32_t height,
+                                     mlm_resample_order order, mlm_rgb_image *out, mlm_error *err);
 
 // ---- Llama 3.2 Vision (mllama) preprocessing ----
 
@@ -130,8 +130,8 @@ typedef struct mlm_mllama_pixels {
  * pack to max_tiles. *OUT owns its buffer (mlm_mllama_pixels_deinit). If RESIZED is not
  * NULL it receives the uint8 image before padding (owned by it), for tests and tools.
  * INVALID_ARG for an empty image or bad params; NOMEM. */
-mlm_status mlm_mllama_preprocess(const mlm_image *img, const mlm_mllama_image_params *p,
-                                 mlm_mllama_pixels *out, mlm_image *resized, mlm_error *err);
+mlm_status mlm_mllama_preprocess(const mlm_rgb_image *img, const mlm_mllama_image_params *p,
+                                 mlm_mllama_pixels *out, mlm_rgb_image *resized, mlm_error *err);
 void mlm_mllama_pixels_deinit(mlm_mllama_pixels *px);
 
 #endif

@@ -106,7 +106,7 @@ static void convert_row(const JSAMPLE *in, int n_comp, uint32_t w, uint8_t *out)
 /* The decoding proper; libjpeg's errors and warnings longjmp out of it. Returns a status for
  * the errors that are ours (limits, memory, unsupported layouts). */
 static mlm_status decode(jpeg_job *j, const char *name, const unsigned char *data, size_t size,
-                         int64_t max_pixels, mlm_image *out, mlm_error *err) {
+                         int64_t max_pixels, mlm_rgb_image *out, mlm_error *err) {
     j_decompress_ptr cinfo = &j->cinfo;
     jpeg_create_decompress(cinfo);
     j->created = 1;
@@ -144,7 +144,7 @@ static mlm_status decode(jpeg_job *j, const char *name, const unsigned char *dat
 }
 
 mlm_status mlm_image_decode_jpeg(const char *name, const unsigned char *data, size_t size,
-                                 int64_t max_pixels, mlm_image *out, mlm_error *err) {
+                                 int64_t max_pixels, mlm_rgb_image *out, mlm_error *err) {
     if (size > (unsigned long)-1)
         return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: JPEG: %zu bytes is too large", name,
                            size);

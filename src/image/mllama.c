@@ -119,8 +119,8 @@ void mlm_mllama_fit_size(int64_t width, int64_t height, int64_t canvas_w, int64_
     *new_h = (int32_t)h;
 }
 
-mlm_status mlm_mllama_preprocess(const mlm_image *img, const mlm_mllama_image_params *p,
-                                 mlm_mllama_pixels *out, mlm_image *resized, mlm_error *err) {
+mlm_status mlm_mllama_preprocess(const mlm_rgb_image *img, const mlm_mllama_image_params *p,
+                                 mlm_mllama_pixels *out, mlm_rgb_image *resized, mlm_error *err) {
     memset(out, 0, sizeof *out);
     if (resized) memset(resized, 0, sizeof *resized);
     if (!img || !img->rgb || img->width < 1 || img->height < 1)
@@ -133,7 +133,7 @@ mlm_status mlm_mllama_preprocess(const mlm_image *img, const mlm_mllama_image_pa
     mlm_mllama_fit_size(img->width, img->height, (int64_t)cols * T, (int64_t)rows * T, T, &new_w,
                         &new_h);
 
-    mlm_image rs;
+    mlm_rgb_image rs;
     st = mlm_image_resize_bilinear(img, new_w, new_h, p->order, &rs, err);
     if (st != MLM_OK) return st;
     size_t tile_elems = (size_t)3 * T * T;

@@ -177,7 +177,7 @@ static mlm_status unwound(const png_job *j, const char *name, mlm_error *err) {
 /* The decoding proper; libpng's errors longjmp out of it to mlm_image_decode_png. Returns a
  * status for the errors that are ours (limits, memory). */
 static mlm_status decode(png_structp png, png_infop info, png_job *j, png_fmt *fmt,
-                         const char *name, int64_t max_pixels, mlm_image *out, mlm_error *err) {
+                         const char *name, int64_t max_pixels, mlm_rgb_image *out, mlm_error *err) {
     png_set_read_fn(png, j, read_fn);
     /* We check the pixel count ourselves, with our own message, before allocating. */
     png_set_user_limits(png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
@@ -219,7 +219,7 @@ static mlm_status decode(png_structp png, png_infop info, png_job *j, png_fmt *f
 }
 
 mlm_status mlm_image_decode_png(const char *name, const unsigned char *data, size_t size,
-                                int64_t max_pixels, mlm_image *out, mlm_error *err) {
+                                int64_t max_pixels, mlm_rgb_image *out, mlm_error *err) {
     png_job *j = calloc(1, sizeof *j);
     png_fmt *fmt = malloc(sizeof *fmt);
     png_structp png = NULL;

@@ -139,8 +139,8 @@ static void pass_vertical(const uint8_t *in, int32_t w, uint8_t *out, int32_t ou
     }
 }
 
-mlm_status mlm_image_resize_bilinear(const mlm_image *src, int32_t width, int32_t height,
-                                     mlm_resample_order order, mlm_image *out, mlm_error *err) {
+mlm_status mlm_image_resize_bilinear(const mlm_rgb_image *src, int32_t width, int32_t height,
+                                     mlm_resample_order order, mlm_rgb_image *out, mlm_error *err) {
     memset(out, 0, sizeof *out);
     if (!src || !src->rgb || src->width < 1 || src->height < 1 || src->width > MAX_SIDE ||
         src->height > MAX_SIDE)

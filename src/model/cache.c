@@ -25,6 +25,8 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/mapfile.h"
+#include "format/checkpoint.h"
 #include "tensor/bfp.h"
 #include "format/writer_safetensors.h"
 #include "model/model.h"
@@ -244,11 +246,11 @@ static void plan_free(plan *pl) {
 }
 
 static mlm_status plan_make(mlm_model *m, size_t key_len, plan *pl, mlm_error *err) {
-    int32_t L = m->cfg.n_layer;
+    int n_w_max = mlm_model_n_weights(m), n_v_max = mlm_model_n_norms(m);
     memset(pl, 0, sizeof *pl);
-    pl->w = malloc((size_t)(2 + 7 * L) * sizeof *pl->w);
-    pl->norms = malloc((size_t)(1 + 2 * L) * sizeof *pl->norms);
-    pl->e = calloc((size_t)(3 + 9 * L), sizeof *pl->e);
+    pl->w = malloc((size_t)n_w_max * sizeof *pl->w);
+    pl->norms = malloc((size_t)n_v_max * sizeof *pl->norms);
+    pl->e = calloc((size_t)(n_w_max + n_v_max), sizeof *pl->e);
     if (!pl->w || !pl->norms || !pl->e) {
         plan_free(pl);
         return mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
@@ -260,7 +262,7 @@ static mlm_status plan_make(mlm_model *m, size_t key_len, plan *pl, mlm_error *e
         entry *e = &pl->e[pl->n++];
         if (i < pl->n_norms) {
             snprintf(e->name, sizeof e->name, "%s", pl->norms[i].name);
-            e->type = MLM_W_F32, e->rows = 1, e->cols = m->cfg.n_embd;
+            e->type = MLM_W_F32, e->rows = 1, e->cols = pl->norms[i].len;
         } else {
             const mlm_weight_ref *r = &pl->w[i - pl->n_norms];
             snprintf(e->name, sizeof e->name, "%s", r->name);
@@ -354,6 +356,12 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
             }
         }
         e->hash = mlm_hash_final(&hs);
+        if (i >= pl.n_norms) { /* a source view of the checkpoint: its pages are read, done */
+            const mlm_weight *w = pl.w[i - pl.n_norms].w;
+            size_t src = (size_t)mlm_wtype_bytes(w->type, w->rows, w->cols);
+            if (m->ckpt && mlm_checkpoint_maps(m->ckpt, w->data, src))
+                mlm_mapfile_release(w->data, src);
+        }
         uint64_t end = e->offset + e->bytes;
         if (!st) st = write_zeros(&f, align_up(end) - end, err);
         done = align_up(end);
@@ -459,8 +467,8 @@ static void set_shapes(mlm_model *m) {
     const mlm_config *c = &m->local; /* this rank's shard */
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff;
-    m->tok_emb = (mlm_weight){.rows = m->n_vocab_local, .cols = d};
-    m->output = m->tok_emb;
+    m->output = (mlm_weight){.rows = m->n_vocab_local, .cols = d};
+    m->tok_emb = (mlm_weight){.rows = m->n_vocab_local + m->n_emb_extra, .cols = d};
     for (int32_t l = 0; l < c->n_layer; l++) {
         mlm_layer *L = &m->layers[l];
         L->wq = (mlm_weight){.rows = q, .cols = d};
@@ -471,6 +479,7 @@ static void set_shapes(mlm_model *m) {
         L->w3 = (mlm_weight){.rows = f, .cols = d};
         L->w2 = (mlm_weight){.rows = d, .cols = f};
     }
+    mlm_model_vision_shapes(m);
 }
 
 typedef struct check_job {

@@ -112,6 +112,9 @@ static mlm_status load_meta(const char *path, const json_t *j, mlm_config *c, ml
         c->pad_id = 128004;
     }
     snprintf(c->source, sizeof c->source, "params.json");
+    /* Llama 3.2 Vision: its params.json adds the vision tower's vision_* keys */
+    if (json_object_get(j, "vision_chunk_size") && (st = mlm_config_mllama_meta(path, j, c, err)))
+        return st;
     return mlm_config_check(path, c, err);
 }
 

@@ -17,6 +17,11 @@ mlm_status mlm_config_from_json(const char *what, const json_t *j, mlm_config *o
 mlm_status mlm_config_hf_text(const char *what, const json_t *j, mlm_config *c, mlm_error *err);
 /* An MllamaForConditionalGeneration config.json (config_mllama.c). */
 mlm_status mlm_config_mllama(const char *what, const json_t *j, mlm_config *c, mlm_error *err);
+/* The vision keys of a Llama 3.2 Vision params.json (Meta) over C, which holds its text
+ * decoder as a Llama config of n_layers self-attention layers: the cross-attention layers
+ * (Meta's fusion schedule, in HF numbering), the image token and the vision tower
+ * (config_mllama.c). */
+mlm_status mlm_config_mllama_meta(const char *what, const json_t *j, mlm_config *c, mlm_error *err);
 
 /* Checks a filled config's shapes (heads divide, head_dim even and within the kernels'
  * limit, eps and theta positive); FORMAT / UNSUPPORTED naming WHAT. */

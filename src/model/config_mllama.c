@@ -31,6 +31,8 @@ static mlm_status int_list(const char *path, const json_t *j, const char *field,
     return MLM_OK;
 }
 
+static mlm_status check_vision(const char *path, const mlm_vision_config *o, mlm_error *err);
+
 static mlm_status vision(const char *path, const json_t *v, mlm_vision_config *o, mlm_error *err) {
     int64_t d, ff, nl, ng, nh, ch = 3, img, patch, tiles, out_dim;
     double eps = 1e-5;
@@ -75,6 +77,14 @@ static mlm_status vision(const char *path, const json_t *v, mlm_vision_config *o
         o->aspect[i][0] = (int32_t)json_integer_value(r);
         o->aspect[i][1] = (int32_t)json_integer_value(c);
     }
+    return check_vision(path, o, err);
+}
+
+/* The shapes the vision tower implies: patches tile the image, heads divide the width, the
+ * output width is the layer plus the intermediate features. */
+static mlm_status check_vision(const char *path, const mlm_vision_config *o, mlm_error *err) {
+    int64_t img = o->image_size, patch = o->patch_size, d = o->n_embd, nh = o->n_head,
+            out_dim = o->output_dim;
     if (img % patch)
         return mlm_err_set(err, MLM_ERR_FORMAT,
                            "%s: vision image_size %lld is not a multiple of patch_size %lld", path,
@@ -121,5 +131,79 @@ mlm_status mlm_config_mllama(const char *path, const json_t *j, mlm_config *c, m
             return mlm_err_set(err, MLM_ERR_FORMAT,
                                "%s: text_config.cross_attention_layers must increase (entry %d)",
                                path, (int)i);
+    return MLM_OK;
+}
+
+/* Meta's params.json for Llama 3.2 Vision (models.md 1.1, 6.1, 6.2). Meta's code hard-codes the
+ * vision tower (1280 wide, 32 local + 8 global layers, 16 heads, MLP 4 x 1280, patch 14,
+ * intermediate layers 3, 7, 15, 23, 30); meshlm reads optional extension keys for them
+ * (vision_width, vision_layers, vision_global_layers, vision_heads,
+ * vision_return_intermediate), whose defaults are those constants, so that small test models
+ * can be written in Meta's format too. n_layers counts the self-attention layers; the
+ * cross-attention blocks come from Meta's fusion schedule: k = ceil(n_layers / n_cross),
+ * the self layers list(range(n_layers))[::-1][::k][:n_cross][::-1], block m running before
+ * self layer s_m, which is HF's decoder layer s_m + m. */
+mlm_status mlm_config_mllama_meta(const char *path, const json_t *j, mlm_config *c,
+                                  mlm_error *err) {
+    int64_t chunk, tiles, n_cross, width = 1280, layers = 32, global = 8, heads = 16;
+    mlm_status st;
+    if ((st = mlm_json_get_int(path, j, "vision_chunk_size", 1, 1, 1 << 14, &chunk, NULL, err)) ||
+        (st = mlm_json_get_int(path, j, "vision_max_num_chunks", 1, 1, 16, &tiles, NULL, err)) ||
+        (st = mlm_json_get_int(path, j, "vision_num_cross_attention_layers", 1, 1,
+                               MLM_MAX_CROSS_LAYERS, &n_cross, NULL, err)) ||
+        (st = mlm_json_get_int(path, j, "vision_width", 0, 1, 1 << 16, &width, NULL, err)) ||
+        (st = mlm_json_get_int(path, j, "vision_layers", 0, 1, 1024, &layers, NULL, err)) ||
+        (st = mlm_json_get_int(path, j, "vision_global_layers", 0, 0, 1024, &global, NULL, err)) ||
+        (st = mlm_json_get_int(path, j, "vision_heads", 0, 1, 1024, &heads, NULL, err)))
+        return st;
+    int32_t n_self = c->n_layer;
+    if (n_cross > n_self)
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: vision_num_cross_attention_layers %lld exceeds n_layers %d", path,
+                           (long long)n_cross, (int)n_self);
+    mlm_vision_config *o = &c->vision;
+    *o = (mlm_vision_config){.n_embd = (int32_t)width,
+                             .n_ff = (int32_t)(4 * width),
+                             .n_layer = (int32_t)layers,
+                             .n_global_layer = (int32_t)global,
+                             .n_head = (int32_t)heads,
+                             .n_channels = 3,
+                             .image_size = (int32_t)chunk,
+                             .patch_size = 14,
+                             .max_tiles = (int32_t)tiles,
+                             .norm_eps = 1e-5f};
+    if (json_object_get(j, "vision_return_intermediate")) {
+        if ((st = int_list(path, j, "vision_return_intermediate", 8, 0, layers - 1, o->intermediate,
+                           &o->n_intermediate, err)))
+            return st;
+    } else {
+        static const int32_t meta[] = {3, 7, 15, 23, 30};
+        for (int i = 0; i < 5; i++)
+            if (meta[i] < layers) o->intermediate[o->n_intermediate++] = meta[i];
+    }
+    o->output_dim = (1 + o->n_intermediate) * o->n_embd;
+    for (int32_t a = 1; a <= o->max_tiles; a++) /* transformers' order: rows outer */
+        for (int32_t b = 1; b <= o->max_tiles; b++)
+            if (a * b <= o->max_tiles && o->n_aspect < 16) {
+                o->aspect[o->n_aspect][0] = a;
+                o->aspect[o->n_aspect][1] = b;
+                o->n_aspect++;
+            }
+    if ((st = check_vision(path, o, err))) return st;
+    /* the fusion schedule, in HF numbering */
+    int32_t k = (int32_t)((n_self + n_cross - 1) / n_cross), sched[MLM_MAX_CROSS_LAYERS], n = 0;
+    for (int32_t s = n_self - 1; s >= 0 && n < n_cross; s -= k)
+        sched[n++] = s;
+    if (n != n_cross)
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "%s: %lld cross-attention layers do not fit Meta's schedule over %d "
+                           "layers",
+                           path, (long long)n_cross, (int)n_self);
+    c->n_cross = n;
+    for (int32_t m = 0; m < n; m++)
+        c->cross_layers[m] = sched[n - 1 - m] + m;
+    c->n_layer = n_self + n;
+    c->family = MLM_FAMILY_MLLAMA;
+    c->image_token_id = c->n_vocab; /* learnable_embedding row 0 (models.md 6.2) */
     return MLM_OK;
 }

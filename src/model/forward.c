@@ -42,6 +42,7 @@ enum {
     P_AH,
     P_ATTS,
     P_JOBS,
+    P_XJOBS,
     P_LOGL,
     P_LOGG,
     N_PARTS
@@ -49,6 +50,7 @@ enum {
 
 typedef struct att_tile { /* one attention task, less the layer */
     int32_t t0, q0, n_q;  /* first token in the batch, its KV entry, query count */
+    int32_t n_ctx;        /* cross-attention: the image entries its tokens read; 0 causal */
     int16_t kv_head, hh0, n_hh;
 } att_tile;
 
@@ -85,6 +87,7 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     sizes[P_AH] = N * hc * 2;
     sizes[P_ATTS] = (size_t)n_threads * MLM_ATT_SCRATCH * 4;
     sizes[P_JOBS] = (size_t)max_att_tiles(c, n) * sizeof(att_tile);
+    sizes[P_XJOBS] = c->n_cross ? sizes[P_JOBS] : 0;
     int32_t v0, part;
     mlm_model_vocab_slice(c->n_vocab, 0, tp, &v0, &part);
     sizes[P_LOGL] = tp > 1 ? (size_t)l * (size_t)part * 4 : 0;
@@ -122,8 +125,14 @@ typedef struct fwd {
     float *ad;
     uint16_t *ah;
     float *att_scratch;
-    att_tile *tiles;
-    int64_t n_tiles;
+    att_tile *tiles, *xtiles; /* the step's self-attention and cross-attention tasks */
+    int64_t n_tiles, n_xtiles;
+    const att_tile *run;     /* the tasks of the attention job running */
+    const mlm_paged_kv *xkv; /* the cross layer's image K/V */
+    float xgate;             /* a cross layer's gated add: tanh of its gate */
+    const mlm_layer *layer;  /* the cross layer running */
+    const int32_t *xblocks;  /* mlm_forward_cross_kv: the image's page table, first entry */
+    int32_t entry0;
     /* the current prepare job: SRC (rows of COLS) normalized by NORM (or not) into DST, then
      * the forms in FORMS (1 << mlm_act_kind) */
     const float *src, *norm;
@@ -242,35 +251,65 @@ static void task_rope_store(void *ctx, int64_t task, int thread) {
 static void task_attention(void *ctx, int64_t task, int thread) {
     fwd *f = ctx;
     const mlm_config *c = &f->m->local;
-    const att_tile *a = &f->tiles[task];
+    const att_tile *a = &f->run[task];
     int64_t qdim = (int64_t)c->n_head * c->head_dim;
-    mlm_attn_job job = {.out = f->att + a->t0 * qdim, .out_stride = qdim,
-                        .q = f->q + a->t0 * qdim, .q_stride = qdim, .kv = f->kv,
-                        .blocks = f->b->blocks[a->t0], .q0 = a->q0, .n_q = a->n_q,
-                        .kv_head = a->kv_head, .group = c->n_head / c->n_kv_head,
-                        .hh0 = a->hh0, .n_hh = a->n_hh, .head_dim = c->head_dim};
+    int cross = a->n_ctx > 0; /* the image's entries, not the sequence's own */
+    mlm_attn_job job = {.out = f->att + a->t0 * qdim,
+                        .out_stride = qdim,
+                        .q = f->q + a->t0 * qdim,
+                        .q_stride = qdim,
+                        .kv = cross ? f->xkv : f->kv,
+                        .blocks = cross ? f->b->xblocks[a->t0] : f->b->blocks[a->t0],
+                        .q0 = a->q0,
+                        .n_q = a->n_q,
+                        .kv_head = a->kv_head,
+                        .group = c->n_head / c->n_kv_head,
+                        .hh0 = a->hh0,
+                        .n_hh = a->n_hh,
+                        .head_dim = c->head_dim,
+                        .n_ctx = a->n_ctx};
     f->m->kernels->attention(&job, f->att_scratch + (size_t)thread * MLM_ATT_SCRATCH);
 }
 
+/* Appends the tasks of tokens [S, E) (one query tile) to TILES: times KV heads and head
+ * chunks. */
+static void add_tiles(const mlm_config *c, const mlm_fwd_batch *b, int32_t s, int32_t e,
+                      int32_t n_ctx, att_tile *tiles, int64_t *n) {
+    int group = c->n_head / c->n_kv_head;
+    for (int kvh = 0; kvh < c->n_kv_head; kvh++)
+        for (int hh = 0; hh < group; hh += MLM_ATT_HH)
+            tiles[(*n)++] =
+                (att_tile){.t0 = s,
+                           .q0 = b->kv_idx[s],
+                           .n_q = e - s,
+                           .n_ctx = n_ctx,
+                           .kv_head = (int16_t)kvh,
+                           .hh0 = (int16_t)hh,
+                           .n_hh = (int16_t)(group - hh < MLM_ATT_HH ? group - hh : MLM_ATT_HH)};
+}
+
 /* The attention tasks of the batch: runs of consecutive entries of one sequence, cut into
- * query tiles, times KV heads and head chunks; the latest tiles (the most work) first. */
+ * query tiles, times KV heads and head chunks; the latest tiles (the most work) first. The
+ * cross-attention tasks: runs of tokens that see the same image entries. */
 static void plan_attention(fwd *f) {
     const mlm_config *c = &f->m->local;
     const mlm_fwd_batch *b = f->b;
-    int group = c->n_head / c->n_kv_head;
-    f->n_tiles = 0;
+    f->n_tiles = f->n_xtiles = 0;
     for (int32_t t0 = 0; t0 < b->n;) {
         int32_t t1 = t0 + 1;
         while (t1 < b->n && b->blocks[t1] == b->blocks[t0] && b->kv_idx[t1] == b->kv_idx[t1 - 1] + 1) t1++;
-        for (int32_t e = t1; e > t0; e -= MLM_ATT_QT) {
-            int32_t s = e - MLM_ATT_QT > t0 ? e - MLM_ATT_QT : t0;
-            for (int kvh = 0; kvh < c->n_kv_head; kvh++)
-                for (int hh = 0; hh < group; hh += MLM_ATT_HH)
-                    f->tiles[f->n_tiles++] = (att_tile){
-                        .t0 = s, .q0 = b->kv_idx[s], .n_q = e - s, .kv_head = (int16_t)kvh,
-                        .hh0 = (int16_t)hh,
-                        .n_hh = (int16_t)(group - hh < MLM_ATT_HH ? group - hh : MLM_ATT_HH)};
-        }
+        for (int32_t e = t1; e > t0; e -= MLM_ATT_QT)
+            add_tiles(c, b, e - MLM_ATT_QT > t0 ? e - MLM_ATT_QT : t0, e, 0, f->tiles, &f->n_tiles);
+        t0 = t1;
+    }
+    if (!b->xn) return;
+    for (int32_t t0 = 0; t0 < b->n;) {
+        int32_t t1 = t0 + 1;
+        while (t1 < b->n && b->xn[t1] == b->xn[t0] && b->xblocks[t1] == b->xblocks[t0])
+            t1++;
+        for (int32_t s = t0; s < t1 && b->xn[t0] > 0; s += MLM_ATT_QT)
+            add_tiles(c, b, s, s + MLM_ATT_QT < t1 ? s + MLM_ATT_QT : t1, b->xn[t0], f->xtiles,
+                      &f->n_xtiles);
         t0 = t1;
     }
 }
@@ -283,7 +322,7 @@ static void embed(const mlm_model *m, float *x, const int32_t *tokens, int32_t n
     for (int32_t t = 0; t < n; t++) {
         float *xt = x + (int64_t)t * e->cols;
         int64_t r = (int64_t)tokens[t] - m->vocab0;
-        if (r < 0 || r >= m->n_vocab_local) {
+        if (r < 0 || r >= e->rows) { /* e->rows: n_vocab_local, + the image token rows */
             memset(xt, 0, (size_t)e->cols * sizeof *xt);
         } else if (e->type == MLM_W_F32) {
             memcpy(xt, (const float *)e->data + r * e->cols, (size_t)e->cols * sizeof *xt);
@@ -331,6 +370,123 @@ static mlm_status gather_logits(const mlm_model *m, const float *local, float *a
     return MLM_OK;
 }
 
+// ---- Llama 3.2 Vision's cross-attention layers ----
+
+/* Per token that sees an image: q RMSNormed per head by q_norm; the others' attention rows
+ * zeroed (they skip the layer). */
+static void task_cross_q(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    const mlm_config *c = &f->m->local;
+    const mlm_layer *L = f->layer;
+    int64_t hd = c->head_dim, qdim = (int64_t)c->n_head * hd;
+    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
+    for (int32_t t = t0; t < t1; t++) {
+        float *q = f->q + t * qdim;
+        if (f->b->xn[t] > 0)
+            for (int h = 0; h < c->n_head; h++)
+                rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
+        else
+            memset(f->att + t * qdim, 0, (size_t)qdim * sizeof *f->att);
+    }
+}
+
+/* x += gate * xb for the tokens that see an image. */
+static void task_gated_add(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    int64_t d = f->m->local.n_embd;
+    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
+    for (int32_t t = t0; t < t1; t++)
+        if (f->b->xn[t] > 0)
+            for (int64_t i = 0; i < d; i++)
+                f->x[t * d + i] += f->xgate * f->xb[t * d + i];
+}
+
+/* A cross-attention layer (models.md 6.5): for the tokens that see an image,
+ * h += tanh(gate_attn) * wo(Attn(q_norm(wq(norm(h))), image K/V)), then
+ * h += tanh(gate_ffn) * MLP(norm(h)); the others pass unchanged (Meta's row mask). */
+static void cross_layer(fwd *f, mlm_pool *pool, const mlm_layer *L) {
+    const mlm_model *m = f->m;
+    const mlm_config *c = &m->local;
+    int32_t n = f->n;
+    int64_t d = c->n_embd, qdim = (int64_t)c->n_head * c->head_dim;
+    if (!f->n_xtiles) return; /* no token sees an image */
+    f->layer = L;
+    f->xkv = &f->b->xkv[L->kv_layer];
+    prepare(f, pool, f->x, L->attn_norm, f->xb, n, d, forms_of(m, &L->wq));
+    matmul(f, pool, (const mlm_weight *[]){&L->wq}, (float *[]){f->q}, 1, EPI_NONE);
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_cross_q, f);
+    f->run = f->xtiles;
+    mlm_pool_run(pool, f->n_xtiles, task_attention, f);
+    prepare(f, pool, f->att, NULL, NULL, n, qdim, forms_of(m, &L->wo));
+    matmul(f, pool, (const mlm_weight *[]){&L->wo}, (float *[]){f->xb}, 1, EPI_NONE);
+    f->xgate = tanhf(L->gates[0]);
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
+    prepare(f, pool, f->x, L->ffn_norm, f->xb, n, d, forms_of(m, &L->w1) | forms_of(m, &L->w3));
+    matmul(f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f->gate, f->up}, 2,
+           EPI_SWIGLU);
+    prepare(f, pool, f->gate, NULL, NULL, n, c->n_ff, forms_of(m, &L->w2));
+    matmul(f, pool, (const mlm_weight *[]){&L->w2}, (float *[]){f->xb}, 1, EPI_NONE);
+    f->xgate = tanhf(L->gates[1]);
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
+}
+
+/* The K/V rows of the current chunk: k RMSNormed per head, both stored. */
+static void task_cross_store(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    const mlm_config *c = &f->m->local;
+    int64_t hd = c->head_dim, kvdim = (int64_t)c->n_kv_head * hd;
+    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
+    for (int32_t t = t0; t < t1; t++) {
+        float *k = f->k + t * kvdim;
+        for (int h = 0; h < c->n_kv_head; h++)
+            rmsnorm(k + h * hd, k + h * hd, f->layer->k_norm, hd, c->norm_eps);
+        mlm_kv_store(f->xkv, f->xblocks, f->entry0 + t, k, f->v + t * kvdim);
+    }
+}
+
+void mlm_forward_cross_kv(const mlm_model *m, const float *x, int64_t n, const mlm_paged_kv *xkv,
+                          const int32_t *blocks, int32_t entry0, int32_t max_tokens, void *scratch,
+                          mlm_pool *pool) {
+    const mlm_config *c = &m->local;
+    size_t sizes[N_PARTS];
+    scratch_layout(c, 1, max_tokens, 0, mlm_pool_threads(pool), sizes);
+    char *part[N_PARTS], *p = scratch;
+    for (int i = 0; i < N_PARTS; i++) {
+        part[i] = p;
+        p += (sizes[i] + 63) / 64 * 64;
+    }
+    fwd f = {.m = m,
+             .k = (float *)part[P_K],
+             .v = (float *)part[P_V],
+             .aq = (int8_t *)part[P_AQ],
+             .au = (uint8_t *)part[P_AU],
+             .ad = (float *)part[P_AD],
+             .ah = (uint16_t *)part[P_AH],
+             .xblocks = blocks};
+    int forms = 0;
+    for (int32_t l = 0; l < c->n_layer; l++)
+        if (m->layers[l].cross)
+            forms |= forms_of(m, &m->layers[l].wk) | forms_of(m, &m->layers[l].wv);
+    for (int64_t r0 = 0; r0 < n; r0 += max_tokens) {
+        int32_t rows = (int32_t)(n - r0 < max_tokens ? n - r0 : max_tokens);
+        prepare(&f, pool, x + r0 * c->n_embd, NULL, NULL, rows, c->n_embd, forms);
+        f.n = rows;
+        f.entry0 = entry0 + (int32_t)r0;
+        for (int32_t l = 0; l < c->n_layer; l++) {
+            const mlm_layer *L = &m->layers[l];
+            if (!L->cross) continue;
+            f.layer = L;
+            f.xkv = &xkv[L->kv_layer];
+            matmul(&f, pool, (const mlm_weight *[]){&L->wk, &L->wv}, (float *[]){f.k, f.v}, 2,
+                   EPI_NONE);
+            mlm_pool_run(pool, (rows + TOK_CHUNK - 1) / TOK_CHUNK, task_cross_store, &f);
+        }
+    }
+}
+
 // ---- the pass ----
 
 mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
@@ -364,6 +520,7 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
              .ah = (uint16_t *)part[P_AH],
              .att_scratch = (float *)part[P_ATTS],
              .tiles = (att_tile *)part[P_JOBS],
+             .xtiles = (att_tile *)part[P_XJOBS],
              .logits_local = (float *)part[P_LOGL],
              .logits_all = (float *)part[P_LOGG]};
     int64_t d = c->n_embd, qdim = (int64_t)c->n_head * c->head_dim;
@@ -377,7 +534,11 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
     if (tp > 1 && (st = mlm_comm_allreduce_sum(m->tp, f.x, n * d, err))) return st;
     for (int l = 0; l < c->n_layer; l++) {
         const mlm_layer *L = &m->layers[l];
-        f.kv = &kv[l];
+        if (L->cross) {
+            cross_layer(&f, pool, L);
+            continue;
+        }
+        f.kv = &kv[L->kv_layer];
         /* attention block */
         prepare(&f, pool, f.x, L->attn_norm, f.xb, n, d,
                 forms_of(m, &L->wq) | forms_of(m, &L->wk) | forms_of(m, &L->wv));
@@ -386,6 +547,7 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
         /* All of the step's keys are stored before any query reads: causality comes from
          * each query reading entries 0..kv_idx of its own sequence. */
         mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_rope_store, &f);
+        f.run = f.tiles;
         mlm_pool_run(pool, f.n_tiles, task_attention, &f);
         prepare(&f, pool, f.att, NULL, NULL, n, qdim, forms_of(m, &L->wo));
         matmul(&f, pool, (const mlm_weight *[]){&L->wo}, (float *[]){f.xb}, 1, out_epi);

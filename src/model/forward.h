@@ -15,6 +15,13 @@ typedef struct mlm_fwd_batch {
     const int32_t *const *blocks;
     const int32_t *kv_idx;
     const int8_t *want_logits;
+    /* Llama 3.2 Vision: per token the image K/V its cross-attention layers read, in XKV (one
+     * pool per cross layer): XBLOCKS[i] the page table from the first tile it sees, XN[i] the
+     * entries it sees (0: none; the token then passes those layers unchanged, as Meta's
+     * reference does). XN NULL: no token sees an image. */
+    const mlm_paged_kv *xkv;
+    const int32_t *const *xblocks;
+    const int32_t *xn;
 } mlm_fwd_batch;
 
 /* Bytes of scratch mlm_forward needs for up to MAX_TOKENS tokens, MAX_LOGITS of them asking
@@ -31,5 +38,14 @@ size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens,
  * Fails only when the communicator does (BACKEND). */
 mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_paged_kv *kv,
                        void *scratch, mlm_pool *pool, float *logits, mlm_error *err);
+
+/* Llama 3.2 Vision: the cross-attention keys and values of N vision states X (N, n_embd:
+ * an image's projected states) for every cross layer, stored as entries ENTRY0.. of the page
+ * table BLOCKS in XKV[the layer's kv_layer] (K RMSNormed per head, no RoPE; models.md 6.5).
+ * Runs in chunks of MAX_TOKENS rows on the step scratch of mlm_forward_scratch_size(...,
+ * MAX_TOKENS, ...). */
+void mlm_forward_cross_kv(const mlm_model *m, const float *x, int64_t n, const mlm_paged_kv *xkv,
+                          const int32_t *blocks, int32_t entry0, int32_t max_tokens, void *scratch,
+                          mlm_pool *pool);
 
 #endif

@@ -14,6 +14,7 @@
 #include "format/checkpoint.h"
 #include "format/gguf.h"
 #include "format/gguf_quants.h"
+#include "model/bind.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "tensor/bfp.h"
@@ -55,15 +56,8 @@ static void tensor_name(char *buf, size_t size, int meta, int phi3, role r, int 
 
 // ---- the binder ----
 
-typedef struct binder {
-    mlm_model *m;
-    int meta;
-    int phi3; /* fused Phi-3 projections */
-    int gguf; /* GGUF names; for llama q/k rows in Meta's interleaved order */
-    int n_shards;       /* Meta model-parallel shards ("shard<N>/" prefixes), else 1 */
-    const char *source; /* the config file name, for messages */
-    mlm_error *err;
-} binder;
+typedef mlm_binder binder;
+typedef mlm_bind_slice slice;
 
 mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err) {
     if (m->n_owned == m->cap_owned) {
@@ -82,11 +76,14 @@ mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err) {
 }
 
 static void role_name(const binder *b, char *buf, size_t size, role r, int l) {
-    if (b->gguf) gguf_name(buf, size, b->phi3, r, l);
+    if (b->mllama)
+        mlm_bind_mllama_name(b, buf, size, r, l);
+    else if (b->gguf)
+        gguf_name(buf, size, b->phi3, r, l);
     else tensor_name(buf, size, b->meta, b->phi3, r, l);
 }
 
-static const mlm_tensor_view *find(const binder *b, const char *name, int shard) {
+const mlm_tensor_view *mlm_bind_find(const binder *b, const char *name, int shard) {
     if (b->n_shards == 1) return mlm_checkpoint_find(b->m->ckpt, name);
     char full[300];
     snprintf(full, sizeof full, "shard%d/%s", shard, name);
@@ -100,13 +97,27 @@ static int is_float(mlm_dtype d) {
 /* Checks that tensor NAME exists in every shard with the shard shape (ROWS, COLS)
  * (a 1-D tensor when COLS == 0) and a float dtype. */
 static mlm_status check(const binder *b, const char *name, int64_t rows, int64_t cols,
-                        const mlm_tensor_view **views) {
+                        mlm_tensor_view *views) {
     for (int s = 0; s < b->n_shards; s++) {
-        const mlm_tensor_view *t = find(b, name, s);
+        const mlm_tensor_view *found = mlm_bind_find(b, name, s);
         char where[32] = "";
         if (b->n_shards > 1) snprintf(where, sizeof where, " (shard %d)", s);
-        if (!t)
+        if (!found)
             return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'%s", name, where);
+        mlm_tensor_view *t = &views[s];
+        *t = *found;
+        /* a contiguous tensor of more dimensions (a patch embedding [D, C, p, p]) as 2-D */
+        if (cols && t->n_dim > 2 && t->dtype != MLM_DTYPE_GGML) {
+            int64_t inner = 1, stride = 1, dense = 1;
+            for (int d = t->n_dim - 1; d >= 1; d--) {
+                dense &= t->stride[d] == stride;
+                stride *= t->shape[d];
+                inner *= t->shape[d];
+            }
+            if (dense && t->stride[0] == inner) {
+                t->n_dim = 2, t->shape[1] = inner, t->stride[1] = 1;
+            }
+        }
         int want_dims = cols ? 2 : 1;
         if (t->n_dim != want_dims || t->shape[0] != rows || (cols && t->shape[1] != cols)) {
             char got[64] = "[";
@@ -130,7 +141,6 @@ static mlm_status check(const binder *b, const char *name, int64_t rows, int64_t
             return mlm_err_set(b->err, MLM_ERR_FORMAT,
                                "model: tensor '%s'%s has dtype %s, expected f32, f16 or bf16", name,
                                where, mlm_dtype_name(t->dtype));
-        views[s] = t;
     }
     return MLM_OK;
 }
@@ -178,24 +188,20 @@ static void read_cols(const mlm_tensor_view *t, int64_t r, int64_t c0, int64_t c
 /* The type to bind ROLE (layer L) in, for a source tensor of dtype SRC: the profile's when it
  * is f32 or bf16; for BFP the exact source values (bf16 stays bf16, anything else f32), which
  * the conversion to BFP reads afterwards. */
-static mlm_wtype bind_type(const binder *b, role r, int l, mlm_dtype src) {
+static mlm_wtype bind_type(mlm_wtype want, mlm_dtype src) {
+    if (want == MLM_W_F32 || want == MLM_W_BF16) return want;
+    return src == MLM_DTYPE_BF16 ? MLM_W_BF16 : MLM_W_F32;
+}
+
+/* The profile's type for ROLE of layer L. */
+static mlm_wtype role_type(const binder *b, role r, int l) {
     static const mlm_role roles[] = {[R_WQ] = MLM_ROLE_WQ, [R_WK] = MLM_ROLE_WK,
                                      [R_WV] = MLM_ROLE_WV, [R_WO] = MLM_ROLE_WO,
                                      [R_W1] = MLM_ROLE_W1, [R_W2] = MLM_ROLE_W2,
                                      [R_W3] = MLM_ROLE_W3};
     const mlm_profile *p = &b->m->profile;
-    mlm_wtype t = r == R_EMB ? p->emb : r == R_OUT ? p->head : p->layer[l][roles[r]];
-    if (t == MLM_W_F32 || t == MLM_W_BF16) return t;
-    return src == MLM_DTYPE_BF16 ? MLM_W_BF16 : MLM_W_F32;
+    return r == R_EMB ? p->emb : r == R_OUT ? p->head : p->layer[l][roles[r]];
 }
-
-/* The part of a tensor to bind: rows [ROW0, ROW0 + ROWS) of TOTAL_ROWS and columns
- * [COL0, COL0 + COLS) of TOTAL_COLS of the merged tensor (TOTAL_ROWS > ROWS for Phi-3's fused
- * qkv_proj and gate_up_proj, and for a TP shard's rows; TOTAL_COLS > COLS for a TP shard of
- * wo and w2). */
-typedef struct slice {
-    int64_t row0, rows, total_rows, col0, cols, total_cols;
-} slice;
 
 /* Binds slice S of the tensor of ROLE in layer L. Meta shards are concatenated on dim 0
  * (column parallel) or dim 1 (row parallel, SPLIT_COLS), and only the shards that hold part
@@ -203,23 +209,48 @@ typedef struct slice {
  * half-split order (S's rows start at a head). */
 static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, int perm_heads,
                              mlm_weight *out) {
-    mlm_model *m = b->m;
     char name[256];
     role_name(b, name, sizeof name, r, l);
-    const mlm_tensor_view *v[64];
+    return mlm_bind_tensor(b, name, role_type(b, r, l), s, split_cols, perm_heads, out);
+}
+
+static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view *v,
+                             mlm_wtype want_type, slice s, int split_cols, int perm_heads,
+                             mlm_weight *out);
+
+mlm_status mlm_bind_tensor(binder *b, const char *name, mlm_wtype want_type, slice s,
+                           int split_cols, int perm_heads, mlm_weight *out) {
+    mlm_tensor_view v[64];
     int64_t srows = split_cols ? s.total_rows : s.total_rows / b->n_shards;
     int64_t scols = split_cols ? s.total_cols / b->n_shards : s.total_cols;
     if ((split_cols ? s.total_cols : s.total_rows) % b->n_shards)
         return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: '%s' does not split into %d shards", name,
                            b->n_shards);
     mlm_status st = check(b, name, srows, scols, v);
-    if (st) return st;
-    out->type = bind_type(b, r, l, v[0]->dtype);
+    return st ? st : bind_views(b, name, v, want_type, s, split_cols, perm_heads, out);
+}
+
+mlm_status mlm_bind_view(binder *b, const char *name, const mlm_tensor_view *v, mlm_wtype want,
+                         mlm_weight *out) {
+    MLM_ASSERT(b->n_shards == 1 && v->n_dim == 2 && v->stride[1] == 1);
+    slice s = {0, v->shape[0], v->shape[0], 0, v->shape[1], v->shape[1]};
+    return bind_views(b, name, v, want, s, 0, 0, out);
+}
+
+/* Binds slice S of the checked views V (one per shard) of tensor NAME. */
+static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view *v,
+                             mlm_wtype want_type, slice s, int split_cols, int perm_heads,
+                             mlm_weight *out) {
+    mlm_model *m = b->m;
+    mlm_status st;
+    int64_t srows = split_cols ? s.total_rows : s.total_rows / b->n_shards;
+    int64_t scols = split_cols ? s.total_cols / b->n_shards : s.total_cols;
+    out->type = bind_type(want_type, v[0].dtype);
     out->rows = s.rows;
     out->cols = s.cols;
     mlm_dtype want = out->type == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     size_t es = mlm_dtype_size(want);
-    const mlm_tensor_view *t = v[0];
+    const mlm_tensor_view *t = &v[0];
     if (b->n_shards == 1 && !perm_heads && t->dtype == want && t->stride[1] == 1 &&
         t->stride[0] == s.total_cols && s.cols == s.total_cols) {
         out->data = (const char *)t->data + (size_t)(s.row0 * s.cols) * es; /* zero-copy */
@@ -254,7 +285,7 @@ static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, 
             int64_t lo = c0 > s.col0 ? c0 : s.col0;
             int64_t hi = c0 + scols < s.col0 + s.cols ? c0 + scols : s.col0 + s.cols;
             if (lo >= hi) continue;
-            read_cols(v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
+            read_cols(&v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
             for (int64_t c = lo; c < hi; c++) {
                 int64_t at = i * s.cols + (c - s.col0);
                 if (want == MLM_DTYPE_F32)
@@ -269,7 +300,7 @@ static mlm_status bind_slice(binder *b, role r, int l, slice s, int split_cols, 
     /* the source's pages are no longer needed by this process: only the copy stays resident */
     if (mlm_checkpoint_mapped(m->ckpt))
         for (int k = 0; k < b->n_shards; k++)
-            mlm_mapfile_release(v[k]->data, view_bytes(v[k]));
+            mlm_mapfile_release(v[k].data, view_bytes(&v[k]));
     return MLM_OK;
 }
 
@@ -283,14 +314,37 @@ static void share(const mlm_model *m, int64_t n_all, int64_t *lo, int64_t *n) {
 static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
     char name[256];
     role_name(b, name, sizeof name, r, l);
-    const mlm_tensor_view *v[64];
+    mlm_tensor_view v[64];
     int64_t d = b->m->cfg.n_embd;
     mlm_status st = check(b, name, d, 0, v);
     if (st) return st;
     float *buf = malloc((size_t)d * sizeof *buf);
     if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
     if ((st = mlm_model_own(b->m, buf, (size_t)d * sizeof *buf, b->err))) return st;
-    if ((st = mlm_tensor_to_f32(v[0], buf, d, b->err))) return st;
+    if ((st = mlm_tensor_to_f32(&v[0], buf, d, b->err))) return st;
+    *out = buf;
+    return MLM_OK;
+}
+
+mlm_status mlm_bind_vector(binder *b, const char *name, int64_t len, const float **out) {
+    const mlm_tensor_view *t = mlm_bind_find(b, name, 0);
+    if (!t) return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'", name);
+    if (mlm_tensor_numel(t) != len || !is_float(t->dtype)) {
+        char got[96] = "[";
+        for (int d = 0; d < t->n_dim; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
+                     (long long)t->shape[d]);
+        strncat(got, "]", sizeof got - strlen(got) - 1);
+        return mlm_err_set(b->err, MLM_ERR_FORMAT,
+                           "model: tensor '%s' has shape %s and dtype %s, but %s implies %lld "
+                           "float values",
+                           name, got, mlm_dtype_name(t->dtype), b->source, (long long)len);
+    }
+    float *buf = malloc((size_t)(len ? len : 1) * sizeof *buf);
+    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
+    mlm_status st = mlm_model_own(b->m, buf, (size_t)len * sizeof *buf, b->err);
+    if (!st) st = mlm_tensor_to_f32(t, buf, len, b->err);
+    if (st) return st;
     *out = buf;
     return MLM_OK;
 }
@@ -309,7 +363,7 @@ static mlm_status bind_attention(binder *b, int l, int64_t q, int64_t kv, int64_
             (st = bind_slice(b, R_WV, l, (slice){q + kv + k0, nk, all, 0, d, d}, 0, 0, &L->wv)))
             return st;
     } else {
-        int perm = b->meta || b->gguf;
+        int perm = (b->meta || b->gguf) && !L->cross; /* cross layers have no RoPE */
         if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, q, 0, d, d}, 0, perm, &L->wq)) ||
             (st = bind_slice(b, R_WK, l, (slice){k0, nk, kv, 0, d, d}, 0, perm, &L->wk)) ||
             (st = bind_slice(b, R_WV, l, (slice){k0, nk, kv, 0, d, d}, 0, 0, &L->wv)))
@@ -351,7 +405,11 @@ static mlm_status bind_all(binder *b) {
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim, f = c->n_ff, V = c->n_vocab;
     mlm_status st;
-    if ((st = bind_slice(b, R_EMB, 0, (slice){m->vocab0, m->n_vocab_local, V, 0, d, d}, 0, 0,
+    /* Llama 3.2 Vision: HF's embedding holds the 8 learnable rows after the vocabulary; Meta
+     * keeps them apart (mlm_bind_mllama appends them) */
+    int64_t extra = b->mllama && !b->meta ? m->n_emb_extra : 0;
+    if ((st = bind_slice(b, R_EMB, 0,
+                         (slice){m->vocab0, m->n_vocab_local + extra, V + extra, 0, d, d}, 0, 0,
                          &m->tok_emb)))
         return st;
     for (int l = 0; l < c->n_layer; l++) {
@@ -366,9 +424,12 @@ static mlm_status bind_all(binder *b) {
     /* Under TP each rank holds a slice of the vocabulary, as of the embedding. */
     char name[256];
     role_name(b, name, sizeof name, R_OUT, 0);
-    if (find(b, name, 0))
-        return bind_slice(b, R_OUT, 0, (slice){m->vocab0, m->n_vocab_local, V, 0, d, d}, 0, 0,
-                          &m->output);
+    if (mlm_bind_find(b, name, 0)) {
+        if ((st = bind_slice(b, R_OUT, 0, (slice){m->vocab0, m->n_vocab_local, V, 0, d, d}, 0, 0,
+                             &m->output)))
+            return st;
+        return b->mllama ? mlm_bind_mllama(b) : MLM_OK;
+    }
     if (!b->meta && !c->tied_embeddings)
         return mlm_err_set(b->err, MLM_ERR_FORMAT,
                            "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
@@ -414,11 +475,20 @@ static mlm_status bind_checkpoint(mlm_model *m, const char *dir, mlm_error *err)
     b.phi3 = m->cfg.family == MLM_FAMILY_PHI3;
     b.gguf = mlm_checkpoint_format(m->ckpt) == MLM_CKPT_GGUF;
     if (b.gguf) b.source = "its GGUF metadata";
-    b.meta = !b.gguf && !mlm_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
-    if (b.gguf && strcmp(m->cfg.source, "gguf"))
+    b.mllama = m->cfg.family == MLM_FAMILY_MLLAMA;
+    b.meta = !b.gguf &&
+             !mlm_checkpoint_find(m->ckpt, b.mllama ? "language_model.model.embed_tokens.weight"
+                                                    : "model.embed_tokens.weight");
+    if (b.mllama && b.meta && !mlm_checkpoint_find(m->ckpt, "text_model.tok_embeddings.weight"))
+        st = mlm_err_set(err, MLM_ERR_FORMAT,
+                         "model: %s: no Llama 3.2 Vision embedding (language_model.model."
+                         "embed_tokens.weight or text_model.tok_embeddings.weight; Meta "
+                         "checkpoints of several shards are not read for this model)",
+                         dir);
+    else if (b.gguf && strcmp(m->cfg.source, "gguf"))
         st = mlm_err_set(err, MLM_ERR_FORMAT, "model: %s: a GGUF checkpoint beside %s", dir,
                          m->cfg.source);
-    else if (b.meta && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
+    else if (b.meta && !b.mllama && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
         b.n_shards = count_shards(m->ckpt);
         if (b.n_shards <= 0)
             st = mlm_err_set(err, MLM_ERR_FORMAT,
@@ -436,6 +506,20 @@ static void say(const mlm_model_params *p, const char *fmt, const char *a, const
     char msg[MLM_ERROR_MSG_MAX + 1200];
     snprintf(msg, sizeof msg, fmt, a, b);
     p->on_message(p->user, msg);
+}
+
+/* Which layers are cross-attention layers, and the KV pool of each (m->n_self). */
+static void layer_kinds(mlm_model *m) {
+    const mlm_config *c = &m->cfg;
+    int32_t n_self = 0, n_cross = 0;
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        mlm_layer *L = &m->layers[l];
+        L->cross = 0;
+        for (int32_t i = 0; i < c->n_cross; i++)
+            L->cross |= c->cross_layers[i] == l;
+        L->kv_layer = L->cross ? n_cross++ : n_self++;
+    }
+    m->n_self = n_self;
 }
 
 /* BFP profiles: map the cache when it is valid, else convert the checkpoint and write it
@@ -466,6 +550,7 @@ static mlm_status load_bfp(mlm_model *m, const char *dir, const mlm_model_params
     mlm_checkpoint_free(m->ckpt);
     m->ckpt = NULL;
     memset(m->layers, 0, (size_t)m->cfg.n_layer * sizeof *m->layers);
+    layer_kinds(m);
     if ((st = mlm_cache_map(m, m->cache_path, key, err))) return st;
     m->cache_built = 1;
     return MLM_OK;
@@ -500,6 +585,21 @@ static mlm_status shard_init(mlm_model *m, mlm_comm *tp, mlm_error *err) {
     return st;
 }
 
+/* The layers' kinds; for Llama 3.2 Vision the learnable embedding rows and the vision
+ * tower's layers. */
+static mlm_status layers_init(mlm_model *m, mlm_error *err) {
+    const mlm_config *c = &m->cfg;
+    layer_kinds(m);
+    if (c->family != MLM_FAMILY_MLLAMA) return MLM_OK;
+    m->n_emb_extra = 8;
+    if (c->image_token_id < c->n_vocab || c->image_token_id >= c->n_vocab + m->n_emb_extra)
+        return mlm_err_set(err, MLM_ERR_FORMAT,
+                           "model: image token %d is not one of the embedding's learnable rows "
+                           "[%d, %d)",
+                           c->image_token_id, c->n_vocab, c->n_vocab + m->n_emb_extra);
+    return mlm_model_alloc_vision(m, err);
+}
+
 mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_model **out,
                           mlm_error *err) {
     *out = NULL;
@@ -513,11 +613,11 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
     mlm_status st = mlm_kernels_pick(&m->kernels, err);
     if (!st) st = mlm_config_load(dir, &m->cfg, err);
-    if (!st && m->cfg.family == MLM_FAMILY_MLLAMA)
+    if (!st && m->cfg.family == MLM_FAMILY_MLLAMA && mlm_comm_size(p.tp) > 1)
         st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                         "model: %s is Llama 3.2 Vision (MllamaForConditionalGeneration): meshlm "
-                         "reads its config (meshlm info) but does not run it yet",
-                         dir);
+                         "model: %s is Llama 3.2 Vision: meshlm runs it on one device (TP 1), "
+                         "not on a mesh of %d",
+                         dir, mlm_comm_size(p.tp));
     if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
@@ -526,6 +626,7 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
         if (!m->layers) st = mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
     }
+    if (!st) st = layers_init(m, err);
     /* threads for the conversions and checksums of this load, gone when it returns */
     if (!st) st = mlm_pool_create(p.n_threads ? p.n_threads : mlm_cpu_count(), &m->load_pool, err);
     if (!st) st = mlm_profile_has_bfp(&m->profile) ? load_bfp(m, dir, &p, err)
@@ -546,6 +647,7 @@ void mlm_model_free(mlm_model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);
+    free(m->vision.layers);
     free(m->inv_freq);
     mlm_profile_deinit(&m->profile);
     mlm_checkpoint_free(m->ckpt);

@@ -18,6 +18,10 @@ typedef struct mlm_weight {
     const void *data; /* borrowed from the checkpoint or cache mapping, or model->owned */
 } mlm_weight;
 
+/* A decoder layer: self-attention (RoPE, paged KV) or, for Llama 3.2 Vision's
+ * cross-attention layers (cross != 0), attention of the text over the vision states: wq/wo
+ * as usual, wk/wv reading the projected vision states (no RoPE), RMSNorms over head_dim of
+ * q and k, and tanh gates on the attention and MLP outputs (models.md 6.5). */
 typedef struct mlm_layer {
     const float *attn_norm; /* (n_embd) */
     const float *ffn_norm;  /* (n_embd) */
@@ -28,7 +32,47 @@ typedef struct mlm_layer {
     mlm_weight w1;          /* gate (n_ff, n_embd) */
     mlm_weight w3;          /* up (n_ff, n_embd) */
     mlm_weight w2;          /* down (n_embd, n_ff) */
+    int cross;              /* a cross-attention layer */
+    int32_t kv_layer;       /* its pool: in the self-attention KV, or (cross) the image KV */
+    const float *q_norm;    /* cross: (head_dim) */
+    const float *k_norm;    /* cross: (head_dim) */
+    const float *gates;     /* cross: (2) raw gate_attn, gate_ffn (tanh at use) */
 } mlm_layer;
+
+/* One layer of the vision encoder (models.md 6.4). D = vision n_embd, F = its n_ff; matrices in
+ * the profile's vision type, vectors f32. */
+typedef struct mlm_vision_layer {
+    const float *ln1_w, *ln1_b; /* (D) input_layernorm (LayerNorm with bias) */
+    const float *ln2_w, *ln2_b; /* (D) post_attention_layernorm */
+    mlm_weight wq, wk, wv, wo;  /* (D, D), no bias */
+    mlm_weight fc1;             /* (F, D) */
+    const float *fc1_b;         /* (F) */
+    mlm_weight fc2;             /* (D, F) */
+    const float *fc2_b;         /* (D) */
+    const float *gates;         /* global layers: (2) raw gate_attn, gate_ffn; local: NULL */
+} mlm_vision_layer;
+
+/* Llama 3.2 Vision's vision tower and projector. A = n_aspect, NT = max_tiles, T = n_tok,
+ * O = output_dim, E = the text n_embd. The tile tables are HF's precomputed per-aspect-ratio
+ * layout (row 0 and tiles past rows x cols zero), built from Meta's [NT, NT, ...] tables when
+ * the checkpoint is Meta's. */
+typedef struct mlm_vision_tower {
+    int32_t n_grid;         /* patches per tile side */
+    int32_t n_tok;          /* T: n_grid^2 patches + CLS */
+    int32_t n_tok_pad;      /* T rounded up to 8 (the encoder's rows per tile) */
+    mlm_weight patch;       /* (D, C * p * p) the patch embedding, (channel, row, column) order */
+    const float *class_emb; /* (D) */
+    const float *pos_emb;   /* (T, D) */
+    mlm_weight tile_pos;    /* ((A + 1) * NT * T, D) gated tile positional embedding, in the
+                               embedding's type */
+    const float *pre_tile;  /* ((A + 1) * NT, D) */
+    const float *post_tile; /* ((A + 1) * NT, D) */
+    const float *gates;     /* (3) raw gates: positional, pre-tile, post-tile */
+    const float *ln_pre_w, *ln_pre_b, *ln_post_w, *ln_post_b; /* (D) */
+    mlm_vision_layer *layers; /* owned: n_layer local layers, then n_global_layer gated ones */
+    mlm_weight proj;          /* (E, O) multi_modal_projector */
+    const float *proj_b;      /* (E) */
+} mlm_vision_tower;
 
 struct mlm_model {
     mlm_config cfg;
@@ -48,7 +92,11 @@ struct mlm_model {
     char gguf_path[1024]; /* the GGUF file the model comes from, "" for other formats */
     int cache_built;
     mlm_layer *layers;    /* owned, n_layer */
-    mlm_weight tok_emb;   /* (n_vocab, n_embd) */
+    int32_t n_self;       /* layers with a self-attention KV pool (n_layer less the cross ones) */
+    int32_t n_emb_extra;  /* embedding rows past n_vocab: Llama 3.2 Vision's 8 learnable rows,
+                             the image token's (input only; the LM head has n_vocab) */
+    mlm_vision_tower vision; /* Llama 3.2 Vision (cfg.family MLLAMA), else zeroed */
+    mlm_weight tok_emb;      /* (n_vocab + n_emb_extra, n_embd) */
     mlm_weight output;    /* (n_vocab, n_embd); the embedding when tied */
     const float *norm;    /* (n_embd) */
     float *inv_freq;      /* owned (head_dim / 2): RoPE frequencies after scaling */
@@ -60,22 +108,33 @@ struct mlm_model {
 };
 
 /* Every weight matrix with its name and the type the profile wants for it (which the bound
- * weight may not have yet): "emb", "head", then per layer "L.wq", ..., "L.w3". Fills up to
- * 2 + 7 * n_layer entries and returns the count. The LM head of a tied model is listed
- * separately from the embedding. */
+ * weight may not have yet): "emb", "head", then per layer "L.wq", ..., "L.w3", then the
+ * vision tower's ("v.patch", "v.tile_pos", per vision layer "vL.wq" ... "vL.fc2", "v.proj").
+ * Fills mlm_model_n_weights(M) entries and returns the count. The LM head of a tied model is
+ * listed separately from the embedding. */
 typedef struct mlm_weight_ref {
     char name[24];
     mlm_weight *w;
     mlm_wtype want;
 } mlm_weight_ref;
 int mlm_model_weights(mlm_model *m, mlm_weight_ref *out);
+int mlm_model_n_weights(const mlm_model *m);
 
-/* Every norm vector (n_embd f32): "norm", then per layer "L.attn_norm", "L.ffn_norm". */
+/* Every f32 vector (norms, biases, gates, small embeddings) with its length: "norm", then per
+ * layer "L.attn_norm", "L.ffn_norm" (and for cross layers "L.q_norm", "L.k_norm",
+ * "L.gates"), then the vision tower's. Fills mlm_model_n_norms(M) entries. */
 typedef struct mlm_norm_ref {
     char name[24];
     const float **v;
+    int64_t len;
 } mlm_norm_ref;
 int mlm_model_norms(mlm_model *m, mlm_norm_ref *out);
+int mlm_model_n_norms(const mlm_model *m);
+
+/* The shapes of every weight of M's config (cache.c maps a cache file into them), the vision
+ * tower's layers allocated (load_mllama.c). */
+mlm_status mlm_model_alloc_vision(mlm_model *m, mlm_error *err);
+void mlm_model_vision_shapes(mlm_model *m);
 
 /* Converts rows [R0, R1) of SRC (f32 or bf16) to type TO into DST (which holds those rows
  * only, in TO's layout, mlm_wtype_bytes(TO, R1 - R0, cols) bytes), on POOL's threads (NULL:

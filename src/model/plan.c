@@ -6,6 +6,7 @@
 
 #include "model/forward.h"
 #include "model/profile.h"
+#include "model/vision.h"
 
 #define PROCESS_ALLOWANCE (64ll << 20) /* code, tokenizer, page tables, libc */
 
@@ -53,11 +54,23 @@ mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimi
                                                         : MLM_W_F32;
     memset(plan, 0, sizeof *plan);
     plan->weights = mlm_profile_weight_bytes(&prof, c, 1);
-    plan->kv = (int64_t)c->n_layer * 2 * (int64_t)p.max_num_blocks * p.block_size *
-               mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
+    int64_t kv_row = mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
+    /* cross-attention layers keep no KV of their own tokens */
+    plan->kv =
+        (int64_t)(c->n_layer - c->n_cross) * 2 * (int64_t)p.max_num_blocks * p.block_size * kv_row;
     plan->scratch =
         (int64_t)mlm_forward_scratch_size(full, tp, p.max_step_tokens, p.max_step_logits, threads);
-    plan->total = plan->weights + plan->kv + plan->scratch + PROCESS_ALLOWANCE;
+    if (c->family == MLM_FAMILY_MLLAMA && p.max_images > 0) {
+        /* the image K/V pool (a tile is n_tok entries in every cross layer), one image's
+         * encoder scratch and its projected states (max tiles x n_tok rows) */
+        const mlm_vision_config *v = &c->vision;
+        int64_t G = v->image_size / v->patch_size, T = G * G + 1;
+        int64_t tiles =
+            p.image_tiles ? p.image_tiles : (int64_t)p.max_seqs * p.max_images * v->max_tiles;
+        plan->images = tiles * T * c->n_cross * 2 * kv_row + mlm_vision_scratch_bytes(c) +
+                       (int64_t)v->max_tiles * T * c->n_embd * 4;
+    }
+    plan->total = plan->weights + plan->kv + plan->scratch + plan->images + PROCESS_ALLOWANCE;
     plan->available = mem_available();
     mlm_profile_deinit(&prof);
     return MLM_OK;

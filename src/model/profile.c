@@ -115,6 +115,8 @@ mlm_status mlm_profile_init(mlm_profile *p, const char *name, const mlm_config *
     }
     snprintf(p->name, sizeof p->name, "%s", name);
     p->emb = emb, p->head = head, p->n_layer = c->n_layer;
+    p->has_vision = c->family == MLM_FAMILY_MLLAMA;
+    p->vision = mat; /* BFP8 in both BFP profiles, else the profile's type */
     p->layer = calloc((size_t)(c->n_layer > 0 ? c->n_layer : 1), sizeof *p->layer);
     if (!p->layer) return mlm_err_set(err, MLM_ERR_NOMEM, "profile: out of memory");
     for (int32_t l = 0; l < c->n_layer; l++) {
@@ -149,6 +151,7 @@ void mlm_profile_deinit(mlm_profile *p) {
 
 int mlm_profile_has_bfp(const mlm_profile *p) {
     if (p->emb >= MLM_W_BFP8 || p->head >= MLM_W_BFP8) return 1;
+    if (p->has_vision && p->vision >= MLM_W_BFP8) return 1;
     for (int32_t l = 0; l < p->n_layer; l++)
         for (int r = 0; r < MLM_ROLE_KV; r++)
             if (p->layer[l][r] >= MLM_W_BFP8) return 1;
@@ -159,6 +162,8 @@ void mlm_profile_describe(const mlm_profile *p, char *buf, size_t size) {
     static const char *roles[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "kv"};
     size_t n = (size_t)snprintf(buf, size, "emb %s, head %s", mlm_wtype_name(p->emb),
                                 mlm_wtype_name(p->head));
+    if (p->has_vision && n < size)
+        n += (size_t)snprintf(buf + n, size - n, ", vision %s", mlm_wtype_name(p->vision));
     /* runs of layers with equal types */
     for (int32_t l0 = 0; l0 < p->n_layer && n < size;) {
         int32_t l1 = l0;
@@ -186,11 +191,33 @@ int64_t mlm_profile_weight_bytes(const mlm_profile *p, const mlm_config *c, int 
     }
     int shared = c->tied_embeddings && p->head == p->emb;
     total += mlm_wtype_bytes(p->head, V, d);
+    int64_t emb_rows = V + (c->family == MLM_FAMILY_MLLAMA ? 8 : 0);
     if (!shared || !resident)
-        total += resident ? mlm_wtype_bytes(p->emb, V, d) : mlm_wtype_row_bytes(p->emb, d);
+        total += resident ? mlm_wtype_bytes(p->emb, emb_rows, d) : mlm_wtype_row_bytes(p->emb, d);
+    if (c->family == MLM_FAMILY_MLLAMA) {
+        /* cross layers' q/k norms and gates; what a text token reads of them is in the above */
+        total += (int64_t)c->n_cross * (2 * c->head_dim + 2) * 4;
+        if (resident) total += mlm_profile_vision_bytes(p, c);
+    }
     return total;
 }
 
 mlm_wtype mlm_profile_kv_type(const mlm_profile *p) {
     return p->n_layer ? p->layer[0][MLM_ROLE_KV] : MLM_W_F32;
+}
+
+int64_t mlm_profile_vision_bytes(const mlm_profile *p, const mlm_config *c) {
+    if (c->family != MLM_FAMILY_MLLAMA) return 0;
+    const mlm_vision_config *v = &c->vision;
+    int64_t D = v->n_embd, F = v->n_ff, NT = v->max_tiles, A1 = v->n_aspect + 1;
+    int64_t G = v->image_size / (v->patch_size ? v->patch_size : 1), T = G * G + 1;
+    int64_t pix = (int64_t)v->n_channels * v->patch_size * v->patch_size;
+    int64_t total = mlm_wtype_bytes(p->vision, D, pix) + mlm_wtype_bytes(p->emb, A1 * NT * T, D) +
+                    mlm_wtype_bytes(p->vision, c->n_embd, v->output_dim);
+    int64_t layer = 4 * mlm_wtype_bytes(p->vision, D, D) + mlm_wtype_bytes(p->vision, F, D) +
+                    mlm_wtype_bytes(p->vision, D, F) + (5 * D + F + 2) * 4;
+    total += (int64_t)(v->n_layer + v->n_global_layer) * layer;
+    /* class and positional embeddings, tile tables, gates, layer norms, projector bias */
+    total += (D + T * D + 2 * A1 * NT * D + 3 + 4 * D + c->n_embd) * 4;
+    return total;
 }

@@ -4,6 +4,9 @@
  *   performance  wq wk wv wo w2 bfp8, w1 w3 bfp4, KV bfp8, LM head bfp8, embedding bf16
  *   accuracy     every matrix bfp8 (Llama 3.1-70B: w1 w3 bfp4, as the seeds), KV bfp8
  *   bf16, f32    everything in that type
+ * Llama 3.2 Vision's vision tower (encoder and projector) takes BFP8 in both BFP profiles, its
+ * tile positional table the embedding's bf16; its cross-attention layers are decoder layers
+ * like the others.
  * Per-layer overrides come from a decoder-config JSON in the seeds' shape:
  *   {"decoders": {"31": {"precision_cfg": {"FF1_FF3": "BFP8"}, "fidelity_cfg": {...}}}}
  * with tensor groups FF1_FF3 (w1 w3), FF2 (w2), WQKV, WO, KV_CACHE and values BFP4, BFP8,
@@ -28,6 +31,8 @@ typedef enum mlm_role {
 typedef struct mlm_profile {
     char name[16];                          /* "performance", "accuracy", "bf16", "f32" */
     mlm_wtype emb, head;                    /* embedding, LM head */
+    int has_vision;                         /* Llama 3.2 Vision: the vision tower's types */
+    mlm_wtype vision;                       /* its matrices (the tile table takes emb's) */
     int32_t n_layer;
     mlm_wtype (*layer)[MLM_ROLE_LAYER_COUNT]; /* owned (n_layer) */
     char overrides[64];                     /* where overrides came from, "" if none */
@@ -54,6 +59,8 @@ int mlm_profile_has_bfp(const mlm_profile *p);
  * norms, and the embedding whole (RESIDENT) or one row of it (what a token reads). A tied LM
  * head in the embedding's type is the embedding itself and counts once. */
 int64_t mlm_profile_weight_bytes(const mlm_profile *p, const mlm_config *c, int resident);
+/* Bytes of Llama 3.2 Vision's vision tower and projector in profile P (0 for other models). */
+int64_t mlm_profile_vision_bytes(const mlm_profile *p, const mlm_config *c);
 /* The KV cache's type (layer 0's: KV_CACHE overrides apply per layer). */
 mlm_wtype mlm_profile_kv_type(const mlm_profile *p);
 

@@ -1,11 +1,13 @@
 /* model/synth.c: `meshlm synth`: checkpoints with a real model's exact configuration and
  * random weights, for tests and benchmarks without downloading a model.
- * Presets embed the real HF config.json / generation_config.json texts and the Meta
- * params.json values. The plan lists every tensor of every file; values are generated
- * chunk by chunk (1 MiB) while the format writers stream them out, so memory stays a few MB
- * for any model size. A plan may keep only a preset's first layers (every shape stays, the
- * configs say how many), so that a 70B-shaped model fits one machine. See synth.h for how a
- * value is tied to its canonical tensor element. */
+ * Presets embed the real HF config.json / generation_config.json (and, for Llama 3.2
+ * Vision, preprocessor_config.json) texts and the Meta params.json values. Llama and Phi-3
+ * plans come from one table of per-layer tensors; mllama's (the vision tower, cross-attention
+ * layers, the tile tables) from their own section. The plan lists every tensor of every file;
+ * values are generated chunk by chunk (1 MiB) while the format writers stream them out, so memory
+ * stays a few MB for any model size. A plan may keep only a preset's first layers (every shape
+ * stays, the configs say how many), so that a 70B-shaped model fits one machine. See synth.h for
+ * how a value is tied to its canonical tensor element. */
 #include "model/synth.h"
 
 #include <errno.h>
@@ -44,8 +46,23 @@
  *                  eos 100265 and pad 100349 as set by the repo's "Suggested tokenizer changes
  *                  by Unsloth.ai (#21)" commit, with 100257 (<|endoftext|>) added to eos since
  *                  5.1 treats both as stop ids (the file's exact text was not available)
+ *   llama-3.2-11b-vision  Llama-3.2-11B-Vision-Instruct (MllamaForConditionalGeneration):
+ *                  config.json is tests/data/configs/Llama-3.2-90B-Vision-Instruct/config.json
+ *                  (same transformers 4.45.0.dev0 dump, Instruct eos list) with the 11B text
+ *                  dims of models.md 6.1 (hidden_size 4096, intermediate_size 14336,
+ *                  num_attention_heads 32, num_hidden_layers 40, cross_attention_layers
+ *                  [3, 8, ..., 38] = T6's range(k - 1, 40, k + 1), k = ceil(32 / 8)); its
+ *                  vision_config is the 90B one, identical between the two (T6 hard-codes
+ *                  it). 5068 bytes, the size the Hub lists for the real file.
+ *                  generation_config.json: T6's Instruct GenerationConfig (do_sample,
+ *                  temperature 0.6, top_p 0.9, bos, eos list, pad 128004) as save_pretrained
+ *                  writes it, transformers_version 4.45.0.dev0 (215 bytes, as on the Hub);
+ *                  preprocessor_config.json: T6's write_image_processor (models.md 6.1) as
+ *                  transformers 4.46.3 saves it (437 bytes, as on the Hub); both checked
+ *                  against tests/data/mllama_synth.json (make_mllama_synth_fixture.py)
  * params.json: the Meta values of models.md 1.1 in Meta's key order (Llama only: Phi-4 has
- * no Meta-format checkpoint). */
+ * no Meta-format checkpoint; the vision model's three vision_* keys last, M3's order, with
+ * the Instruct model's vision_chunk_size 560). */
 
 // clang-format off
 static const char cfg_1b[] =
@@ -402,6 +419,415 @@ static const char gen_tiny_phi3[] =
     "  \"pad_token_id\": 383\n"
     "}\n";
 
+static const char cfg_11b_vision[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"MllamaForConditionalGeneration\"\n"
+    "  ],\n"
+    "  \"image_token_index\": 128256,\n"
+    "  \"model_type\": \"mllama\",\n"
+    "  \"text_config\": {\n"
+    "    \"_name_or_path\": \"\",\n"
+    "    \"add_cross_attention\": false,\n"
+    "    \"architectures\": null,\n"
+    "    \"bad_words_ids\": null,\n"
+    "    \"begin_suppress_tokens\": null,\n"
+    "    \"bos_token_id\": 128000,\n"
+    "    \"chunk_size_feed_forward\": 0,\n"
+    "    \"cross_attention_hidden_size\": null,\n"
+    "    \"cross_attention_layers\": [\n"
+    "      3,\n"
+    "      8,\n"
+    "      13,\n"
+    "      18,\n"
+    "      23,\n"
+    "      28,\n"
+    "      33,\n"
+    "      38\n"
+    "    ],\n"
+    "    \"decoder_start_token_id\": null,\n"
+    "    \"diversity_penalty\": 0.0,\n"
+    "    \"do_sample\": false,\n"
+    "    \"dropout\": 0,\n"
+    "    \"early_stopping\": false,\n"
+    "    \"encoder_no_repeat_ngram_size\": 0,\n"
+    "    \"eos_token_id\": [\n"
+    "      128001,\n"
+    "      128008,\n"
+    "      128009\n"
+    "    ],\n"
+    "    \"exponential_decay_length_penalty\": null,\n"
+    "    \"finetuning_task\": null,\n"
+    "    \"forced_bos_token_id\": null,\n"
+    "    \"forced_eos_token_id\": null,\n"
+    "    \"hidden_act\": \"silu\",\n"
+    "    \"hidden_size\": 4096,\n"
+    "    \"id2label\": {\n"
+    "      \"0\": \"LABEL_0\",\n"
+    "      \"1\": \"LABEL_1\"\n"
+    "    },\n"
+    "    \"initializer_range\": 0.02,\n"
+    "    \"intermediate_size\": 14336,\n"
+    "    \"is_decoder\": false,\n"
+    "    \"is_encoder_decoder\": false,\n"
+    "    \"label2id\": {\n"
+    "      \"LABEL_0\": 0,\n"
+    "      \"LABEL_1\": 1\n"
+    "    },\n"
+    "    \"length_penalty\": 1.0,\n"
+    "    \"max_length\": 20,\n"
+    "    \"max_position_embeddings\": 131072,\n"
+    "    \"min_length\": 0,\n"
+    "    \"model_type\": \"mllama_text_model\",\n"
+    "    \"no_repeat_ngram_size\": 0,\n"
+    "    \"num_attention_heads\": 32,\n"
+    "    \"num_beam_groups\": 1,\n"
+    "    \"num_beams\": 1,\n"
+    "    \"num_hidden_layers\": 40,\n"
+    "    \"num_key_value_heads\": 8,\n"
+    "    \"num_return_sequences\": 1,\n"
+    "    \"output_attentions\": false,\n"
+    "    \"output_hidden_states\": false,\n"
+    "    \"output_scores\": false,\n"
+    "    \"pad_token_id\": 128004,\n"
+    "    \"prefix\": null,\n"
+    "    \"problem_type\": null,\n"
+    "    \"pruned_heads\": {},\n"
+    "    \"remove_invalid_values\": false,\n"
+    "    \"repetition_penalty\": 1.0,\n"
+    "    \"return_dict\": true,\n"
+    "    \"return_dict_in_generate\": false,\n"
+    "    \"rms_norm_eps\": 1e-05,\n"
+    "    \"rope_scaling\": {\n"
+    "      \"factor\": 8.0,\n"
+    "      \"high_freq_factor\": 4.0,\n"
+    "      \"low_freq_factor\": 1.0,\n"
+    "      \"original_max_position_embeddings\": 8192,\n"
+    "      \"rope_type\": \"llama3\"\n"
+    "    },\n"
+    "    \"rope_theta\": 500000.0,\n"
+    "    \"sep_token_id\": null,\n"
+    "    \"suppress_tokens\": null,\n"
+    "    \"task_specific_params\": null,\n"
+    "    \"temperature\": 1.0,\n"
+    "    \"tf_legacy_loss\": false,\n"
+    "    \"tie_encoder_decoder\": false,\n"
+    "    \"tie_word_embeddings\": false,\n"
+    "    \"tokenizer_class\": null,\n"
+    "    \"top_k\": 50,\n"
+    "    \"top_p\": 1.0,\n"
+    "    \"torch_dtype\": \"bfloat16\",\n"
+    "    \"torchscript\": false,\n"
+    "    \"typical_p\": 1.0,\n"
+    "    \"use_bfloat16\": false,\n"
+    "    \"use_cache\": true,\n"
+    "    \"vocab_size\": 128256\n"
+    "  },\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.45.0.dev0\",\n"
+    "  \"vision_config\": {\n"
+    "    \"_name_or_path\": \"\",\n"
+    "    \"add_cross_attention\": false,\n"
+    "    \"architectures\": null,\n"
+    "    \"attention_heads\": 16,\n"
+    "    \"bad_words_ids\": null,\n"
+    "    \"begin_suppress_tokens\": null,\n"
+    "    \"bos_token_id\": null,\n"
+    "    \"chunk_size_feed_forward\": 0,\n"
+    "    \"cross_attention_hidden_size\": null,\n"
+    "    \"decoder_start_token_id\": null,\n"
+    "    \"diversity_penalty\": 0.0,\n"
+    "    \"do_sample\": false,\n"
+    "    \"early_stopping\": false,\n"
+    "    \"encoder_no_repeat_ngram_size\": 0,\n"
+    "    \"eos_token_id\": null,\n"
+    "    \"exponential_decay_length_penalty\": null,\n"
+    "    \"finetuning_task\": null,\n"
+    "    \"forced_bos_token_id\": null,\n"
+    "    \"forced_eos_token_id\": null,\n"
+    "    \"hidden_act\": \"gelu\",\n"
+    "    \"hidden_size\": 1280,\n"
+    "    \"id2label\": {\n"
+    "      \"0\": \"LABEL_0\",\n"
+    "      \"1\": \"LABEL_1\"\n"
+    "    },\n"
+    "    \"image_size\": 560,\n"
+    "    \"intermediate_layers_indices\": [\n"
+    "      3,\n"
+    "      7,\n"
+    "      15,\n"
+    "      23,\n"
+    "      30\n"
+    "    ],\n"
+    "    \"intermediate_size\": 5120,\n"
+    "    \"is_decoder\": false,\n"
+    "    \"is_encoder_decoder\": false,\n"
+    "    \"label2id\": {\n"
+    "      \"LABEL_0\": 0,\n"
+    "      \"LABEL_1\": 1\n"
+    "    },\n"
+    "    \"length_penalty\": 1.0,\n"
+    "    \"max_length\": 20,\n"
+    "    \"max_num_tiles\": 4,\n"
+    "    \"min_length\": 0,\n"
+    "    \"model_type\": \"mllama_vision_model\",\n"
+    "    \"no_repeat_ngram_size\": 0,\n"
+    "    \"norm_eps\": 1e-05,\n"
+    "    \"num_beam_groups\": 1,\n"
+    "    \"num_beams\": 1,\n"
+    "    \"num_channels\": 3,\n"
+    "    \"num_global_layers\": 8,\n"
+    "    \"num_hidden_layers\": 32,\n"
+    "    \"num_return_sequences\": 1,\n"
+    "    \"output_attentions\": false,\n"
+    "    \"output_hidden_states\": false,\n"
+    "    \"output_scores\": false,\n"
+    "    \"pad_token_id\": null,\n"
+    "    \"patch_size\": 14,\n"
+    "    \"prefix\": null,\n"
+    "    \"problem_type\": null,\n"
+    "    \"pruned_heads\": {},\n"
+    "    \"remove_invalid_values\": false,\n"
+    "    \"repetition_penalty\": 1.0,\n"
+    "    \"return_dict\": true,\n"
+    "    \"return_dict_in_generate\": false,\n"
+    "    \"sep_token_id\": null,\n"
+    "    \"supported_aspect_ratios\": [\n"
+    "      [\n"
+    "        1,\n"
+    "        1\n"
+    "      ],\n"
+    "      [\n"
+    "        1,\n"
+    "        2\n"
+    "      ],\n"
+    "      [\n"
+    "        1,\n"
+    "        3\n"
+    "      ],\n"
+    "      [\n"
+    "        1,\n"
+    "        4\n"
+    "      ],\n"
+    "      [\n"
+    "        2,\n"
+    "        1\n"
+    "      ],\n"
+    "      [\n"
+    "        2,\n"
+    "        2\n"
+    "      ],\n"
+    "      [\n"
+    "        3,\n"
+    "        1\n"
+    "      ],\n"
+    "      [\n"
+    "        4,\n"
+    "        1\n"
+    "      ]\n"
+    "    ],\n"
+    "    \"suppress_tokens\": null,\n"
+    "    \"task_specific_params\": null,\n"
+    "    \"temperature\": 1.0,\n"
+    "    \"tf_legacy_loss\": false,\n"
+    "    \"tie_encoder_decoder\": false,\n"
+    "    \"tie_word_embeddings\": true,\n"
+    "    \"tokenizer_class\": null,\n"
+    "    \"top_k\": 50,\n"
+    "    \"top_p\": 1.0,\n"
+    "    \"torch_dtype\": \"bfloat16\",\n"
+    "    \"torchscript\": false,\n"
+    "    \"typical_p\": 1.0,\n"
+    "    \"use_bfloat16\": false,\n"
+    "    \"vision_output_dim\": 7680\n"
+    "  }\n"
+    "}\n";
+
+static const char gen_11b_vision[] =
+    "{\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"do_sample\": true,\n"
+    "  \"eos_token_id\": [\n"
+    "    128001,\n"
+    "    128008,\n"
+    "    128009\n"
+    "  ],\n"
+    "  \"pad_token_id\": 128004,\n"
+    "  \"temperature\": 0.6,\n"
+    "  \"top_p\": 0.9,\n"
+    "  \"transformers_version\": \"4.45.0.dev0\"\n"
+    "}\n";
+
+static const char pre_11b_vision[] =
+    "{\n"
+    "  \"do_convert_rgb\": true,\n"
+    "  \"do_normalize\": true,\n"
+    "  \"do_pad\": true,\n"
+    "  \"do_rescale\": true,\n"
+    "  \"do_resize\": true,\n"
+    "  \"image_mean\": [\n"
+    "    0.48145466,\n"
+    "    0.4578275,\n"
+    "    0.40821073\n"
+    "  ],\n"
+    "  \"image_processor_type\": \"MllamaImageProcessor\",\n"
+    "  \"image_std\": [\n"
+    "    0.26862954,\n"
+    "    0.26130258,\n"
+    "    0.27577711\n"
+    "  ],\n"
+    "  \"max_image_tiles\": 4,\n"
+    "  \"resample\": 2,\n"
+    "  \"rescale_factor\": 0.00392156862745098,\n"
+    "  \"size\": {\n"
+    "    \"height\": 560,\n"
+    "    \"width\": 560\n"
+    "  }\n"
+    "}\n";
+
+/* The mllama structure at test size: 6 decoder layers, cross-attention at [1, 4] (Meta: 4
+ * self-attention layers, 2 cross-attention ones: schedule [1, 3]); vision tower of 56-pixel
+ * tiles of 14-pixel patches (17 tokens a tile), width 32, 6 local + 2 global layers,
+ * intermediate layers [1, 3, 4] -> output 128; image token 384. */
+static const char cfg_tiny_mllama[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"MllamaForConditionalGeneration\"\n"
+    "  ],\n"
+    "  \"image_token_index\": 384,\n"
+    "  \"model_type\": \"mllama\",\n"
+    "  \"text_config\": {\n"
+    "    \"bos_token_id\": 1,\n"
+    "    \"cross_attention_layers\": [\n"
+    "      1,\n"
+    "      4\n"
+    "    ],\n"
+    "    \"eos_token_id\": 2,\n"
+    "    \"hidden_act\": \"silu\",\n"
+    "    \"hidden_size\": 64,\n"
+    "    \"intermediate_size\": 192,\n"
+    "    \"max_position_embeddings\": 131072,\n"
+    "    \"model_type\": \"mllama_text_model\",\n"
+    "    \"num_attention_heads\": 4,\n"
+    "    \"num_hidden_layers\": 6,\n"
+    "    \"num_key_value_heads\": 2,\n"
+    "    \"pad_token_id\": 0,\n"
+    "    \"rms_norm_eps\": 1e-05,\n"
+    "    \"rope_scaling\": {\n"
+    "      \"factor\": 8.0,\n"
+    "      \"high_freq_factor\": 4.0,\n"
+    "      \"low_freq_factor\": 1.0,\n"
+    "      \"original_max_position_embeddings\": 8192,\n"
+    "      \"rope_type\": \"llama3\"\n"
+    "    },\n"
+    "    \"rope_theta\": 500000.0,\n"
+    "    \"tie_word_embeddings\": false,\n"
+    "    \"vocab_size\": 384\n"
+    "  },\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"vision_config\": {\n"
+    "    \"attention_heads\": 2,\n"
+    "    \"hidden_act\": \"gelu\",\n"
+    "    \"hidden_size\": 32,\n"
+    "    \"image_size\": 56,\n"
+    "    \"intermediate_layers_indices\": [\n"
+    "      1,\n"
+    "      3,\n"
+    "      4\n"
+    "    ],\n"
+    "    \"intermediate_size\": 128,\n"
+    "    \"max_num_tiles\": 4,\n"
+    "    \"model_type\": \"mllama_vision_model\",\n"
+    "    \"norm_eps\": 1e-05,\n"
+    "    \"num_channels\": 3,\n"
+    "    \"num_global_layers\": 2,\n"
+    "    \"num_hidden_layers\": 6,\n"
+    "    \"patch_size\": 14,\n"
+    "    \"supported_aspect_ratios\": [\n"
+    "      [\n"
+    "        1,\n"
+    "        1\n"
+    "      ],\n"
+    "      [\n"
+    "        1,\n"
+    "        2\n"
+    "      ],\n"
+    "      [\n"
+    "        1,\n"
+    "        3\n"
+    "      ],\n"
+    "      [\n"
+    "        1,\n"
+    "        4\n"
+    "      ],\n"
+    "      [\n"
+    "        2,\n"
+    "        1\n"
+    "      ],\n"
+    "      [\n"
+    "        2,\n"
+    "        2\n"
+    "      ],\n"
+    "      [\n"
+    "        3,\n"
+    "        1\n"
+    "      ],\n"
+    "      [\n"
+    "        4,\n"
+    "        1\n"
+    "      ]\n"
+    "    ],\n"
+    "    \"vision_output_dim\": 128\n"
+    "  }\n"
+    "}\n";
+
+/* tiny-mllama with Llama 3's vocabulary, its image token and special ids: a small vision model
+ * that runs with the real tokenizer (the chat format, the server, the demo), HF format only. */
+static const char cfg_tiny_mllama_llama3[] =
+    "{\"architectures\": [\"MllamaForConditionalGeneration\"], \"image_token_index\": 128256, "
+    "\"model_type\": \"mllama\", \"text_config\": {\"bos_token_id\": 128000, "
+    "\"cross_attention_layers\": [1, 4], \"eos_token_id\": [128001, 128008, 128009], "
+    "\"hidden_act\": \"silu\", \"hidden_size\": 64, \"intermediate_size\": 192, "
+    "\"max_position_embeddings\": 131072, \"model_type\": \"mllama_text_model\", "
+    "\"num_attention_heads\": 4, \"num_hidden_layers\": 6, \"num_key_value_heads\": 2, "
+    "\"pad_token_id\": 128004, \"rms_norm_eps\": 1e-05, \"rope_scaling\": {\"factor\": 8.0, "
+    "\"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, \"original_max_position_embeddings\": "
+    "8192, \"rope_type\": \"llama3\"}, \"rope_theta\": 500000.0, \"tie_word_embeddings\": false, "
+    "\"vocab_size\": 128256}, \"torch_dtype\": \"bfloat16\", \"vision_config\": "
+    "{\"attention_heads\": 2, \"hidden_act\": \"gelu\", \"hidden_size\": 32, \"image_size\": 56, "
+    "\"intermediate_layers_indices\": [1, 3, 4], \"intermediate_size\": 128, \"max_num_tiles\": 4, "
+    "\"model_type\": \"mllama_vision_model\", \"norm_eps\": 1e-05, \"num_channels\": 3, "
+    "\"num_global_layers\": 2, \"num_hidden_layers\": 6, \"patch_size\": 14, "
+    "\"supported_aspect_ratios\": [[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]], "
+    "\"vision_output_dim\": 128}}\n";
+
+static const char pre_tiny_mllama[] =
+    "{\n"
+    "  \"do_convert_rgb\": true,\n"
+    "  \"do_normalize\": true,\n"
+    "  \"do_pad\": true,\n"
+    "  \"do_rescale\": true,\n"
+    "  \"do_resize\": true,\n"
+    "  \"image_mean\": [\n"
+    "    0.48145466,\n"
+    "    0.4578275,\n"
+    "    0.40821073\n"
+    "  ],\n"
+    "  \"image_processor_type\": \"MllamaImageProcessor\",\n"
+    "  \"image_std\": [\n"
+    "    0.26862954,\n"
+    "    0.26130258,\n"
+    "    0.27577711\n"
+    "  ],\n"
+    "  \"max_image_tiles\": 4,\n"
+    "  \"resample\": 2,\n"
+    "  \"rescale_factor\": 0.00392156862745098,\n"
+    "  \"size\": {\n"
+    "    \"height\": 56,\n"
+    "    \"width\": 56\n"
+    "  }\n"
+    "}\n";
+
 /* Meta params.json, one line as Meta ships it. The formula of models.md 1.2 gives each
  * model's FFN size from ffn_dim_multiplier and multiple_of. */
 static const char params_1b[] =
@@ -424,6 +850,20 @@ static const char params_tiny[] =
     "{\"dim\": 64, \"n_layers\": 2, \"n_heads\": 4, \"n_kv_heads\": 2, \"vocab_size\": 384, "
     "\"ffn_dim_multiplier\": 1.0, \"multiple_of\": 32, \"norm_eps\": 1e-05, \"rope_theta\": "
     "500000.0, \"use_scaled_rope\": true}\n";
+static const char params_11b_vision[] =
+    "{\"dim\": 4096, \"n_layers\": 32, \"n_heads\": 32, \"n_kv_heads\": 8, \"vocab_size\": 128256, "
+    "\"ffn_dim_multiplier\": 1.3, \"multiple_of\": 1024, \"norm_eps\": 1e-05, \"rope_theta\": "
+    "500000.0, \"use_scaled_rope\": true, \"vision_chunk_size\": 560, \"vision_max_num_chunks\": 4, "
+    "\"vision_num_cross_attention_layers\": 8}\n";
+/* tiny-mllama's, with meshlm's extension keys for what Meta's code hard-codes or derives
+ * from dim (the RoPE factor, the vision tower's shape), as config.c reads them. */
+static const char params_tiny_mllama[] =
+    "{\"dim\": 64, \"n_layers\": 4, \"n_heads\": 4, \"n_kv_heads\": 2, \"vocab_size\": 384, "
+    "\"ffn_dim_multiplier\": 1.0, \"multiple_of\": 32, \"norm_eps\": 1e-05, \"rope_theta\": "
+    "500000.0, \"use_scaled_rope\": true, \"vision_chunk_size\": 56, \"vision_max_num_chunks\": 4, "
+    "\"vision_num_cross_attention_layers\": 2, \"rope_scaling_factor\": 8.0, \"vision_width\": 32, "
+    "\"vision_layers\": 6, \"vision_global_layers\": 2, \"vision_heads\": 2, "
+    "\"vision_return_intermediate\": [1, 3, 4]}\n";
 // clang-format on
 
 typedef struct preset {
@@ -432,21 +872,31 @@ typedef struct preset {
     mlm_family family;
     int n_mp; /* Meta model-parallel shards (consolidated.NN.pth files); 0: no Meta form */
     const char *config_json, *generation_json, *params_json;
+    const char *preprocessor_json; /* mllama: preprocessor_config.json */
+    const char *meta_file;         /* the one Meta file's name when not consolidated.00.pth */
 } preset;
 
+/* Llama 3.2 Vision's one Meta file is consolidated.pth, as the Hub's original/ folders hold
+ * it and transformers' converter (T6) opens it; multi-shard models use consolidated.NN.pth. */
 static const preset presets[] = {
-    {"llama-3.2-1b", 0, MLM_FAMILY_LLAMA3, 1, cfg_1b, gen_1b, params_1b},
-    {"llama-3.2-3b", 0, MLM_FAMILY_LLAMA3, 1, cfg_3b, gen_1b, params_3b},
-    {"llama-3.1-8b", 0, MLM_FAMILY_LLAMA3, 1, cfg_8b, gen_8b, params_8b},
-    {"llama-3.1-70b", 0, MLM_FAMILY_LLAMA3, 8, cfg_70b, gen_70b, params_70b},
-    {"phi-4", 0, MLM_FAMILY_PHI3, 0, cfg_phi4, gen_phi4, NULL},
-    {"tiny-test", 1, MLM_FAMILY_LLAMA3, 1, cfg_tiny, gen_tiny, params_tiny},
-    {"tiny-test-mp2", 1, MLM_FAMILY_LLAMA3, 2, cfg_tiny_tied, gen_tiny, params_tiny},
-    {"tiny-phi3", 1, MLM_FAMILY_PHI3, 0, cfg_tiny_phi3, gen_tiny_phi3, NULL},
+    {"llama-3.2-1b", 0, MLM_FAMILY_LLAMA3, 1, cfg_1b, gen_1b, params_1b, NULL, NULL},
+    {"llama-3.2-3b", 0, MLM_FAMILY_LLAMA3, 1, cfg_3b, gen_1b, params_3b, NULL, NULL},
+    {"llama-3.1-8b", 0, MLM_FAMILY_LLAMA3, 1, cfg_8b, gen_8b, params_8b, NULL, NULL},
+    {"llama-3.1-70b", 0, MLM_FAMILY_LLAMA3, 8, cfg_70b, gen_70b, params_70b, NULL, NULL},
+    {"llama-3.2-11b-vision", 0, MLM_FAMILY_MLLAMA, 1, cfg_11b_vision, gen_11b_vision,
+     params_11b_vision, pre_11b_vision, "consolidated.pth"},
+    {"phi-4", 0, MLM_FAMILY_PHI3, 0, cfg_phi4, gen_phi4, NULL, NULL, NULL},
+    {"tiny-test", 1, MLM_FAMILY_LLAMA3, 1, cfg_tiny, gen_tiny, params_tiny, NULL, NULL},
+    {"tiny-test-mp2", 1, MLM_FAMILY_LLAMA3, 2, cfg_tiny_tied, gen_tiny, params_tiny, NULL, NULL},
+    {"tiny-phi3", 1, MLM_FAMILY_PHI3, 0, cfg_tiny_phi3, gen_tiny_phi3, NULL, NULL, NULL},
+    {"tiny-mllama", 1, MLM_FAMILY_MLLAMA, 1, cfg_tiny_mllama, gen_tiny, params_tiny_mllama,
+     pre_tiny_mllama, "consolidated.pth"},
+    {"tiny-mllama-llama3", 1, MLM_FAMILY_MLLAMA, 0, cfg_tiny_mllama_llama3, gen_11b_vision, NULL,
+     pre_tiny_mllama, NULL},
 };
 
 const char *mlm_synth_presets(void) {
-    return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b phi-4";
+    return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b llama-3.2-11b-vision phi-4";
 }
 
 mlm_synth_params mlm_synth_default_params(void) {
@@ -468,8 +918,9 @@ typedef struct canon {
     int32_t qk_head_dim; /* q/k: Meta stores rows interleaved */
 } canon;
 
-static mlm_status add_tensor(mlm_synth_plan *pl, int64_t *cap, const canon *c, const char *name,
-                             const char *key, int file, int shard, int n_mp, mlm_error *err) {
+/* Appends a zeroed tensor to PL's list (grown by doubling; *CAP its capacity) in *OUT. */
+static mlm_status push_tensor(mlm_synth_plan *pl, int64_t *cap, mlm_synth_tensor **out,
+                              mlm_error *err) {
     if (pl->n_tensors == *cap) {
         int64_t nc = *cap ? *cap * 2 : 256;
         mlm_synth_tensor *t = realloc(pl->tensors, (size_t)nc * sizeof *t);
@@ -477,8 +928,16 @@ static mlm_status add_tensor(mlm_synth_plan *pl, int64_t *cap, const canon *c, c
         pl->tensors = t;
         *cap = nc;
     }
-    mlm_synth_tensor *t = &pl->tensors[pl->n_tensors++];
-    memset(t, 0, sizeof *t);
+    *out = &pl->tensors[pl->n_tensors++];
+    memset(*out, 0, sizeof **out);
+    return MLM_OK;
+}
+
+static mlm_status add_tensor(mlm_synth_plan *pl, int64_t *cap, const canon *c, const char *name,
+                             const char *key, int file, int shard, int n_mp, mlm_error *err) {
+    mlm_synth_tensor *t;
+    mlm_status st = push_tensor(pl, cap, &t, err);
+    if (st) return st;
     snprintf(t->name, sizeof t->name, "%s", name);
     snprintf(t->key, sizeof t->key, "%s", key);
     t->std = c->std;
@@ -576,6 +1035,350 @@ static mlm_status plan_model(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
     return st;
 }
 
+// ---- the mllama plan ----
+
+/* Values of the tensors the Llama presets lack (models.md 6.4, 6.5): LayerNorm and linear
+ * biases std 0.02; class, positional and tile-position embeddings std 0.1 (the Meta tables,
+ * from which HF's precomputed ones take their values); every gate mean 0.5, std 0.1 (so
+ * within [0.15, 0.85], tanh 0.15 to 0.69): nonzero, so that the image matters
+ * (transformers initialises the gates to 0). */
+#define BIAS_STD 0.02f
+#define POS_STD 0.1f
+#define GATE_MEAN 0.5f
+#define GATE_STD 0.1f
+
+/* One mllama tensor as both formats hold it. HF is its name in the HF files and the
+ * canonical tensor, except for a tile table (TILE): canonical is the Meta table. */
+typedef struct mt {
+    char hf[96], meta[96];
+    int n_dim; /* HF shape */
+    int64_t shape[MLM_SYNTH_MAX_DIMS];
+    int m_dim; /* Meta shape when it differs (0: HF's) */
+    int64_t mshape[MLM_SYNTH_MAX_DIMS];
+    float std, mean;   /* std 0: ones */
+    int32_t qk;        /* Meta: q/k rows interleaved, head_dim this (self-attention) */
+    int64_t m_row_off; /* Meta: its rows start at this row of the canonical tensor */
+    int tile;          /* HF: the per-aspect-ratio table precomputed from the Meta one */
+} mt;
+
+typedef struct mplan {
+    mlm_synth_plan *pl;
+    int64_t cap;
+    int meta;
+    mlm_error *err;
+    mlm_status st;
+} mplan;
+
+static int64_t cols_of(int n_dim, const int64_t *shape) {
+    int64_t c = 1;
+    for (int k = 1; k < n_dim; k++)
+        c *= shape[k];
+    return n_dim == 1 ? shape[0] : c;
+}
+
+/* Appends E as the plan's format holds it (the first failure sticks in M->st). */
+static void emit(mplan *m, const mt *e) {
+    mlm_synth_tensor *t;
+    if (m->st || (m->st = push_tensor(m->pl, &m->cap, &t, m->err))) return;
+    const mlm_config *c = &m->pl->cfg;
+    int meta_shape = m->meta && e->m_dim;
+    t->n_dim = meta_shape ? e->m_dim : e->n_dim;
+    memcpy(t->shape, meta_shape ? e->mshape : e->shape, sizeof t->shape);
+    snprintf(t->name, sizeof t->name, "%s", m->meta ? e->meta : e->hf);
+    snprintf(t->key, sizeof t->key, "%s", e->tile ? e->meta : e->hf);
+    t->std = e->std;
+    t->mean = e->mean;
+    if (e->tile) {
+        /* canonical: the Meta table [T, T, P, D] read as [T, T * P * D] */
+        t->full_cols = cols_of(e->m_dim, e->mshape);
+        if (!m->meta) {
+            t->tile_max = c->vision.max_tiles;
+            t->tile_block = e->shape[1] / c->vision.max_tiles;
+            t->tile_n_aspect = c->vision.n_aspect;
+            memcpy(t->tile_aspect, c->vision.aspect, sizeof t->tile_aspect);
+        }
+        return;
+    }
+    t->full_cols = cols_of(e->n_dim, e->shape);
+    if (m->meta) {
+        t->qk_head_dim = e->qk;
+        t->row_off = e->m_row_off;
+    }
+}
+
+/* E with name(s) from printf formats (NULL META_FMT: no Meta name). */
+static mt *named(mt *e, const char *hf_fmt, const char *meta_fmt, int i) {
+    snprintf(e->hf, sizeof e->hf, hf_fmt, i);
+    if (meta_fmt) snprintf(e->meta, sizeof e->meta, meta_fmt, i);
+    return e;
+}
+
+static mt vec(int64_t n, float std, float mean) {
+    return (mt){.n_dim = 1, .shape = {n}, .std = std, .mean = mean};
+}
+
+static mt mat(int64_t rows, int64_t cols, float std) {
+    return (mt){.n_dim = 2, .shape = {rows, cols}, .std = std};
+}
+
+static float inv_sqrt(int64_t n) { return (float)(1 / sqrt((double)n)); }
+
+/* Vision layer N of the local (GLOBAL 0) or gated global transformer, in HF order (gates,
+ * q, k, v, o, fc1, fc2, the two LayerNorms) or Meta's (gates, wq..wo, ln_1, c_fc, c_proj,
+ * ln_2: ImageTransformerBlock's registration order). */
+static void vision_layer(mplan *m, int global, int n) {
+    const mlm_vision_config *v = &m->pl->cfg.vision;
+    int64_t d = v->n_embd, f = v->n_ff;
+    const char *hf = global ? "vision_model.global_transformer.layers.%d."
+                            : "vision_model.transformer.layers.%d.";
+    const char *me = global ? "vision_model.vision_encoder.global_transformer.resblocks.%d."
+                            : "vision_model.vision_encoder.transformer.resblocks.%d.";
+    static const char *const sfx[12][2] = {
+        {"self_attn.q_proj.weight", "attn.wq.weight"},
+        {"self_attn.k_proj.weight", "attn.wk.weight"},
+        {"self_attn.v_proj.weight", "attn.wv.weight"},
+        {"self_attn.o_proj.weight", "attn.wo.weight"},
+        {"mlp.fc1.weight", "mlp.c_fc.weight"},
+        {"mlp.fc1.bias", "mlp.c_fc.bias"},
+        {"mlp.fc2.weight", "mlp.c_proj.weight"},
+        {"mlp.fc2.bias", "mlp.c_proj.bias"},
+        {"input_layernorm.weight", "ln_1.weight"},
+        {"input_layernorm.bias", "ln_1.bias"},
+        {"post_attention_layernorm.weight", "ln_2.weight"},
+        {"post_attention_layernorm.bias", "ln_2.bias"},
+    };
+    mt e[12] = {
+        mat(d, d, inv_sqrt(d)), mat(d, d, inv_sqrt(d)), mat(d, d, inv_sqrt(d)),
+        mat(d, d, inv_sqrt(d)), mat(f, d, inv_sqrt(d)), vec(f, BIAS_STD, 0),
+        mat(d, f, inv_sqrt(f)), vec(d, BIAS_STD, 0),    vec(d, 0, 0),
+        vec(d, BIAS_STD, 0),    vec(d, 0, 0),           vec(d, BIAS_STD, 0),
+    };
+    static const int hf_order[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    static const int meta_order[12] = {0, 1, 2, 3, 8, 9, 4, 5, 6, 7, 10, 11};
+    char h[96], mm[96];
+    if (global) {
+        static const char *const g[2][2] = {{"gate_attn", "gate_attn"}, {"gate_ffn", "gate_ffn"}};
+        for (int k = 0; k < 2; k++) {
+            mt gt = vec(1, GATE_STD, GATE_MEAN);
+            snprintf(h, sizeof h, "%s%s", hf, g[k][0]);
+            snprintf(mm, sizeof mm, "%s%s", me, g[k][1]);
+            emit(m, named(&gt, h, mm, n));
+        }
+    }
+    for (int k = 0; k < 12; k++) {
+        int i = (m->meta ? meta_order : hf_order)[k];
+        snprintf(h, sizeof h, "%s%s", hf, sfx[i][0]);
+        snprintf(mm, sizeof mm, "%s%s", me, sfx[i][1]);
+        emit(m, named(&e[i], h, mm, n));
+    }
+}
+
+/* The vision tower's tensors other than its layers: in HF order (class embedding, patch
+ * embedding, gated positional embedding, pre / post tile embeddings, LayerNorms) when
+ * PART is 0; Meta's VisionEncoder order is split around the layers: PART 1 before them
+ * (own parameters, conv1, ln_post, ln_pre), PART 2 after (the tile embeddings). */
+static void vision_top(mplan *m, int part) {
+    const mlm_vision_config *v = &m->pl->cfg.vision;
+    int64_t d = v->n_embd, t = v->max_tiles, ps = v->patch_size,
+            p = (int64_t)(v->image_size / ps) * (v->image_size / ps) + 1,
+            k = (int64_t)v->n_channels * ps * ps, ids = v->n_aspect + 1;
+    mt e[13];
+    e[0] = vec(d, POS_STD, 0);
+    named(&e[0], "vision_model.class_embedding", "vision_model.vision_encoder.class_embedding", 0);
+    e[1] = (mt){.n_dim = 4,
+                .shape = {d, v->n_channels, ps, ps},
+                .m_dim = 2,
+                .mshape = {d, k},
+                .std = inv_sqrt(k)};
+    named(&e[1], "vision_model.patch_embedding.weight",
+          "vision_model.vision_encoder.conv1._linear.weight", 0);
+    e[2] = vec(1, GATE_STD, GATE_MEAN);
+    named(&e[2], "vision_model.gated_positional_embedding.gate",
+          "vision_model.vision_encoder.gated_positional_embedding_gate", 0);
+    e[3] = mat(p, d, POS_STD);
+    named(&e[3], "vision_model.gated_positional_embedding.embedding",
+          "vision_model.vision_encoder.positional_embedding", 0);
+    e[4] = (mt){.n_dim = 2,
+                .shape = {ids, t * p * d},
+                .m_dim = 4,
+                .mshape = {t, t, p, d},
+                .std = POS_STD,
+                .tile = 1};
+    named(&e[4], "vision_model.gated_positional_embedding.tile_embedding.weight",
+          "vision_model.vision_encoder.gated_positional_embedding", 0);
+    for (int pre = 0; pre < 2; pre++) {
+        const char *hn = pre ? "pre" : "post";
+        char h[96], mm[96];
+        mt *g = &e[pre ? 5 : 7], *tb = &e[pre ? 6 : 8];
+        *g = vec(1, GATE_STD, GATE_MEAN);
+        snprintf(h, sizeof h, "vision_model.%s_tile_positional_embedding.gate", hn);
+        snprintf(mm, sizeof mm, "vision_model.vision_encoder.%s_tile_pos_embed.gate", hn);
+        named(g, h, mm, 0);
+        *tb = (mt){.n_dim = 2,
+                   .shape = {ids, t * d},
+                   .m_dim = 4,
+                   .mshape = {t, t, 1, d},
+                   .std = POS_STD,
+                   .tile = 1};
+        snprintf(h, sizeof h, "vision_model.%s_tile_positional_embedding.embedding.weight", hn);
+        snprintf(mm, sizeof mm, "vision_model.vision_encoder.%s_tile_pos_embed.embedding", hn);
+        named(tb, h, mm, 0);
+    }
+    for (int k2 = 0; k2 < 4; k2++) {
+        const char *which = k2 < 2 ? "pre" : "post", *wb = k2 % 2 ? "bias" : "weight";
+        char h[96], mm[96];
+        e[9 + k2] = vec(d, k2 % 2 ? BIAS_STD : 0, 0);
+        snprintf(h, sizeof h, "vision_model.layernorm_%s.%s", which, wb);
+        snprintf(mm, sizeof mm, "vision_model.vision_encoder.ln_%s.%s", which, wb);
+        named(&e[9 + k2], h, mm, 0);
+    }
+    static const int hf_order[13] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    /* VisionEncoder: class_embedding, positional_embedding, gated_positional_embedding,
+     * its gate, conv1, ln_post, ln_pre | layers | pre_tile_pos_embed, post_tile_pos_embed */
+    static const int meta_head[9] = {0, 3, 4, 2, 1, 11, 12, 9, 10}, meta_tail[4] = {6, 5, 8, 7};
+    const int *order = part == 0 ? hf_order : part == 1 ? meta_head : meta_tail;
+    int n = part == 0 ? 13 : part == 1 ? 9 : 4;
+    for (int i = 0; i < n; i++)
+        emit(m, &e[order[i]]);
+}
+
+/* The projector (HF multi_modal_projector, Meta vision_model.vision_projection). */
+static void projector(mplan *m) {
+    const mlm_config *c = &m->pl->cfg;
+    int64_t o = c->vision.output_dim;
+    mt w = mat(c->n_embd, o, inv_sqrt(o)), b = vec(c->n_embd, BIAS_STD, 0);
+    emit(m, named(&w, "multi_modal_projector.weight", "vision_model.vision_projection.weight", 0));
+    emit(m, named(&b, "multi_modal_projector.bias", "vision_model.vision_projection.bias", 0));
+}
+
+/* Decoder layer HF_I: Meta self-attention layer META_I (q/k interleaved) or cross-attention
+ * block META_I (not permuted), both in their format's order (HF: MllamaSelfAttentionDecoderLayer
+ * / MllamaCrossAttentionDecoderLayer; Meta: TransformerBlock / CrossAttentionTransformerBlock). */
+static void text_layer(mplan *m, int cross, int hf_i, int meta_i) {
+    const mlm_config *c = &m->pl->cfg;
+    int64_t d = c->n_embd, hd = c->head_dim, q = (int64_t)c->n_head * hd,
+            kv = (int64_t)c->n_kv_head * hd, f = c->n_ff;
+    static const char *const sfx[13][2] = {
+        {"cross_attn_attn_gate", "gate_attn"},
+        {"cross_attn_mlp_gate", "gate_ffwd"},
+        {"q_proj.weight", "attention.wq.weight"},
+        {"k_proj.weight", "attention.wk.weight"},
+        {"v_proj.weight", "attention.wv.weight"},
+        {"o_proj.weight", "attention.wo.weight"},
+        {"cross_attn.q_norm.weight", "attention.q_norm.weight"},
+        {"cross_attn.k_norm.weight", "attention.k_norm.weight"},
+        {"input_layernorm.weight", "attention_norm.weight"},
+        {"mlp.gate_proj.weight", "feed_forward.w1.weight"},
+        {"mlp.up_proj.weight", "feed_forward.w3.weight"},
+        {"mlp.down_proj.weight", "feed_forward.w2.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    };
+    mt e[13] = {
+        vec(1, GATE_STD, GATE_MEAN),
+        vec(1, GATE_STD, GATE_MEAN),
+        mat(q, d, inv_sqrt(d)),
+        mat(kv, d, inv_sqrt(d)),
+        mat(kv, d, inv_sqrt(d)),
+        mat(d, q, inv_sqrt(q)),
+        vec(hd, 0, 0),
+        vec(hd, 0, 0),
+        vec(d, 0, 0),
+        mat(f, d, inv_sqrt(d)),
+        mat(f, d, inv_sqrt(d)),
+        mat(d, f, inv_sqrt(f)),
+        vec(d, 0, 0),
+    };
+    if (!cross) e[2].qk = e[3].qk = (int32_t)hd;
+    static const int self_hf[9] = {2, 3, 4, 5, 9, 10, 11, 8, 12},
+                     self_meta[9] = {2, 3, 4, 5, 9, 11, 10, 8, 12},
+                     cross_hf[13] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+                     cross_meta[13] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 10, 12};
+    const int *order = cross ? (m->meta ? cross_meta : cross_hf) : (m->meta ? self_meta : self_hf);
+    int n = cross ? 13 : 9;
+    for (int k = 0; k < n; k++) {
+        int i = order[k];
+        mt *t = &e[i];
+        const char *attn = i >= 2 && i <= 5 ? (cross ? "cross_attn." : "self_attn.") : "";
+        snprintf(t->hf, sizeof t->hf, "language_model.model.layers.%d.%s%s", hf_i, attn, sfx[i][0]);
+        snprintf(t->meta, sizeof t->meta, "text_model.%s.%d.%s",
+                 cross ? "cross_attention_layers" : "layers", meta_i, sfx[i][1]);
+        emit(m, t);
+    }
+}
+
+static int is_cross(const mlm_config *c, int i) {
+    for (int k = 0; k < c->n_cross; k++)
+        if (c->cross_layers[k] == i) return 1;
+    return 0;
+}
+
+/* The text model: HF (MllamaForCausalLM: embed_tokens of n_vocab + 8 rows, the decoder
+ * layers in HF numbering, norm, lm_head) or Meta (CrossAttentionTransformerText:
+ * tok_embeddings, norm, output, learnable_embedding = embed_tokens' last 8 rows, the
+ * self-attention layers, then the cross-attention blocks). */
+static void text_model(mplan *m) {
+    const mlm_config *c = &m->pl->cfg;
+    int64_t d = c->n_embd, v = c->n_vocab;
+    mt emb = mat(v + 8, d, 0.02f), norm = vec(d, 0, 0), head = mat(v, d, inv_sqrt(d));
+    named(&emb, "language_model.model.embed_tokens.weight", "text_model.tok_embeddings.weight", 0);
+    named(&norm, "language_model.model.norm.weight", "text_model.norm.weight", 0);
+    named(&head, "language_model.lm_head.weight", "text_model.output.weight", 0);
+    if (!m->meta) {
+        emit(m, &emb);
+        for (int i = 0, self = 0, cross = 0; i < c->n_layer; i++) {
+            if (is_cross(c, i))
+                text_layer(m, 1, i, cross++);
+            else
+                text_layer(m, 0, i, self++);
+        }
+        emit(m, &norm);
+        emit(m, &head);
+        return;
+    }
+    emb.m_dim = 2;
+    emb.mshape[0] = v, emb.mshape[1] = d;
+    emit(m, &emb);
+    emit(m, &norm);
+    emit(m, &head);
+    mt learn = emb;
+    snprintf(learn.meta, sizeof learn.meta, "text_model.learnable_embedding.weight");
+    learn.mshape[0] = 8;
+    learn.m_row_off = v;
+    emit(m, &learn);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0, self = 0, cross = 0; i < c->n_layer; i++) {
+            int x = is_cross(c, i);
+            if (x == pass) text_layer(m, x, i, x ? cross : self);
+            if (x)
+                cross++;
+            else
+                self++;
+        }
+}
+
+/* MllamaForConditionalGeneration's tensors: HF in its state_dict order (vision_model,
+ * language_model, multi_modal_projector); Meta in CrossAttentionTransformer's (M6): the
+ * vision encoder, the projection, then the text model; one file. */
+static mlm_status plan_mllama(mlm_synth_plan *pl, mlm_error *err) {
+    mplan m = {.pl = pl, .meta = pl->format == MLM_SYNTH_META, .err = err};
+    const mlm_vision_config *v = &pl->cfg.vision;
+    if (v->max_tiles < 1 || v->n_aspect > MLM_SYNTH_MAX_ASPECT)
+        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: %s: vision config out of range",
+                           pl->preset);
+    vision_top(&m, m.meta ? 1 : 0);
+    for (int n = 0; n < v->n_layer; n++)
+        vision_layer(&m, 0, n);
+    for (int n = 0; n < v->n_global_layer; n++)
+        vision_layer(&m, 1, n);
+    if (m.meta) {
+        vision_top(&m, 2);
+        projector(&m);
+    }
+    text_model(&m);
+    if (!m.meta) projector(&m);
+    return m.st;
+}
+
 static const preset *find_preset(const char *name) {
     for (size_t i = 0; name && i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, name)) return &presets[i];
@@ -629,6 +1432,143 @@ static mlm_status keep_layers(mlm_synth_plan *pl, const preset *pr, int32_t n_la
     return st;
 }
 
+/* Meta's cross-attention schedule (M6 _init_fusion_schedule) for N_SELF self-attention
+ * and N_CROSS cross-attention layers, as HF layer indices (block m runs before self layer
+ * s_m: HF index s_m + m) into OUT; the count it places (Meta may place fewer). */
+static int meta_cross_schedule(int n_self, int n_cross, int32_t *out) {
+    if (n_cross <= 0 || n_self <= 0) return 0;
+    int k = (n_self + n_cross - 1) / n_cross, n = 0;
+    int32_t s[MLM_MAX_CROSS_LAYERS];
+    for (int j = n_self - 1; j >= 0 && n < n_cross && n < MLM_MAX_CROSS_LAYERS; j -= k)
+        s[n++] = j;
+    for (int m = 0; m < n; m++)
+        out[m] = s[n - 1 - m] + m;
+    return n;
+}
+
+/* Cross-attention layers of C below N (HF numbering) into OUT; their count. */
+static int cross_below(const mlm_config *c, int n, int32_t *out) {
+    int k = 0;
+    for (int i = 0; i < c->n_cross; i++)
+        if (c->cross_layers[i] < n) out[k++] = c->cross_layers[i];
+    return k;
+}
+
+/* Whether the first N decoder layers of C can be written in the Meta format: their
+ * cross-attention layers are where Meta's schedule for the kept counts puts them. */
+static int meta_can_keep(const mlm_config *c, int n) {
+    int32_t hf[MLM_MAX_CROSS_LAYERS], me[MLM_MAX_CROSS_LAYERS];
+    int nc = cross_below(c, n, hf);
+    return nc > 0 && meta_cross_schedule(n - nc, nc, me) == nc &&
+           !memcmp(hf, me, (size_t)nc * sizeof hf[0]);
+}
+
+/* *OUT: a malloc'd copy of TEXT with the span [AT, END) replaced by WITH. */
+static mlm_status replace_span(const char *text, const char *at, const char *end, const char *with,
+                               char **out, mlm_error *err) {
+    size_t len = strlen(text) - (size_t)(end - at) + strlen(with) + 1;
+    if (!(*out = malloc(len))) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    snprintf(*out, len, "%.*s%s%s", (int)(at - text), text, with, end);
+    return MLM_OK;
+}
+
+/* mllama: keeps the first N_LAYER decoder layers (see mlm_synth_plan_make_layers). The
+ * config's text_config says N_LAYER and lists the cross-attention layers below it (in the
+ * file's layout: one per line); params.json the self- and cross-attention layers kept. */
+static mlm_status keep_layers_mllama(mlm_synth_plan *pl, const preset *pr, int32_t n_layer,
+                                     mlm_error *err) {
+    const mlm_config *c = &pl->cfg;
+    int32_t all = c->n_layer, kept[MLM_MAX_CROSS_LAYERS];
+    if (n_layer < 0 || n_layer > all)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "synth: preset '%s' has %d layers, so %d of them cannot be kept "
+                           "(keep 1 to %d; 0 keeps all)",
+                           pr->name, (int)all, (int)n_layer, (int)all);
+    if (n_layer == 0 || n_layer == all) return MLM_OK;
+    int n_cross = cross_below(c, n_layer, kept), n_self = n_layer - n_cross;
+    if (pl->format == MLM_SYNTH_META && !meta_can_keep(c, n_layer)) {
+        char ok[256] = "", list[160] = "", meta[160] = "";
+        int32_t sched[MLM_MAX_CROSS_LAYERS];
+        int n_sched = meta_cross_schedule(n_self, n_cross, sched);
+        for (int n = 1; n <= all; n++)
+            if (meta_can_keep(c, n))
+                snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", n);
+        for (int i = 0; i < n_cross; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "",
+                     (int)kept[i]);
+        for (int i = 0; i < n_sched; i++)
+            snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "%s%d", i ? ", " : "",
+                     (int)sched[i]);
+        if (n_cross == 0)
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "synth: preset '%s' with %d layers cannot be written in the Meta "
+                               "format: it keeps no cross-attention layer, and Meta's model "
+                               "needs vision_num_cross_attention_layers >= 1 (its schedule "
+                               "divides by it); layer counts that work: %s",
+                               pr->name, (int)n_layer, ok);
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "synth: preset '%s' with %d layers cannot be written in the Meta "
+                           "format: it keeps %d self-attention and %d cross-attention layers "
+                           "(HF layers [%s]), and Meta's fusion schedule for n_layers %d, "
+                           "vision_num_cross_attention_layers %d places them at HF layers [%s]; "
+                           "layer counts that work: %s (the hf format takes any)",
+                           pr->name, (int)n_layer, n_self, n_cross, list, n_self, n_cross, meta,
+                           ok);
+    }
+    /* config.json: text_config's num_hidden_layers and cross_attention_layers */
+    const char *tc = strstr(pr->config_json, "\"text_config\"");
+    const char *xl = tc ? strstr(tc, "\"cross_attention_layers\": [") : NULL;
+    const char *xe = xl ? strchr(xl, ']') : NULL;
+    if (!xe)
+        return mlm_err_set(err, MLM_ERR_INTERNAL,
+                           "synth: preset '%s': no text_config.cross_attention_layers", pr->name);
+    char with[512];
+    int w = snprintf(with, sizeof with, "\"cross_attention_layers\": [");
+    for (int i = 0; i < n_cross; i++)
+        w +=
+            snprintf(with + w, sizeof with - (size_t)w, "%s\n      %d", i ? "," : "", (int)kept[i]);
+    snprintf(with + w, sizeof with - (size_t)w, "%s]", n_cross ? "\n    " : "");
+    char *tmp = NULL;
+    mlm_status st = replace_span(pr->config_json, xl, xe + 1, with, &tmp, err);
+    if (!st) {
+        /* the text_config's count: the first one after "text_config" */
+        const char *key = "\"num_hidden_layers\": ";
+        const char *at = strstr(strstr(tmp, "\"text_config\""), key), *num = at + strlen(key),
+                   *end = num;
+        while (*end >= '0' && *end <= '9')
+            end++;
+        snprintf(with, sizeof with, "%s%d", key, (int)n_layer);
+        st = end == num ? mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': no %s<integer>",
+                                      pr->name, key)
+                        : replace_span(tmp, at, end, with, &pl->config_owned, err);
+    }
+    free(tmp);
+    if (st) return st;
+    /* params.json: the self- and cross-attention layers kept */
+    if (pl->params_json) {
+        st = with_layers(pr, pr->params_json, "\"n_layers\": ", n_self, &tmp, err);
+        if (!st)
+            st = with_layers(pr, tmp, "\"vision_num_cross_attention_layers\": ", n_cross,
+                             &pl->params_owned, err);
+        free(tmp);
+        if (st) return st;
+        pl->params_json = pl->params_owned;
+    }
+    if (pl->config_json) pl->config_json = pl->config_owned;
+    json_t *j;
+    st = mlm_json_parse(pr->name, pl->config_owned, strlen(pl->config_owned), &j, err);
+    if (st) return st;
+    st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
+    json_decref(j);
+    if (!st && (pl->cfg.n_layer != n_layer || pl->cfg.n_cross != n_cross))
+        st = mlm_err_set(err, MLM_ERR_INTERNAL,
+                         "synth: preset '%s': config says %d layers and %d cross-attention "
+                         "layers, not %d and %d",
+                         pr->name, (int)pl->cfg.n_layer, (int)pl->cfg.n_cross, (int)n_layer,
+                         n_cross);
+    return st;
+}
+
 mlm_status mlm_synth_plan_make(const mlm_synth_params *p, mlm_synth_plan *pl, mlm_error *err) {
     return mlm_synth_plan_make_layers(p, p->n_layer, pl, err);
 }
@@ -668,6 +1608,7 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
     if (p->format == MLM_SYNTH_HF) {
         pl->config_json = pr->config_json;
         pl->generation_json = pr->generation_json;
+        pl->preprocessor_json = pr->preprocessor_json;
         pl->n_files = 1;
         snprintf(pl->files[0], sizeof pl->files[0], "model");
     } else {
@@ -675,9 +1616,15 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
         pl->n_files = pr->n_mp;
         for (int r = 0; r < pr->n_mp; r++)
             snprintf(pl->files[r], sizeof pl->files[r], "consolidated.%02d.pth", r);
+        if (pr->meta_file) snprintf(pl->files[0], sizeof pl->files[0], "%s", pr->meta_file);
     }
-    st = keep_layers(pl, pr, n_layer, err);
-    if (!st) st = plan_model(pl, pr->n_mp, err);
+    if (pr->family == MLM_FAMILY_MLLAMA) {
+        st = keep_layers_mllama(pl, pr, n_layer, err);
+        if (!st) st = plan_mllama(pl, err);
+    } else {
+        st = keep_layers(pl, pr, n_layer, err);
+        if (!st) st = plan_model(pl, pr->n_mp, err);
+    }
     if (st) mlm_synth_plan_free(pl);
     return st;
 }
@@ -724,10 +1671,10 @@ static inline uint16_t to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* N consecutive elements of the stream from element K0. Blocks of a fixed 16 elements let
- * the compiler vectorise the hash at -O2 (about 2x faster than the plain loop). */
+/* N consecutive elements of the stream from element K0, plus MEAN. Blocks of a fixed 16
+ * elements let the compiler vectorise the hash at -O2 (about 2x faster than the plain loop). */
 #define GEN_BLOCK 16
-static void gen_run(uint64_t base, uint64_t k0, int64_t n, float scale, mlm_dtype dtype,
+static void gen_run(uint64_t base, uint64_t k0, int64_t n, float scale, float mean, mlm_dtype dtype,
                     void *dst) {
     uint64_t x = base + (k0 + 1) * GOLDEN;
     int64_t i = 0;
@@ -735,16 +1682,50 @@ static void gen_run(uint64_t base, uint64_t k0, int64_t n, float scale, mlm_dtyp
         uint16_t *o = dst;
         for (; i + GEN_BLOCK <= n; i += GEN_BLOCK, x += GEN_BLOCK * GOLDEN)
             for (int j = 0; j < GEN_BLOCK; j++)
-                o[i + j] = to_bf16(value_of(mix64(x + (uint64_t)j * GOLDEN), scale));
+                o[i + j] = to_bf16(value_of(mix64(x + (uint64_t)j * GOLDEN), scale) + mean);
         for (; i < n; i++, x += GOLDEN)
-            o[i] = to_bf16(value_of(mix64(x), scale));
+            o[i] = to_bf16(value_of(mix64(x), scale) + mean);
     } else {
         float *o = dst;
         for (; i + GEN_BLOCK <= n; i += GEN_BLOCK, x += GEN_BLOCK * GOLDEN)
             for (int j = 0; j < GEN_BLOCK; j++)
-                o[i + j] = value_of(mix64(x + (uint64_t)j * GOLDEN), scale);
+                o[i + j] = value_of(mix64(x + (uint64_t)j * GOLDEN), scale) + mean;
         for (; i < n; i++, x += GOLDEN)
-            o[i] = value_of(mix64(x), scale);
+            o[i] = value_of(mix64(x), scale) + mean;
+    }
+}
+
+/* Elements of T per row: the product of its dims after the first (1-D: its length). */
+static int64_t row_len(const mlm_synth_tensor *t) {
+    int64_t c = t->n_dim == 1 ? t->shape[0] : 1;
+    for (int k = 1; k < t->n_dim; k++)
+        c *= t->shape[k];
+    return c;
+}
+
+/* A tile table's elements [FIRST, FIRST + N): per tile, a run of the Meta table or zeros. */
+static void fill_tiles(const mlm_synth_tensor *t, uint64_t base, float scale, mlm_dtype dtype,
+                       int64_t first, int64_t n, char *out) {
+    size_t es = mlm_dtype_size(dtype);
+    int64_t cols = row_len(t), pd = t->tile_block, tm = t->tile_max;
+    while (n > 0) {
+        int64_t a = first / cols, j = first % cols, tile = j / pd, rem = j % pd;
+        int64_t len = pd - rem < n ? pd - rem : n;
+        int64_t rows = 0, cc = 1;
+        if (a >= 1 && a <= t->tile_n_aspect) {
+            rows = t->tile_aspect[a - 1][0];
+            cc = t->tile_aspect[a - 1][1];
+        }
+        if (tile < rows * cc) {
+            /* Meta element [tile / cols, tile % cols, rem] of the [T, T, P * D] table */
+            int64_t k = ((tile / cc) * tm + tile % cc) * pd + rem;
+            gen_run(base, (uint64_t)k, len, scale, t->mean, dtype, out);
+        } else {
+            memset(out, 0, (size_t)len * es);
+        }
+        out += (size_t)len * es;
+        first += len;
+        n -= len;
     }
 }
 
@@ -762,7 +1743,11 @@ void mlm_synth_fill(const mlm_synth_tensor *t, uint64_t seed, mlm_dtype dtype, i
     }
     uint64_t base = stream_base(seed, t->key);
     float scale = (float)(t->std / SUM4_STD);
-    int64_t cols = t->n_dim == 2 ? t->shape[1] : t->shape[0];
+    if (t->tile_block > 0) {
+        fill_tiles(t, base, scale, dtype, first, n, dst);
+        return;
+    }
+    int64_t cols = row_len(t);
     char *out = dst;
     while (n > 0) {
         int64_t row = first / cols, col = first % cols, len = cols - col;
@@ -773,7 +1758,8 @@ void mlm_synth_fill(const mlm_synth_tensor *t, uint64_t seed, mlm_dtype dtype, i
             int64_t hd = t->qk_head_dim, h = r / hd, rem = r % hd;
             r = h * hd + (rem % 2) * (hd / 2) + rem / 2;
         }
-        gen_run(base, (uint64_t)(r * t->full_cols + t->col_off + col), len, scale, dtype, out);
+        gen_run(base, (uint64_t)(r * t->full_cols + t->col_off + col), len, scale, t->mean, dtype,
+                out);
         out += (size_t)len * es;
         first += len;
         n -= len;
@@ -794,8 +1780,10 @@ typedef struct tok_file {
     int64_t size;
 } tok_file;
 
-#define MAX_SMALL 2 /* config.json + generation_config.json, or params.json */
-#define MAX_TOK 3   /* Phi-4: tokenizer.json, tokenizer_config.json, special_tokens_map.json */
+#define MAX_SMALL                                                                                  \
+    3             /* config.json, generation_config.json (+ preprocessor_config.json), or          \
+                     params.json */
+#define MAX_TOK 3 /* Phi-4: tokenizer.json, tokenizer_config.json, special_tokens_map.json */
 
 /* Everything one mlm_synth call writes, planned before the first byte. */
 typedef struct job {
@@ -906,8 +1894,8 @@ static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *j
         s->name = t->name;
         s->dtype = pl->dtype;
         s->n_dim = t->n_dim;
-        s->shape[0] = t->shape[0];
-        s->shape[1] = t->shape[1];
+        for (int k = 0; k < t->n_dim; k++)
+            s->shape[k] = t->shape[k];
     }
     if (pl->format == MLM_SYNTH_HF) {
         st = mlm_safetensors_writer_create(p->out_dir, pl->files[0], jb->specs, pl->n_tensors,
@@ -916,6 +1904,9 @@ static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *j
         jb->total += (int64_t)mlm_safetensors_writer_total_bytes(jb->st);
         jb->small[jb->n_small++] = (small_file){"config.json", pl->config_json};
         jb->small[jb->n_small++] = (small_file){"generation_config.json", pl->generation_json};
+        if (pl->preprocessor_json)
+            jb->small[jb->n_small++] =
+                (small_file){"preprocessor_config.json", pl->preprocessor_json};
     } else {
         int64_t first = 0;
         for (int r = 0; r < pl->n_files; r++) {
@@ -991,7 +1982,9 @@ static void *generate(void *arg) {
     int64_t per_chunk = (int64_t)(CHUNK_BYTES / es);
     for (int64_t i = 0; i < pl->n_tensors; i++) {
         const mlm_synth_tensor *t = &pl->tensors[i];
-        int64_t numel = t->shape[0] * (t->n_dim == 2 ? t->shape[1] : 1);
+        int64_t numel = 1;
+        for (int k = 0; k < t->n_dim; k++)
+            numel *= t->shape[k];
         for (int64_t e = 0; e < numel; e += per_chunk) {
             pthread_mutex_lock(&rg->mu);
             while (!rg->stop && rg->produced - rg->consumed == RING)

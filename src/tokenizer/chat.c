@@ -209,13 +209,27 @@ static const char *llama3_role(const char *role) {
     return NULL;
 }
 
+/* One message: header, each part (text encoded on its own, or a token id), <|eot_id|>. */
+static mlm_status llama3_message(const mlm_tokenizer *tok, const char *role,
+                                 const mlm_chat_part *parts, int32_t n, mlm_tokens *out,
+                                 mlm_error *err) {
+    mlm_status st = llama3_header(tok, llama3_role(role), out, err);
+    for (int32_t k = 0; k < n && st == MLM_OK; k++) {
+        if (parts[k].text)
+            st = push_text(tok, parts[k].text, out, err);
+        else if (mlm_tokens_push(out, parts[k].token) != MLM_OK)
+            st = mlm_err_set(err, MLM_ERR_NOMEM, "chat: out of memory for token ids");
+    }
+    if (st == MLM_OK) st = push_special(tok, "<|eot_id|>", out, err);
+    return st;
+}
+
 static mlm_status llama3_chat(const mlm_tokenizer *tok, const mlm_chat_message *msgs, int n_msgs,
                               int add_generation_prompt, mlm_tokens *out, mlm_error *err) {
     mlm_status st = push_special(tok, "<|begin_of_text|>", out, err);
     for (int i = 0; i < n_msgs && st == MLM_OK; i++) {
-        st = llama3_header(tok, llama3_role(msgs[i].role), out, err);
-        if (st == MLM_OK) st = push_text(tok, msgs[i].content, out, err);
-        if (st == MLM_OK) st = push_special(tok, "<|eot_id|>", out, err);
+        mlm_chat_part text = {msgs[i].content, 0};
+        st = llama3_message(tok, msgs[i].role, &text, 1, out, err);
     }
     if (st == MLM_OK && add_generation_prompt) st = llama3_header(tok, "assistant", out, err);
     return st;
@@ -321,5 +335,32 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
     else
         st = chatml_nl_chat(tok, msgs, n_msgs, add_generation_prompt, out, err);
     if (st != MLM_OK) out->n = n0; /* leave OUT as it was */
+    return st;
+}
+
+mlm_status mlm_tokenizer_encode_chat_parts(const mlm_tokenizer *tok, const mlm_chat_parts *msgs,
+                                           int n_msgs, int add_generation_prompt, mlm_tokens *out,
+                                           mlm_error *err) {
+    if (!tok || !out || n_msgs < 0 || (n_msgs > 0 && !msgs))
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: bad argument");
+    if (tok->chat != MLM_CHAT_LLAMA3)
+        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                           "%s: chat: content parts are read in the Llama 3 chat format only",
+                           tok->name);
+    for (int i = 0; i < n_msgs; i++) {
+        if (!msgs[i].role || msgs[i].n_parts < 0 || (msgs[i].n_parts && !msgs[i].parts))
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or parts", i);
+        if (!llama3_role(msgs[i].role))
+            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                               "chat: message %d: unknown role '%s' (system, user, assistant, "
+                               "ipython or tool)",
+                               i, msgs[i].role);
+    }
+    int64_t n0 = out->n;
+    mlm_status st = push_special(tok, "<|begin_of_text|>", out, err);
+    for (int i = 0; i < n_msgs && st == MLM_OK; i++)
+        st = llama3_message(tok, msgs[i].role, msgs[i].parts, msgs[i].n_parts, out, err);
+    if (st == MLM_OK && add_generation_prompt) st = llama3_header(tok, "assistant", out, err);
+    if (st != MLM_OK) out->n = n0;
     return st;
 }

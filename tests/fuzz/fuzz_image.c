@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static volatile uint64_t sink;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    mlm_image img;
+    mlm_rgb_image img;
     mlm_error err;
     if (mlm_image_decode("fuzz", data, size, (int64_t)1 << 20, &img, &err) != MLM_OK) {
         if (img.rgb || img.width || img.height) abort(); /* a failure leaves the image empty */
@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mlm_mllama_image_params p = mlm_mllama_image_default_params();
     if (size % 8 != 0) p.tile_size = 28;
     mlm_mllama_pixels px;
-    mlm_image rs;
+    mlm_rgb_image rs;
     if (mlm_mllama_preprocess(&img, &p, &px, &rs, &err) == MLM_OK) {
         if (px.aspect_ratio_id < 1 || px.aspect_ratio_id > 8 || px.n_tiles < 1 || px.n_tiles > 4 ||
             rs.width > px.cols * p.tile_size || rs.height > px.rows * p.tile_size)

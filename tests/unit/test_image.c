@@ -71,7 +71,7 @@ static int check_image(const json_t *e, double *max_rgb_diff) {
     char path[512];
     snprintf(path, sizeof path, DIR "%s", file);
     mlm_error err = {0};
-    mlm_image img;
+    mlm_rgb_image img;
     mlm_status st = mlm_image_load(path, 0, &img, &err);
     CHECKF(st == MLM_OK, "%s: %s", file, err.msg);
     if (st != MLM_OK) return 0;
@@ -88,7 +88,7 @@ static int check_image(const json_t *e, double *max_rgb_diff) {
     if (n > 4 && strcmp(path + n - 4, ".jpg") == 0) {
         char ref_path[520];
         snprintf(ref_path, sizeof ref_path, "%.*s.rgb.png", (int)(n - 4), path);
-        mlm_image ref;
+        mlm_rgb_image ref;
         if (mlm_image_load(ref_path, 0, &ref, &err) == MLM_OK) {
             int d = 0;
             if (ref.width == img.width && ref.height == img.height)
@@ -106,7 +106,7 @@ static int check_image(const json_t *e, double *max_rgb_diff) {
     /* The same bytes through the memory path give the same pixels. */
     size_t len = 0;
     char *bytes = harness_read_file(path, &len);
-    mlm_image mem;
+    mlm_rgb_image mem;
     CHECK_OK(mlm_image_decode(file, bytes, len, 0, &mem, &err), &err);
     CHECK(mem.rgb && memcmp(mem.rgb, img.rgb, (size_t)img.width * img.height * 3) == 0);
     mlm_image_deinit(&mem);
@@ -114,7 +114,7 @@ static int check_image(const json_t *e, double *max_rgb_diff) {
 
     mlm_mllama_image_params p = mlm_mllama_image_default_params();
     mlm_mllama_pixels px;
-    mlm_image rs;
+    mlm_rgb_image rs;
     st = mlm_mllama_preprocess(&img, &p, &px, &rs, &err);
     CHECKF(st == MLM_OK, "%s: %s", file, err.msg);
     if (st != MLM_OK) {
@@ -247,7 +247,7 @@ TEST(canvas_table) {
 }
 
 /* The resize-table source, pattern() of make_image_fixtures.py. */
-static void fill_pattern(mlm_image *im, int32_t w, int32_t h) {
+static void fill_pattern(mlm_rgb_image *im, int32_t w, int32_t h) {
     im->width = w;
     im->height = h;
     im->rgb = malloc((size_t)w * h * 3);
@@ -279,7 +279,7 @@ TEST(resize_table_matches_pillow) {
         int32_t sh = (int32_t)json_integer_value(json_array_get(sz, 1));
         int32_t dw = (int32_t)json_integer_value(json_array_get(sz, 2));
         int32_t dh = (int32_t)json_integer_value(json_array_get(sz, 3));
-        mlm_image src, out;
+        mlm_rgb_image src, out;
         fill_pattern(&src, sw, sh);
         mlm_error err;
         char hex[65];
@@ -313,7 +313,7 @@ TEST(resize_table_matches_pillow) {
 static void expect_fail(const char *name, const void *data, size_t len, int64_t max_pixels,
                         mlm_status want, const char *needle) {
     mlm_error err = {0};
-    mlm_image img;
+    mlm_rgb_image img;
     memset(&img, 0xab, sizeof img);
     mlm_status st = mlm_image_decode(name, data, len, max_pixels, &img, &err);
     CHECKF(st == want, "%s: status %s, want %s (%s)", name, mlm_status_str(st),
@@ -323,23 +323,6 @@ static void expect_fail(const char *name, const void *data, size_t len, int64_t 
            err.msg);
     CHECK(img.rgb == NULL && img.width == 0 && img.height == 0);
     mlm_image_deinit(&img);
-}
-
-static uint32_t crc32_png(const unsigned char *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    }
-    return c ^ 0xffffffffu;
-}
-
-static void put32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
 }
 
 /* Offset of the first chunk TAG in a PNG (its length field), or 0. */
@@ -366,7 +349,7 @@ TEST(empty_and_unknown) {
     expect_fail("soi.jpg", "\xff\xd8\xff", 3, 0, MLM_ERR_FORMAT, "JPEG");
     /* a missing file */
     mlm_error err = {0};
-    mlm_image img;
+    mlm_rgb_image img;
     CHECK(mlm_image_load(DIR "no-such-file.png", 0, &img, &err) == MLM_ERR_IO);
     CHECK(strstr(err.msg, "no-such-file.png") != NULL);
     /* an empty file on disk */
@@ -419,17 +402,17 @@ TEST(corrupt_png) {
     /* garbage with a valid CRC: the zlib stream is broken */
     memcpy(bad, png, len);
     memset(bad + idat + 8 + 2, 0xff, n / 2);
-    put32(bad + idat + 8 + n, crc32_png(bad + idat + 4, 4 + n));
+    harness_put_be32(bad + idat + 8 + n, harness_crc32(bad + idat + 4, 4 + n));
     expect_fail("zlib.png", bad, len, 0, MLM_ERR_FORMAT, "corrupt data");
     /* a bad IHDR: bit depth 3 */
     memcpy(bad, png, len);
     bad[8 + 8 + 8] = 3;
-    put32(bad + 8 + 8 + 13, crc32_png(bad + 8 + 4, 17));
+    harness_put_be32(bad + 8 + 8 + 13, harness_crc32(bad + 8 + 4, 17));
     expect_fail("depth3.png", bad, len, 0, MLM_ERR_FORMAT, "corrupt data");
     /* width 0 */
     memcpy(bad, png, len);
-    put32(bad + 16, 0);
-    put32(bad + 8 + 8 + 13, crc32_png(bad + 8 + 4, 17));
+    harness_put_be32(bad + 16, 0);
+    harness_put_be32(bad + 8 + 8 + 13, harness_crc32(bad + 8 + 4, 17));
     expect_fail("width0.png", bad, len, 0, MLM_ERR_FORMAT, "PNG");
     free(bad);
     free(png);
@@ -439,20 +422,20 @@ TEST(huge_png_header_fails_fast) {
     /* signature + IHDR 100000 x 100000 RGB + a tiny IDAT + IEND: refused on the header. */
     unsigned char png[8 + 25 + 12 + 12] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     unsigned char *p = png + 8;
-    put32(p, 13);
+    harness_put_be32(p, 13);
     memcpy(p + 4, "IHDR", 4);
-    put32(p + 8, 100000);
-    put32(p + 12, 100000);
+    harness_put_be32(p + 8, 100000);
+    harness_put_be32(p + 12, 100000);
     p[16] = 8, p[17] = 2, p[18] = 0, p[19] = 0, p[20] = 0;
-    put32(p + 21, crc32_png(p + 4, 17));
+    harness_put_be32(p + 21, harness_crc32(p + 4, 17));
     p += 25;
-    put32(p, 0);
+    harness_put_be32(p, 0);
     memcpy(p + 4, "IDAT", 4);
-    put32(p + 8, crc32_png(p + 4, 4));
+    harness_put_be32(p + 8, harness_crc32(p + 4, 4));
     p += 12;
-    put32(p, 0);
+    harness_put_be32(p, 0);
     memcpy(p + 4, "IEND", 4);
-    put32(p + 8, crc32_png(p + 4, 4));
+    harness_put_be32(p + 8, harness_crc32(p + 4, 4));
     clock_t t0 = clock();
     expect_fail("huge.png", png, sizeof png, 0, MLM_ERR_UNSUPPORTED,
                 "100000 x 100000 = 10000000000 pixels exceed the limit of 33554432");
@@ -460,14 +443,14 @@ TEST(huge_png_header_fails_fast) {
     double ms = 1000.0 * (double)(clock() - t0) / CLOCKS_PER_SEC;
     CHECKF(ms < 100, "took %.1f ms", ms);
     /* 2^31-1 on a side, and a caller's own limit */
-    put32(png + 16, 0x7fffffff);
-    put32(png + 8 + 21, crc32_png(png + 12, 17));
+    harness_put_be32(png + 16, 0x7fffffff);
+    harness_put_be32(png + 8 + 21, harness_crc32(png + 12, 17));
     expect_fail("side.png", png, sizeof png, 0, MLM_ERR_UNSUPPORTED, "exceed the limit");
     size_t len = 0;
     char *small = harness_read_file(DIR "rgba_64x48.png", &len);
     expect_fail("rgba_64x48.png", small, len, 3071, MLM_ERR_UNSUPPORTED,
                 "64 x 48 = 3072 pixels exceed the limit of 3071 pixels");
-    mlm_image img;
+    mlm_rgb_image img;
     mlm_error err;
     CHECK_OK(mlm_image_decode("rgba_64x48.png", small, len, 3072, &img, &err), &err);
     mlm_image_deinit(&img);
@@ -542,10 +525,10 @@ TEST(preprocess_bad_args) {
     mlm_mllama_image_params p = mlm_mllama_image_default_params();
     mlm_mllama_pixels px;
     mlm_error err;
-    mlm_image none = {0};
+    mlm_rgb_image none = {0};
     CHECK(mlm_mllama_preprocess(&none, &p, &px, NULL, &err) == MLM_ERR_INVALID_ARG);
     CHECK(px.pixels == NULL);
-    mlm_image one;
+    mlm_rgb_image one;
     fill_pattern(&one, 3, 2);
     p.max_tiles = 17;
     CHECK(mlm_mllama_preprocess(&one, &p, &px, NULL, &err) == MLM_ERR_INVALID_ARG);
@@ -553,13 +536,13 @@ TEST(preprocess_bad_args) {
     p = mlm_mllama_image_default_params();
     p.std[1] = 0;
     CHECK(mlm_mllama_preprocess(&one, &p, &px, NULL, &err) == MLM_ERR_INVALID_ARG);
-    mlm_image out;
+    mlm_rgb_image out;
     CHECK(mlm_image_resize_bilinear(&one, 0, 5, MLM_RESAMPLE_PILLOW13, &out, &err) ==
           MLM_ERR_INVALID_ARG);
     CHECK(out.rgb == NULL);
     /* a 1 x 1 image: one tile, resized to 560 x 560 */
     p = mlm_mllama_image_default_params();
-    mlm_image dot;
+    mlm_rgb_image dot;
     fill_pattern(&dot, 1, 1);
     CHECK_OK(mlm_mllama_preprocess(&dot, &p, &px, NULL, &err), &err);
     CHECK(px.aspect_ratio_id == 1 && px.resized_width == 560 && px.resized_height == 560);
@@ -572,7 +555,7 @@ TEST(preprocess_bad_args) {
 TEST(four_tile_speed) {
     /* A 4000 x 3000 photo-sized image to the 2 x 2 canvas (1120 x 840). Printed, not
        judged (speed is for bench/). */
-    mlm_image big;
+    mlm_rgb_image big;
     fill_pattern(&big, 4000, 3000);
     mlm_mllama_image_params p = mlm_mllama_image_default_params();
     mlm_mllama_pixels px;

@@ -12,6 +12,7 @@
 
 #include "harness.h"
 #include "meshlm.h"
+#include "model/model.h"
 #include "model/vision.h"
 
 #define MLLAMA "tests/data/mllama/"
@@ -25,12 +26,23 @@ typedef struct image_case {
     float *vision;  /* (NT, T, E) transformers' */
 } image_case;
 
-static mlm_config cfg;
-static mlm_vision vis;
+static char tmpdir[256];
+static mlm_model *model; /* the fixture in the f32 profile */
+static const mlm_vision_config *vc;
+static int32_t n_tok, n_text_embd;
 static int loaded;
 static image_case cases[MAX_IMAGES];
 static int n_cases;
 static int64_t n_pix, n_out, n_proj; /* floats per image */
+
+static mlm_model *load(const char *dir, const char *profile, mlm_error *err) {
+    mlm_model_params mp = mlm_model_default_params();
+    mp.optimizations = profile;
+    mp.use_cache = 0;
+    mlm_model *m = NULL;
+    mlm_model_load(dir, &mp, &m, err);
+    return m;
+}
 
 /* Reads WANT floats of DIR/NAME into DST (which may hold more); 0 on success. */
 static int read_f32(const char *name, float *dst, size_t want) {
@@ -50,16 +62,18 @@ static int read_f32(const char *name, float *dst, size_t want) {
 
 static int setup(void) {
     mlm_error err;
-    if (mlm_config_load(MLLAMA "hf", &cfg, &err) ||
-        mlm_vision_load(MLLAMA "hf", &cfg, &vis, &err)) {
+    if (!(model = load(MLLAMA "hf", "f32", &err))) {
         printf("  setup: %s\n", err.msg);
         return -1;
     }
-    const mlm_vision_config *c = &vis.cfg;
+    vc = &mlm_model_config(model)->vision;
+    n_tok = model->vision.n_tok;
+    n_text_embd = mlm_model_config(model)->n_embd;
+    const mlm_vision_config *c = vc;
     int64_t tile = (int64_t)c->n_channels * c->image_size * c->image_size;
     n_pix = c->max_tiles * tile;
-    n_out = (int64_t)c->max_tiles * vis.n_tok * c->output_dim;
-    n_proj = (int64_t)c->max_tiles * vis.n_tok * vis.n_text_embd;
+    n_out = (int64_t)c->max_tiles * n_tok * c->output_dim;
+    n_proj = (int64_t)c->max_tiles * n_tok * n_text_embd;
     json_error_t jerr;
     json_t *j = json_load_file(MLLAMA "reference.json", 0, &jerr);
     if (!j) return -1;
@@ -97,7 +111,7 @@ static void teardown(void) {
         free(cases[i].encoder);
         free(cases[i].vision);
     }
-    mlm_vision_deinit(&vis);
+    mlm_model_free(model);
 }
 
 /* max |a - b| and max |b| over the first N values. */
@@ -122,8 +136,8 @@ static double rel_to(const float *pixels, int32_t aspect, int32_t n_tiles, const
     float *out = malloc((size_t)n_out * sizeof(float));
     mlm_error err;
     double dm = -1, rm = 0;
-    if (out && !mlm_vision_forward(&vis, pixels, aspect, n_tiles, out, NULL, &err))
-        diff(out, ref, (int64_t)n_tiles * vis.n_tok * vis.cfg.output_dim, &dm, &rm);
+    if (out && !mlm_vision_encode_ref(model, pixels, aspect, n_tiles, out, NULL, &err))
+        diff(out, ref, (int64_t)n_tiles * n_tok * vc->output_dim, &dm, &rm);
     free(out);
     return dm < 0 ? -1 : dm / rm;
 }
@@ -131,47 +145,94 @@ static double rel_to(const float *pixels, int32_t aspect, int32_t n_tiles, const
 TEST(config) {
     CHECK(loaded); /* the fixtures are in the repository: missing ones are a failure */
     if (!loaded) return;
-    const mlm_vision_config *c = &vis.cfg;
-    CHECK(cfg.family == MLM_FAMILY_MLLAMA);
-    CHECK(c->image_size == 56 && c->patch_size == 14 && vis.n_tok == 17 && vis.n_tok_pad == 24);
+    const mlm_vision_config *c = vc;
+    const mlm_vision_tower *v = &model->vision;
+    CHECK(mlm_model_config(model)->family == MLM_FAMILY_MLLAMA);
+    CHECK(c->image_size == 56 && c->patch_size == 14 && v->n_tok == 17 && v->n_tok_pad == 24);
     CHECK(c->n_embd == 32 && c->n_head == 2 && c->n_ff == 128);
     CHECK(c->n_layer == 6 && c->n_global_layer == 2 && c->n_intermediate == 3);
-    CHECK(c->output_dim == 128 && vis.n_text_embd == 64 && c->max_tiles == 4);
-    CHECK(vis.pos_gate != 0 && vis.pre_tile_gate != 0 && vis.post_tile_gate != 0);
+    CHECK(c->output_dim == 128 && n_text_embd == 64 && c->max_tiles == 4);
+    CHECK(v->gates[0] != 0 && v->gates[1] != 0 && v->gates[2] != 0);
     CHECK(n_cases == 5);
 }
 
+/* The reference (plain loops) and the kernels' encoder, both against transformers: the
+ * encoder output of every tile slot (reference) and the projected states of the valid tiles
+ * (both), within 1e-4 x max|ref|. */
 TEST(matches_transformers) {
     if (!loaded) SKIP("fixtures not loaded");
     float *out = malloc((size_t)n_out * sizeof(float));
     float *proj = malloc((size_t)n_proj * sizeof(float));
-    CHECK(out && proj);
-    for (int i = 0; out && proj && i < n_cases; i++) {
+    float *fast = malloc((size_t)n_proj * sizeof(float));
+    mlm_pool *pool = NULL;
+    mlm_error err;
+    CHECK_OK(mlm_pool_create(2, &pool, &err), &err);
+    CHECK(out && proj && fast);
+    for (int i = 0; out && proj && fast && pool && i < n_cases; i++) {
         const image_case *ic = &cases[i];
-        mlm_error err;
         double t0 = seconds();
-        CHECK_OK(
-            mlm_vision_forward(&vis, ic->pixels, ic->aspect_ratio_id, ic->n_tiles, out, proj, &err),
-            &err);
+        CHECK_OK(mlm_vision_encode_ref(model, ic->pixels, ic->aspect_ratio_id, ic->n_tiles, out,
+                                       proj, &err),
+                 &err);
         double t1 = seconds();
-        double de, re, dp, rp;
+        CHECK_OK(mlm_vision_encode(model, ic->pixels, ic->aspect_ratio_id, ic->n_tiles, fast, pool,
+                                   &err),
+                 &err);
+        double t2 = seconds();
+        int64_t valid = (int64_t)ic->n_tiles * n_tok * n_text_embd;
+        double de, re, dp, rp, df, rf;
         diff(out, ic->encoder, n_out, &de, &re);
         diff(proj, ic->vision, n_proj, &dp, &rp);
-        printf("  %-8s id %d, %d tiles: encoder max|diff| %.3g (max|ref| %.3g, %.2e rel), "
-               "projected %.3g (max|ref| %.3g, %.2e rel), %.1f ms\n",
-               ic->name, (int)ic->aspect_ratio_id, (int)ic->n_tiles, de, re, de / re, dp, rp,
-               dp / rp, 1e3 * (t1 - t0));
+        diff(fast, ic->vision, valid, &df, &rf);
+        printf("  %-8s id %d, %d tiles: reference encoder %.2e rel, projected %.2e rel (%.1f ms); "
+               "kernels projected %.2e rel (%.1f ms)\n",
+               ic->name, (int)ic->aspect_ratio_id, (int)ic->n_tiles, de / re, dp / rp,
+               1e3 * (t1 - t0), df / rf, 1e3 * (t2 - t1));
         CHECKF(de <= 1e-4 * re, "%s encoder: %.3g > 1e-4 x %.3g", ic->name, de, re);
         CHECKF(dp <= 1e-4 * rp, "%s projected: %.3g > 1e-4 x %.3g", ic->name, dp, rp);
+        CHECKF(df <= 1e-4 * rf, "%s kernels: %.3g > 1e-4 x %.3g", ic->name, df, rf);
     }
-    free(out);
-    free(proj);
+    mlm_pool_free(pool);
+    free(out), free(proj), free(fast);
+}
+
+/* The BFP profiles' vision tower (BFP8 matrices, int8 activations) stays close to the f32
+ * encoder: the projected states within a few percent. */
+TEST(bfp_profile_close) {
+    if (!loaded) SKIP("fixtures not loaded");
+    mlm_error err;
+    mlm_model *perf = load(MLLAMA "hf", "performance", &err);
+    CHECKF(perf != NULL, "%s", err.msg);
+    mlm_pool *pool = NULL;
+    CHECK_OK(mlm_pool_create(2, &pool, &err), &err);
+    float *fast = malloc((size_t)n_proj * sizeof(float));
+    double worst = 0;
+    for (int i = 0; perf && pool && fast && i < n_cases; i++) {
+        const image_case *ic = &cases[i];
+        CHECK_OK(
+            mlm_vision_encode(perf, ic->pixels, ic->aspect_ratio_id, ic->n_tiles, fast, pool, &err),
+            &err);
+        double d, r;
+        diff(fast, ic->vision, (int64_t)ic->n_tiles * n_tok * n_text_embd, &d, &r);
+        worst = d / r > worst ? d / r : worst;
+    }
+    printf("  performance profile (BFP8 vision tower): projected states %.3g x max|ref| away\n",
+           worst);
+    CHECK(worst > 0 && worst < 0.1);
+    CHECK_OK(mlm_vision_encode_ref(perf, cases[0].pixels, 1, 1, NULL, fast, &err) ==
+                     MLM_ERR_UNSUPPORTED
+                 ? MLM_OK
+                 : MLM_ERR_INTERNAL,
+             &err);
+    mlm_pool_free(pool);
+    free(fast);
+    mlm_model_free(perf);
 }
 
 /* Each input must matter: with it wrong, the valid tiles move far past the tolerance. */
 TEST(inputs_matter) {
     if (!loaded) SKIP("fixtures not loaded");
-    const int32_t n_aspect = vis.cfg.n_aspect;
+    const int32_t n_aspect = vc->n_aspect;
     for (int i = 0; i < n_cases; i++) {
         const image_case *ic = &cases[i];
         int32_t wrong = ic->aspect_ratio_id % n_aspect + 1;
@@ -199,7 +260,7 @@ TEST(inputs_matter) {
         printf("  swapped b_2tile / e_2tile pixels: %.3g / %.3g rel\n", r1, r2);
         CHECK(r1 > 1e-2 && r2 > 1e-2);
         // the same pixels with the two tiles exchanged
-        const int64_t tile = n_pix / vis.cfg.max_tiles;
+        const int64_t tile = n_pix / vc->max_tiles;
         float *sw = malloc((size_t)n_pix * sizeof(float));
         CHECK(sw != NULL);
         if (sw) {
@@ -219,58 +280,65 @@ TEST(bad_arguments) {
     float *out = malloc((size_t)n_out * sizeof(float));
     const float *px = cases[0].pixels;
     mlm_error err;
-    CHECK(mlm_vision_forward(&vis, px, 1, 0, out, NULL, &err) == MLM_ERR_INVALID_ARG);
+    mlm_pool *pool = NULL;
+    CHECK_OK(mlm_pool_create(1, &pool, &err), &err);
+    CHECK(mlm_vision_encode_ref(model, px, 1, 0, out, NULL, &err) == MLM_ERR_INVALID_ARG);
     CHECK(strstr(err.msg, "n_tiles 0") != NULL);
-    CHECK(mlm_vision_forward(&vis, px, 1, 5, out, NULL, &err) == MLM_ERR_INVALID_ARG);
-    CHECK(mlm_vision_forward(&vis, px, 9, 1, out, NULL, &err) == MLM_ERR_INVALID_ARG);
+    CHECK(mlm_vision_encode_ref(model, px, 1, 5, out, NULL, &err) == MLM_ERR_INVALID_ARG);
+    CHECK(mlm_vision_encode_ref(model, px, 9, 1, out, NULL, &err) == MLM_ERR_INVALID_ARG);
     CHECK(strstr(err.msg, "aspect_ratio_id 9") != NULL);
-    CHECK(mlm_vision_forward(&vis, px, -1, 1, out, NULL, &err) == MLM_ERR_INVALID_ARG);
-    CHECK(mlm_vision_forward(&vis, NULL, 1, 1, out, NULL, &err) == MLM_ERR_INVALID_ARG);
-    CHECK(mlm_vision_forward(&vis, px, 1, 1, NULL, NULL, &err) == MLM_ERR_INVALID_ARG);
-    mlm_vision empty = {0};
-    CHECK(mlm_vision_forward(&empty, px, 1, 1, out, NULL, &err) == MLM_ERR_INVALID_ARG);
-    mlm_vision_deinit(&empty);
-    mlm_vision_deinit(NULL);
+    CHECK(mlm_vision_encode_ref(model, px, -1, 1, out, NULL, &err) == MLM_ERR_INVALID_ARG);
+    CHECK(mlm_vision_encode_ref(model, NULL, 1, 1, out, NULL, &err) == MLM_ERR_INVALID_ARG);
+    CHECK(mlm_vision_encode(model, px, 1, 0, out, pool, &err) == MLM_ERR_INVALID_ARG);
+    CHECK(mlm_vision_encode(model, px, 9, 1, out, pool, &err) == MLM_ERR_INVALID_ARG);
+    CHECK(mlm_vision_encode(model, px, 1, 1, NULL, pool, &err) == MLM_ERR_INVALID_ARG);
+    mlm_pool_free(pool);
     free(out);
+}
+
+/* Loads the fixture after EDIT (a shell command run in a copy of it): FORMAT naming N1, N2. */
+static void expect_load_fail(const char *edit, const char *n1, const char *n2) {
+    char cmd[1024], dir[300];
+    snprintf(dir, sizeof dir, "%s/bad", tmpdir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r " MLLAMA "hf %s && cd %s && %s", dir, dir, dir,
+             edit);
+    CHECK(system(cmd) == 0);
+    mlm_error err = {0};
+    mlm_model *m = load(dir, "f32", &err);
+    CHECKF(!m && err.status == MLM_ERR_FORMAT, "%s: got %s", edit, mlm_status_str(err.status));
+    printf("  %s\n", err.msg);
+    CHECKF(strstr(err.msg, n1) && (!n2 || strstr(err.msg, n2)), "message '%s' lacks '%s'/'%s'",
+           err.msg, n1, n2 ? n2 : "");
+    mlm_model_free(m);
 }
 
 TEST(load_errors) {
     if (!loaded) SKIP("fixtures not loaded");
-    mlm_error err;
-    mlm_vision v;
-    // a config whose MLP width disagrees with the checkpoint: FORMAT naming tensor and shapes
-    mlm_config c = cfg;
-    c.vision.n_ff = 96;
-    CHECK(mlm_vision_load(MLLAMA "hf", &c, &v, &err) == MLM_ERR_FORMAT);
-    printf("  n_ff 96: %s\n", err.msg);
-    CHECK(strstr(err.msg, "'vision_model.transformer.layers.0.mlp.fc1.weight'") != NULL);
-    CHECK(strstr(err.msg, "[128, 32]") != NULL && strstr(err.msg, "[96, 32]") != NULL);
-    CHECK(v.data == NULL && v.local == NULL);
-    // one local layer more than the checkpoint has
-    c = cfg;
-    c.vision.n_layer = 7;
-    CHECK(mlm_vision_load(MLLAMA "hf", &c, &v, &err) == MLM_ERR_FORMAT);
-    printf("  n_layer 7: %s\n", err.msg);
-    CHECK(strstr(err.msg, "vision_model.transformer.layers.6.") != NULL);
-    // a text width the projector does not have
-    c = cfg;
-    c.n_embd = 48;
-    CHECK(mlm_vision_load(MLLAMA "hf", &c, &v, &err) == MLM_ERR_FORMAT);
-    CHECK(strstr(err.msg, "multi_modal_projector.weight") != NULL);
-    // not an mllama config; a missing directory
-    c = cfg;
-    c.family = MLM_FAMILY_LLAMA3;
-    CHECK(mlm_vision_load(MLLAMA "hf", &c, &v, &err) == MLM_ERR_INVALID_ARG);
-    CHECK(mlm_vision_load(MLLAMA "no-such-dir", &cfg, &v, &err) != MLM_OK);
+    /* a vision MLP width the checkpoint does not have: the tensor and both shapes named */
+    expect_load_fail(
+        "sed -i '/vision_config/,$ s/\"intermediate_size\": 128,/\"intermediate_size\": "
+        "96,/' config.json",
+        "vision_model.transformer.layers.0.mlp.fc1.weight", "[96, 32]");
+    /* one local layer more than the checkpoint has (and one more intermediate slot) */
+    expect_load_fail(
+        "sed -i '/vision_config/,$ s/\"num_hidden_layers\": 6,/\"num_hidden_layers\": 7,/' "
+        "config.json",
+        "vision_model.transformer.layers.6.", NULL);
+    /* a missing gate */
+    expect_load_fail("sed -i 's/cross_attn_attn_gate/cross_attn_attn_gatX/g' model.safetensors",
+                     "language_model.model.layers.1.cross_attn_attn_gate", NULL);
 }
 
 int main(void) {
+    if (harness_tmpdir(tmpdir, sizeof tmpdir, "vision") != 0) return 1;
     if (setup()) printf("  fixtures under " MLLAMA " could not be loaded\n");
     RUN(config);
     RUN(matches_transformers);
+    RUN(bfp_profile_close);
     RUN(inputs_matter);
     RUN(bad_arguments);
     RUN(load_errors);
     teardown();
+    harness_rmtree(tmpdir);
     return HARNESS_END();
 }

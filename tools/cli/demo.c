@@ -2,50 +2,58 @@
  * prompts from the seeds' JSON files, batched prefill and decode of up to 32 users with paged
  * KV (a random disjoint page table per user), repeat batches (rotated for the determinism
  * presets), the special-token guard, the report (per user and the seeds' metrics) and its
- * JSON form with optional targets. Token accuracy lives in accuracy.c. */
+ * JSON form with optional targets. The vision presets (Llama 3.2 Vision) run the same way with
+ * each user's image bound to its prompt's image token (demo_vision.c). Token accuracy lives
+ * in accuracy.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
-#include "demo.h"
+#include "demo_vision.h"
 
 static void help(void) {
-    printf("usage: meshlm demo [--preset NAME] [-m PATH] [options]\n"
-           "\n"
-           "Runs one of the seed demos' configurations: prompts in, generated text and the\n"
-           "demos' metrics out. The model is -m PATH (a model folder or a .gguf file), else\n"
-           "$LLAMA_DIR (Meta checkpoint) or $HF_MODEL (local Hugging Face folder), else the\n"
-           "default model (SmolLM2, fetched by scripts/setup.sh; the tiny embedded one\n"
-           "without it).\n"
-           "\n"
-           "  --preset NAME              batch-1 (default), batch-32, long-context-16k,\n"
-           "                             long-context-32k, long-context-64k, ci-1, ci-32,\n"
-           "                             ci-eval-1, ci-eval-32, token-accuracy; on a mesh\n"
-           "                             (mpirun) with data-parallel lanes of --batch-size\n"
-           "                             users each: DP-4-b1, DP-8-b1, DP-4-b32, ci-b1-DP-2,\n"
-           "                             ci-b1-DP-4, ci-b1-DP-8, ci-b1-DP-16, ci-b1-DP-32\n"
-           "  -m, --model PATH           model folder or .gguf file\n"
-           "  --input-prompts FILE       prompts (JSON list of {prompt, context, max_length})\n"
-           "  --instruct 0|1             chat format (contexts wrapped in a fenced block)\n"
-           "  --repeat-batches N         run the batch N times\n"
-           "  --max-seq-len N            positions per user\n"
-           "  --batch-size N             users: 1, 2, 4, 8, 16 or 32\n"
-           "  --max-generated-tokens N   tokens per user at most\n"
-           "  --paged-attention 0|1      0: each user's pages in order (no random table)\n"
-           "  --page-params B,N          KV block size and number of blocks\n"
-           "  --sampling-params T,P[,K]  temperature (0 = greedy), top-p, top-k for all users\n"
-           "  --stop-at-eos 0|1          stop a user at an end-of-turn / end-of-text token\n"
-           "  --reference FILE.refpt     token-accuracy reference (default DIR/reference.refpt,\n"
-           "                             or NAME.refpt beside a model file NAME.gguf)\n"
-           CLI_PRECISION_HELP
-           "  --report FILE.json         write the report as JSON\n"
-           "  --expect FILE.json         targets {\"<preset>\": {\"decode_tps_user\": ..}}: exit 1\n"
-           "                             listing any metric more than 5%% short\n"
-           "  --threads N                threads (default: all cores)\n"
-           "  --prefill-chunk N          prompt tokens per step (default 2048)\n"
-           "  --quiet                    no per-user text\n"
-           "  -h, --help                 this help\n");
+    printf(
+        "usage: meshlm demo [--preset NAME] [-m PATH] [options]\n"
+        "\n"
+        "Runs one of the seed demos' configurations: prompts in, generated text and the\n"
+        "demos' metrics out. The model is -m PATH (a model folder or a .gguf file), else\n"
+        "$LLAMA_DIR (Meta checkpoint) or $HF_MODEL (local Hugging Face folder), else the\n"
+        "default model (SmolLM2, fetched by scripts/setup.sh; the tiny embedded one\n"
+        "without it).\n"
+        "\n"
+        "  --preset NAME              batch-1 (default), batch-32, long-context-16k,\n"
+        "                             long-context-32k, long-context-64k, ci-1, ci-32,\n"
+        "                             ci-eval-1, ci-eval-32, token-accuracy; on a mesh\n"
+        "                             (mpirun) with data-parallel lanes of --batch-size\n"
+        "                             users each: DP-4-b1, DP-8-b1, DP-4-b32, ci-b1-DP-2,\n"
+        "                             ci-b1-DP-4, ci-b1-DP-8, ci-b1-DP-16, ci-b1-DP-32;\n"
+        "                             for Llama 3.2 Vision (the seeds' vision demo: an\n"
+        "                             image and a question per user): vision-batch-1,\n"
+        "                             vision-batch-32, vision-batch-4-mixed (two of the\n"
+        "                             four users text only)\n"
+        "  -m, --model PATH           model folder or .gguf file\n"
+        "  --input-prompts FILE       prompts (JSON list of {prompt, context, max_length});\n"
+        "                             vision presets: {prompt, image}, the image a PNG or\n"
+        "                             JPEG file relative to FILE's folder (none: text only)\n"
+        "  --instruct 0|1             chat format (contexts wrapped in a fenced block)\n"
+        "  --repeat-batches N         run the batch N times\n"
+        "  --max-seq-len N            positions per user\n"
+        "  --batch-size N             users: 1, 2, 4, 8, 16 or 32\n"
+        "  --max-generated-tokens N   tokens per user at most\n"
+        "  --paged-attention 0|1      0: each user's pages in order (no random table)\n"
+        "  --page-params B,N          KV block size and number of blocks\n"
+        "  --sampling-params T,P[,K]  temperature (0 = greedy), top-p, top-k for all users\n"
+        "  --stop-at-eos 0|1          stop a user at an end-of-turn / end-of-text token\n"
+        "  --reference FILE.refpt     token-accuracy reference (default DIR/reference.refpt,\n"
+        "                             or NAME.refpt beside a model file "
+        "NAME.gguf)\n" CLI_PRECISION_HELP "  --report FILE.json         write the report as JSON\n"
+        "  --expect FILE.json         targets {\"<preset>\": {\"decode_tps_user\": ..}}: exit 1\n"
+        "                             listing any metric more than 5%% short\n"
+        "  --threads N                threads (default: all cores)\n"
+        "  --prefill-chunk N          prompt tokens per step (default 2048)\n"
+        "  --quiet                    no per-user text\n"
+        "  -h, --help                 this help\n");
 }
 
 static int parse_pair(const char *v, double *a, double *b, double *c) {
@@ -53,15 +61,20 @@ static int parse_pair(const char *v, double *a, double *b, double *c) {
     return n;
 }
 
-static int parse(int argc, char **argv, demo_config *c) {
+/* Fills C from the flags; *OWN_PROMPTS tells whether --input-prompts named the prompt file. */
+static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
     memset(c, 0, sizeof *c);
+    *own_prompts = 0;
     const char *preset = "batch-1";
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[i + 1];
-    if (!demo_preset(preset, c)) {
-        char names[512] = "";
+    if (!demo_preset(preset, c) && !demo_vision_preset(preset, c)) {
+        char names[768] = "";
         for (int k = 0; demo_preset_names[k]; k++)
             snprintf(names + strlen(names), sizeof names - strlen(names), " %s", demo_preset_names[k]);
+        for (int k = 0; demo_vision_preset_names[k]; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), " %s",
+                     demo_vision_preset_names[k]);
         return cli_usage("demo", "unknown preset '%s' (presets:%s)", preset, names);
     }
     c->prefill_chunk = 2048;
@@ -85,6 +98,7 @@ static int parse(int argc, char **argv, demo_config *c) {
         } else if (!strcmp(a, "--input-prompts")) {
             VALUE();
             c->prompts = v;
+            *own_prompts = 1;
         } else if (!strcmp(a, "--instruct")) {
             INT(0, 1);
             c->instruct = (int)ll;
@@ -152,6 +166,13 @@ static int parse(int argc, char **argv, demo_config *c) {
 #undef INT
 #undef VALUE
     }
+    if (demo_is_vision(c) && !c->instruct)
+        return cli_usage("demo",
+                         "the vision presets use the chat format (Meta's ChatFormat, as "
+                         "the seeds): --instruct 0 is not supported with '%s'",
+                         c->preset);
+    if (!c->max_num_blocks) /* the vision presets: what the batch needs, unless --page-params */
+        c->max_num_blocks = c->batch_size * ((c->max_seq_len + c->block_size - 1) / c->block_size);
     if ((int64_t)c->block_size * (c->max_num_blocks / c->batch_size) < c->max_seq_len)
         return cli_usage("demo",
                          "--page-params %d,%d give each of %d users %d blocks = %lld positions, "
@@ -241,25 +262,49 @@ static int user_of(const demo_config *c, const demo_prompt *prompts, int n_promp
     return k;
 }
 
+/* The image pool's tiles for a batch: the most users with an image in any of C's batches
+ * times the model's tiles per image (0: no image in any batch). */
+static int32_t image_tiles(const demo_config *c, const demo_images *im, int32_t max_tiles) {
+    int most = 0;
+    for (int r = 0; r < c->repeat_batches; r++) {
+        int n = 0;
+        for (int u = 0; u < c->batch_size; u++)
+            n += im->of_prompt[((c->rotate ? r : 0) + u) % im->n_prompts] >= 0;
+        if (n > most) most = n;
+    }
+    return most * max_tiles;
+}
+
+/* The vision presets' refusal of a model without vision (CFG); CLI_USAGE. */
+static int no_vision(const demo_config *c, const char *dir, const mlm_config *cfg) {
+    return cli_usage("demo",
+                     "preset '%s' needs a vision model (Llama 3.2 Vision, "
+                     "MllamaForConditionalGeneration); %s is a %s model without images",
+                     c->preset, dir, mlm_family_name(cfg->family));
+}
+
 int cmd_demo(int argc, char **argv) {
     demo_config c;
-    int rc = parse(argc, argv, &c);
+    int own_prompts = 0;
+    int rc = parse(argc, argv, &c, &own_prompts);
     if (rc) return rc < 0 ? CLI_OK : rc;
+    int vision = demo_is_vision(&c);
     char *dir = model_dir(&c);
     if (!dir) return CLI_USAGE;
     cli_precision_resolve(&c.prec, dir);
     if (!c.prec.dp && c.dp > 1) c.prec.dp = c.dp; /* the preset's lanes, unless --dp says */
-    if (c.token_accuracy && c.prec.dp > 1) {
+    if ((c.token_accuracy || vision) && c.prec.dp > 1) {
         free(dir);
-        return cli_usage("demo", "token accuracy runs one user: --dp %d has no lanes to fill",
-                         c.prec.dp);
+        return cli_usage("demo", "%s runs one lane: --dp %d has no lanes to fill",
+                         vision ? "a vision preset" : "token accuracy", c.prec.dp);
     }
-    /* prompts, before any model work */
+    /* prompts, before any model work; a preset's file is in the repository's prompts/ */
     demo_prompt *prompts = NULL;
     int n_prompts = 0;
     char *prompt_path = NULL;
+    demo_images im = {0};
     if (!c.token_accuracy) {
-        if (strchr(c.prompts, '/') || !(prompt_path = cli_repo_path("prompts")))
+        if ((own_prompts && strchr(c.prompts, '/')) || !(prompt_path = cli_repo_path("prompts")))
             prompt_path = strdup(c.prompts);
         else {
             char *full = malloc(strlen(prompt_path) + strlen(c.prompts) + 2);
@@ -267,7 +312,19 @@ int cmd_demo(int argc, char **argv) {
             free(prompt_path);
             prompt_path = full;
         }
-        if (!demo_prompts_read(prompt_path, c.instruct, &prompts, &n_prompts)) {
+        char **paths = NULL;
+        int ok = vision ? demo_prompts_read_vision(prompt_path, &prompts, &paths, &n_prompts)
+                        : demo_prompts_read(prompt_path, c.instruct, &prompts, &n_prompts);
+        if (ok && vision && !demo_images_index(paths, n_prompts, &im)) {
+            fprintf(stderr, "meshlm demo: out of memory\n");
+            ok = 0;
+        }
+        for (int i = 0; paths && i < n_prompts; i++)
+            free(paths[i]);
+        free(paths);
+        if (!ok) {
+            demo_prompts_free(prompts, n_prompts);
+            demo_images_free(&im);
             free(dir), free(prompt_path);
             return CLI_RUNTIME;
         }
@@ -281,6 +338,21 @@ int cmd_demo(int argc, char **argv) {
     if (xp.max_step_tokens < c.batch_size) xp.max_step_tokens = c.batch_size;
     xp.max_step_logits = c.batch_size;
     xp.n_threads = c.n_threads;
+    /* images: one a user, the pool for the batch's users with one; the text presets keep none
+     * (a vision model runs them text only) */
+    xp.max_images = 0;
+    mlm_config vcfg;
+    if (vision && !mlm_config_load(dir, &vcfg, NULL)) { /* else the loader says what is wrong */
+        if (vcfg.image_token_id < 0) {
+            rc = no_vision(&c, dir, &vcfg);
+            demo_prompts_free(prompts, n_prompts);
+            demo_images_free(&im);
+            free(dir), free(prompt_path);
+            return rc;
+        }
+        xp.image_tiles = image_tiles(&c, &im, vcfg.vision.max_tiles);
+        xp.max_images = xp.image_tiles > 0;
+    }
     if (!cli_memory_fits("demo", dir, &c.prec, &xp)) {
         mlm_config cfg;
         int32_t fit = mlm_config_load(dir, &cfg, NULL)
@@ -290,8 +362,16 @@ int cmd_demo(int argc, char **argv) {
             fprintf(stderr, "  --max-seq-len %d --page-params %d,%d would fit\n", fit, c.block_size,
                     c.batch_size * (fit / c.block_size));
         demo_prompts_free(prompts, n_prompts);
+        demo_images_free(&im);
         free(dir), free(prompt_path);
         return CLI_RUNTIME;
+    }
+    if (vision && cli_mesh() && cli_mesh()->dp > 1) { /* a mesh preset's lanes (TG) */
+        rc = cli_usage("demo", "a vision preset runs one lane, not %d", cli_mesh()->dp);
+        demo_prompts_free(prompts, n_prompts);
+        demo_images_free(&im);
+        free(dir), free(prompt_path);
+        return rc;
     }
     double t0 = cli_now();
     mlm_model *m = NULL;
@@ -315,11 +395,33 @@ int cmd_demo(int argc, char **argv) {
             mt.peak_gb = (double)ru.ru_maxrss * 1024 / 1e9;
             rc = demo_report(&c, dir, m, &mt, "", 0, NULL, NULL, top1, top5);
         }
+    } else if (vision && mlm_model_image_token(m) < 0) {
+        rc = no_vision(&c, dir, mlm_model_config(m));
     } else {
         const mlm_config *cfg = mlm_model_config(m);
+        demo_vision_metrics vm = {0};
+        vm.images = &im;
+        if (vision) { /* every distinct image once, then the dialogs around the image token */
+            st = demo_images_encode(m, c.n_threads, &im, &err);
+            for (int k = 0; k < im.n; k++)
+                vm.open_s += im.open_s[k], vm.encode_s += im.encode_s[k];
+            if (!st)
+                st = demo_vision_tokenize(tok, mlm_model_image_token(m), prompts, n_prompts, &im,
+                                          &err);
+            /* an image prompt is never clipped: it must leave room for a token */
+            for (int i = 0; !st && i < n_prompts; i++)
+                if (prompts[i].ids.n >= c.max_seq_len) {
+                    st = err.status = MLM_ERR_CAPACITY;
+                    snprintf(err.msg, sizeof err.msg,
+                             "demo: dialog %d holds %lld tokens, no room left in --max-seq-len %d",
+                             i, (long long)prompts[i].ids.n, c.max_seq_len);
+                }
+            xp.image_tiles = image_tiles(&c, &im, cfg->vision.max_tiles);
+            xp.max_images = xp.image_tiles > 0;
+        }
         /* tokenize: chat format for instruct, else plain (BOS for Meta checkpoints only, as the
          * seeds' Meta and HF paths) */
-        for (int i = 0; !st && i < n_prompts; i++) {
+        for (int i = 0; !st && !vision && i < n_prompts; i++) {
             if (c.instruct) {
                 mlm_chat_message msg = {"user", prompts[i].text};
                 st = mlm_tokenizer_encode_chat(tok, &msg, 1, 1, &prompts[i].ids, &err);
@@ -341,7 +443,7 @@ int cmd_demo(int argc, char **argv) {
         int *which = calloc((size_t)(B * R), sizeof *which); /* prompt index of each output */
         mlm_sampler_params *sp_of = calloc((size_t)(B * R), sizeof *sp_of);
         char failures[4096] = "";
-        double prefill_s = 0, decode_s = 0, first_s = 0;
+        double prefill_s = 0, decode_s = 0, first_s = 0, bind_s = 0;
         int64_t prefill_tokens = 0, decode_tokens = 0, steps = 0;
         int32_t max_prefill = c.max_seq_len - c.max_generated_tokens;
         for (int r = 0; !st && r < R; r++) {
@@ -352,6 +454,14 @@ int cmd_demo(int argc, char **argv) {
                 int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
                 users[u].prompt = ids->ids + skip, users[u].n_prompt = (int32_t)(n - skip);
                 users[u].max_new_tokens = c.max_generated_tokens;
+                if (vision) { /* the whole dialog, and what max_seq_len leaves for the answer */
+                    int ki = im.of_prompt[k];
+                    users[u].prompt = ids->ids, users[u].n_prompt = (int32_t)n;
+                    if (n + c.max_generated_tokens > c.max_seq_len)
+                        users[u].max_new_tokens = c.max_seq_len - (int32_t)n;
+                    users[u].images = ki >= 0 ? &im.img[ki] : NULL;
+                    users[u].n_images = ki >= 0;
+                }
                 users[u].stop_ids = ends, users[u].n_stop_ids = n_stops;
                 users[u].sampling = sp_of[r * B + u];
             }
@@ -362,10 +472,13 @@ int cmd_demo(int argc, char **argv) {
             mlm_gen_stats gs;
             /* a user's table holds max_num_blocks / batch blocks; it uses what max_seq_len needs */
             int32_t need = (c.max_seq_len + c.block_size - 1) / c.block_size;
+            double tg = cli_now();
             st = mlm_exec_generate(e, users, B, perm ? pages : NULL, need < per_user ? need : per_user,
                                    outs + r * B, &gs, &err);
             free(perm);
             if (st) break;
+            /* before its prefill generate binds the users' images: their cross-attention K/V */
+            bind_s += cli_now() - tg - gs.prefill_s - gs.first_decode_s - gs.decode_s;
             prefill_s += gs.prefill_s, prefill_tokens += gs.prefill_tokens;
             decode_s += gs.decode_s, first_s += gs.first_decode_s;
             decode_tokens += gs.decode_tokens, steps += gs.decode_steps > 0 ? gs.decode_steps - 1 : 0;
@@ -428,8 +541,10 @@ int cmd_demo(int argc, char **argv) {
                  * whatever the batch, slot, pages or neighbours */
                 const mlm_tokens *pa = &prompts[which[i]].ids, *pb = &prompts[which[j]].ids;
                 if (pa->n != pb->n || memcmp(pa->ids, pb->ids, (size_t)pa->n * 4) ||
-                    sp_of[i].temperature != sp_of[j].temperature || sp_of[i].top_p != sp_of[j].top_p ||
-                    sp_of[i].top_k != sp_of[j].top_k || sp_of[i].seed != sp_of[j].seed)
+                    (vision && im.of_prompt[which[i]] != im.of_prompt[which[j]]) ||
+                    sp_of[i].temperature != sp_of[j].temperature ||
+                    sp_of[i].top_p != sp_of[j].top_p || sp_of[i].top_k != sp_of[j].top_k ||
+                    sp_of[i].seed != sp_of[j].seed)
                     continue;
                 const mlm_gen_output *a = &outs[i], *b = &outs[j];
                 mt.determinism_checks++;
@@ -461,13 +576,27 @@ int cmd_demo(int argc, char **argv) {
                 mt.prefill_tps =
                     prefill_s > 0 ? (double)prefill_tokens / (prefill_s / mt.n_lanes) : 0;
             }
+            int *image_of = calloc((size_t)(B * R), sizeof *image_of);
+            if (vision && image_of) { /* TTFT as the seeds' vision demo: per batch, with vision */
+                double with = vm.open_s + vm.encode_s + bind_s + prefill_s;
+                mt.ttft_ms = with / R * 1e3;
+                mt.prefill_tps = with > 0 ? (double)prefill_tokens / with : 0;
+                vm.bind_s = bind_s;
+                vm.ttft_text_ms = prefill_s / R * 1e3;
+                vm.prefill_text_tps = prefill_s > 0 ? (double)prefill_tokens / prefill_s : 0;
+                for (int i = 0; i < B * R; i++)
+                    vm.image_users += (image_of[i] = im.of_prompt[which[i]]) >= 0;
+                vm.image_of_output = image_of;
+            }
             char **ptext = calloc((size_t)(B * R), sizeof *ptext);
             char **otext = calloc((size_t)(B * R), sizeof *otext);
             for (int i = 0; ptext && otext && i < B * R; i++) {
                 ptext[i] = strdup(prompts[which[i]].text);
                 otext[i] = text_of(tok, outs[i].tokens, outs[i].n);
             }
-            rc = demo_report(&c, dir, m, &mt, failures, B * R, ptext, otext, -1, -1);
+            rc = demo_report_vision(&c, dir, m, &mt, vision && image_of ? &vm : NULL, failures,
+                                    B * R, ptext, otext, -1, -1);
+            free(image_of);
             for (int i = 0; ptext && otext && i < B * R; i++) free(ptext[i]), free(otext[i]);
             free(ptext), free(otext);
         }
@@ -478,6 +607,7 @@ int cmd_demo(int argc, char **argv) {
     mlm_tokenizer_free(tok);
     mlm_model_free(m);
     demo_prompts_free(prompts, n_prompts);
+    demo_images_free(&im);
     free(dir), free(prompt_path);
     return rc;
 }

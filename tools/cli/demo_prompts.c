@@ -2,13 +2,14 @@
  * "context", optional "max_length"}. A context is a file (relative to the prompt file's
  * folder) or inline text, clipped to its first max_length characters. Instruct mode wraps a
  * context as the seeds do: "```" + context + "```\n\n" + prompt; plain mode uses the context
- * alone when there is one (the seeds' non-instruct rule). */
+ * alone when there is one (the seeds' non-instruct rule). The vision presets' dialog files
+ * are a list of {"prompt", optional "image"} (an image file relative to the file's folder). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "demo.h"
+#include "demo_vision.h"
 
 static char *dup_n(const char *s, size_t n) {
     char *d = malloc(n + 1);
@@ -26,24 +27,32 @@ static size_t clip_chars(const char *s, size_t len, long long max) {
     return i;
 }
 
-int demo_prompts_read(const char *file, int instruct, demo_prompt **out, int *n_out) {
-    *out = NULL, *n_out = 0;
+/* FILE's JSON list of 1 to 4096 objects, and its folder into FOLDER; NULL after a message. */
+static json_t *load_list(const char *file, char *folder, size_t size) {
     json_error_t jerr;
     json_t *j = json_load_file(file, 0, &jerr);
     if (!j) {
         fprintf(stderr, "meshlm demo: %s: %s (line %d)\n", file, jerr.text, jerr.line);
-        return 0;
+        return NULL;
     }
     if (!json_is_array(j) || json_array_size(j) == 0 || json_array_size(j) > 4096) {
         fprintf(stderr, "meshlm demo: %s: expected a list of 1 to 4096 prompt objects\n", file);
         json_decref(j);
-        return 0;
+        return NULL;
     }
-    char folder[1024];
-    snprintf(folder, sizeof folder, "%s", file);
+    snprintf(folder, size, "%s", file);
     char *slash = strrchr(folder, '/');
     if (slash) *slash = 0;
-    else snprintf(folder, sizeof folder, ".");
+    else
+        snprintf(folder, size, ".");
+    return j;
+}
+
+int demo_prompts_read(const char *file, int instruct, demo_prompt **out, int *n_out) {
+    *out = NULL, *n_out = 0;
+    char folder[1024];
+    json_t *j = load_list(file, folder, sizeof folder);
+    if (!j) return 0;
     int n = (int)json_array_size(j), ok = 1;
     demo_prompt *p = calloc((size_t)n, sizeof *p);
     for (int i = 0; ok && p && i < n; i++) {
@@ -52,6 +61,14 @@ int demo_prompts_read(const char *file, int instruct, demo_prompt **out, int *n_
         mlm_tokens_init(&p[i].ids);
         if (!json_is_object(o) || !json_is_string(q)) {
             fprintf(stderr, "meshlm demo: %s: prompt %d: \"prompt\" must be a string\n", file, i);
+            ok = 0;
+            break;
+        }
+        if (json_object_get(o, "image") && !json_is_null(json_object_get(o, "image"))) {
+            fprintf(stderr,
+                    "meshlm demo: %s: prompt %d has an \"image\": images need a vision "
+                    "preset (vision-batch-1, vision-batch-32, vision-batch-4-mixed)\n",
+                    file, i);
             ok = 0;
             break;
         }
@@ -116,6 +133,68 @@ int demo_prompts_read(const char *file, int instruct, demo_prompt **out, int *n_
         return 0;
     }
     *out = p, *n_out = n;
+    return 1;
+}
+
+int demo_prompts_read_vision(const char *file, demo_prompt **out, char ***images, int *n_out) {
+    *out = NULL, *images = NULL, *n_out = 0;
+    char folder[1024];
+    json_t *j = load_list(file, folder, sizeof folder);
+    if (!j) return 0;
+    int n = (int)json_array_size(j), ok = 1;
+    demo_prompt *p = calloc((size_t)n, sizeof *p);
+    char **img = calloc((size_t)n, sizeof *img);
+    ok = p && img;
+    for (int i = 0; ok && i < n; i++) {
+        json_t *o = json_array_get(j, (size_t)i), *q = json_object_get(o, "prompt");
+        json_t *im = json_object_get(o, "image");
+        mlm_tokens_init(&p[i].ids);
+        const char *bad = !json_is_object(o) || !json_is_string(q) ? "\"prompt\" must be a string"
+                          : im && !json_is_string(im) && !json_is_null(im)
+                              ? "\"image\" must be a file name"
+                          : json_object_get(o, "context")
+                              ? "dialogs are {\"prompt\", \"image\"}; \"context\" is for the text "
+                                "presets"
+                              : NULL;
+        if (bad) {
+            fprintf(stderr, "meshlm demo: %s: dialog %d: %s\n", file, i, bad);
+            ok = 0;
+            break;
+        }
+        if (!(p[i].text = strdup(json_string_value(q)))) ok = 0;
+        if (!ok || !json_is_string(im)) continue;
+        const char *f = json_string_value(im);
+        if (!strncmp(f, "http://", 7) || !strncmp(f, "https://", 8)) {
+            fprintf(stderr,
+                    "meshlm demo: %s: dialog %d: image %s is a URL; meshlm does not "
+                    "download, give a file path\n",
+                    file, i, f);
+            ok = 0;
+            break;
+        }
+        size_t cap = strlen(folder) + strlen(f) + 2;
+        if (!(img[i] = malloc(cap))) {
+            ok = 0;
+            break;
+        }
+        snprintf(img[i], cap, "%s%s%s", f[0] == '/' ? "" : folder, f[0] == '/' ? "" : "/", f);
+        struct stat st;
+        if (stat(img[i], &st) != 0 || !S_ISREG(st.st_mode)) {
+            fprintf(stderr, "meshlm demo: %s: dialog %d: image file %s not found\n", file, i,
+                    img[i]);
+            ok = 0;
+        }
+    }
+    json_decref(j);
+    if (!ok) {
+        if (!p || !img) fprintf(stderr, "meshlm demo: %s: out of memory\n", file);
+        demo_prompts_free(p, p ? n : 0);
+        for (int i = 0; img && i < n; i++)
+            free(img[i]);
+        free(img);
+        return 0;
+    }
+    *out = p, *images = img, *n_out = n;
     return 1;
 }
 

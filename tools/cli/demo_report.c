@@ -1,10 +1,12 @@
-/* tools/cli/demo_report.c: the demo's report: per user the prompt (shortened) and the
- * output, then the seeds' metrics; the same as JSON with --report; --expect targets. */
+/* tools/cli/demo_report.c: the demo's report: per user the prompt (shortened), its image
+ * (vision presets) and the output, then the seeds' metrics (for the vision presets also the
+ * vision encoder's time per image and TTFT without it); the same as JSON with --report;
+ * --expect targets. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "demo.h"
+#include "demo_vision.h"
 
 /* One line of at most MAX characters of S, for the report. */
 static void shorten(const char *s, int max, char *out, size_t size) {
@@ -25,7 +27,7 @@ static void json_str_field(FILE *f, const char *key, const char *v, int comma) {
  * rates must reach 95% of the target, times and memory stay under 105%. Returns the number of
  * shortfalls (listed on stderr), or -1 if FILE cannot be read. */
 static int check_expect(const char *file, const demo_config *c, const demo_metrics *m,
-                        double top1, double top5) {
+                        const demo_vision_metrics *vm, double top1, double top5) {
     json_error_t jerr;
     json_t *j = json_load_file(file, 0, &jerr);
     if (!j) {
@@ -38,18 +40,25 @@ static int check_expect(const char *file, const demo_config *c, const demo_metri
         json_decref(j);
         return -1;
     }
-    struct { const char *name; double v; int higher_better; } ms[] = {
-        {"ttft_ms", m->ttft_ms, 0},           {"prefill_tps", m->prefill_tps, 1},
-        {"decode_tps_user", m->decode_tps_user, 1}, {"decode_tps", m->decode_tps, 1},
-        {"decode_step_ms", m->step_ms, 0},    {"peak_memory_gb", m->peak_gb, 0},
-        {"top1", top1, 1},                    {"top5", top5, 1}};
+    double per_image = vm && vm->images->n ? vm->encode_s / vm->images->n * 1e3 : -1;
+    struct { const char *name; double v; int higher_better;
+    } ms[] = {{"ttft_ms", m->ttft_ms, 0},
+              {"prefill_tps", m->prefill_tps, 1},
+              {"decode_tps_user", m->decode_tps_user, 1},
+              {"decode_tps", m->decode_tps, 1},
+              {"decode_step_ms", m->step_ms, 0},
+              {"peak_memory_gb", m->peak_gb, 0},
+              {"top1", top1, 1},
+              {"top5", top5, 1},
+              {"vision_encode_ms_per_image", per_image, 0},
+              {"ttft_text_ms", vm ? vm->ttft_text_ms : -1, 0}};
     int bad = 0;
     const char *key;
     json_t *v;
     json_object_foreach(t, key, v) {
         size_t k = 0;
         while (k < sizeof ms / sizeof *ms && strcmp(ms[k].name, key)) k++;
-        if (k == sizeof ms / sizeof *ms || !json_is_number(v)) {
+        if (k == sizeof ms / sizeof *ms || !json_is_number(v) || (k >= 8 && !vm)) {
             fprintf(stderr, "meshlm demo: --expect %s: unknown metric '%s' for '%s'\n", file, key,
                     c->preset);
             bad++;
@@ -67,16 +76,52 @@ static int check_expect(const char *file, const demo_config *c, const demo_metri
     return bad;
 }
 
+/* The file name of image K of VM, for the report's lines. */
+static const char *image_name(const demo_vision_metrics *vm, int k) {
+    const char *s = strrchr(vm->images->path[k], '/');
+    return s ? s + 1 : vm->images->path[k];
+}
+
+/* The vision lines of the report: the encoder per image and in all, TTFT without it. */
+static void print_vision(const demo_vision_metrics *vm) {
+    const demo_images *im = vm->images;
+    printf("  vision encoder          %10.1f ms for %d image%s (%.1f ms per image; each file "
+           "once)\n",
+           vm->encode_s * 1e3, im->n, im->n == 1 ? "" : "s",
+           im->n ? vm->encode_s / im->n * 1e3 : 0);
+    for (int k = 0; k < im->n; k++)
+        printf("    %-20.20s  %10.1f ms (%d x %d, %d tile%s, %d tokens; decoded and "
+               "preprocessed in %.1f ms)\n",
+               image_name(vm, k), im->encode_s[k] * 1e3, im->info[k].width, im->info[k].height,
+               im->info[k].n_tiles, im->info[k].n_tiles == 1 ? "" : "s", im->info[k].n_tokens,
+               im->open_s[k] * 1e3);
+    printf("  image K/V               %10.1f ms (cross-attention keys and values of %d users' "
+           "images)\n",
+           vm->bind_s * 1e3, vm->image_users);
+}
+
 int demo_report(const demo_config *c, const char *model, const mlm_model *m,
                 const demo_metrics *mt, const char *failures, int n_users, char **prompts,
                 char **outputs, double top1, double top5) {
+    return demo_report_vision(c, model, m, mt, NULL, failures, n_users, prompts, outputs, top1,
+                              top5);
+}
+
+int demo_report_vision(const demo_config *c, const char *model, const mlm_model *m,
+                       const demo_metrics *mt, const demo_vision_metrics *vm, const char *failures,
+                       int n_users, char **prompts, char **outputs, double top1, double top5) {
     const mlm_config *cfg = mlm_model_config(m);
     if (!c->quiet)
         for (int i = 0; i < n_users; i++) {
             char p[200], o[400];
             shorten(prompts[i], 120, p, sizeof p);
             shorten(outputs[i], 300, o, sizeof o);
-            if (mt->n_lanes > 1) /* lanes come as batches: lane-major, then repeat batch */
+            int k = vm ? vm->image_of_output[i] : -1;
+            if (vm)
+                printf("user %d (batch %d)\n  image:  %s\n  prompt: %s\n  output: %s\n",
+                       i % c->batch_size, i / c->batch_size, k >= 0 ? image_name(vm, k) : "(none)",
+                       p, o);
+            else if (mt->n_lanes > 1) /* lanes come as batches: lane-major, then repeat batch */
                 printf("user %d (lane %d, batch %d)\n  prompt: %s\n  output: %s\n",
                        i % c->batch_size, i / c->batch_size / c->repeat_batches,
                        i / c->batch_size % c->repeat_batches, p, o);
@@ -90,9 +135,19 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
     if (top1 >= 0) {
         printf("  token accuracy top-1    %10.2f %%\n", top1 * 100);
         printf("  token accuracy top-5    %10.2f %%\n", top5 * 100);
+    } else if (vm) {
+        print_vision(vm);
+        printf("  TTFT                    %10.1f ms (a batch: vision encoder + image K/V + "
+               "prefill, as the seeds' prefill_forward)\n",
+               mt->ttft_ms);
+        printf("  TTFT without vision     %10.1f ms (a batch's prefill alone)\n", vm->ttft_text_ms);
+        printf("  prefill                 %10.1f tok/s (%.1f tok/s without vision)\n",
+               mt->prefill_tps, vm->prefill_text_tps);
     } else {
         printf("  TTFT                    %10.1f ms\n", mt->ttft_ms);
         printf("  prefill                 %10.1f tok/s\n", mt->prefill_tps);
+    }
+    if (top1 < 0) {
         printf("  decode                  %10.2f tok/s/user\n", mt->decode_tps_user);
         printf("  decode total            %10.2f tok/s\n", mt->decode_tps);
         printf("  decode step (mean)      %10.2f ms\n", mt->step_ms);
@@ -146,11 +201,38 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
             fputc(']', f);
         }
         if (top1 >= 0) fprintf(f, ",\"top1\":%.5f,\"top5\":%.5f", top1, top5);
-        fprintf(f, "},\"users\":[");
+        if (vm) {
+            const demo_images *im = vm->images;
+            fprintf(f,
+                    ",\"n_images\":%d,\"image_users\":%d,\"image_open_ms\":%.3f,"
+                    "\"vision_encode_ms\":%.3f,\"vision_encode_ms_per_image\":%.3f,"
+                    "\"image_kv_ms\":%.3f,\"ttft_text_ms\":%.3f,\"prefill_text_tps\":%.3f",
+                    im->n, vm->image_users, vm->open_s * 1e3, vm->encode_s * 1e3,
+                    im->n ? vm->encode_s / im->n * 1e3 : 0, vm->bind_s * 1e3, vm->ttft_text_ms,
+                    vm->prefill_text_tps);
+            fprintf(f, "},\"images\":[");
+            for (int k = 0; k < im->n; k++) {
+                fprintf(f, "%s{", k ? "," : "");
+                json_str_field(f, "file", im->path[k], 1);
+                fprintf(f,
+                        "\"width\":%d,\"height\":%d,\"tiles\":%d,\"tokens\":%d,"
+                        "\"open_ms\":%.3f,\"encode_ms\":%.3f}",
+                        im->info[k].width, im->info[k].height, im->info[k].n_tiles,
+                        im->info[k].n_tokens, im->open_s[k] * 1e3, im->encode_s[k] * 1e3);
+            }
+            fputc(']', f);
+        } else {
+            fputc('}', f);
+        }
+        fprintf(f, ",\"users\":[");
         for (int i = 0; i < n_users; i++) {
             fprintf(f, "%s{\"batch\":%d,\"slot\":%d,", i ? "," : "", i / c->batch_size,
                     i % c->batch_size);
             json_str_field(f, "prompt", prompts[i], 1);
+            if (vm && vm->image_of_output[i] >= 0)
+                json_str_field(f, "image", vm->images->path[vm->image_of_output[i]], 1);
+            else if (vm)
+                fprintf(f, "\"image\":null,");
             json_str_field(f, "output", outputs[i], 0);
             fputc('}', f);
         }
@@ -163,7 +245,7 @@ int demo_report(const demo_config *c, const char *model, const mlm_model *m,
         }
     }
     if (c->expect) {
-        int bad = check_expect(c->expect, c, mt, top1, top5);
+        int bad = check_expect(c->expect, c, mt, vm, top1, top5);
         if (bad) {
             if (bad > 0) fprintf(stderr, "meshlm demo: %d target(s) of %s not met\n", bad, c->expect);
             rc = CLI_RUNTIME;

@@ -1,8 +1,10 @@
-/* tools/cli/generate.c: `meshlm generate`: text in, text out. Loads a model and its
- * tokenizer, prefills the prompt (plain or in the chat format), then decodes one token a
- * step with the chosen sampler, streaming UTF-8-safe text to stdout until a stop id or the
- * token limit; prints a stats line to stderr, or everything as one JSON object (with
- * --logprobs, also each generated token's log-probability and the N most likely tokens). */
+/* tools/cli/generate.c: `meshlm generate`: text (and, for Llama 3.2 Vision, images) in,
+ * text out. Loads a model and its tokenizer, encodes the images and binds them where the
+ * prompt's image tokens are, prefills the prompt (plain or in the chat format), then decodes
+ * one token a step with the chosen sampler, streaming UTF-8-safe text to stdout until a stop
+ * id or the token limit; prints a stats line to stderr, or everything as one JSON object
+ * (with --logprobs, also each generated token's log-probability and the N most likely
+ * tokens). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,13 @@ static void help(void) {
            "      --instruct           wrap the prompt as a user message in the model's chat\n"
            "                           format and end with the assistant header\n"
            "      --system TEXT        with --instruct: a system message first\n"
+           "      --image FILE         an image (PNG or JPEG) for a vision model (Llama 3.2\n"
+           "                           Vision); repeat for several. Each <|image|> in the\n"
+           "                           prompt text marks where the next one goes; without\n"
+           "                           markers they go first (with --instruct at the start of\n"
+           "                           the user message, else before <|begin_of_text|>, as\n"
+           "                           transformers' processor does). With --prompt-ids, each\n"
+           "                           image token id binds the next --image in order\n"
            "  -n, --max-new-tokens N   tokens to generate at most (default 128)\n"
            "      --ignore-eos         do not stop at the stop ids: exactly N tokens\n"
            "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
@@ -54,6 +63,8 @@ enum { LOGPROBS_MAX = 20 };
 
 typedef struct gen_opts {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system;
+    const char *images[MLM_MAX_IMAGES];
+    int n_images;
     int instruct, json, n_threads, ignore_eos;
     long long max_new, max_seq_len, prefill_chunk;
     int logprobs; /* -1: off, else the number of top tokens per entry (0..LOGPROBS_MAX) */
@@ -93,6 +104,12 @@ static int parse(int argc, char **argv, gen_opts *o) {
             o->system = v;
         } else if (!strcmp(a, "--instruct")) {
             o->instruct = 1;
+        } else if (!strcmp(a, "--image")) {
+            VALUE();
+            if (o->n_images == MLM_MAX_IMAGES)
+                return cli_usage("generate", "--image: at most %d images (MLM_MAX_IMAGES)",
+                                 MLM_MAX_IMAGES);
+            o->images[o->n_images++] = v;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--ignore-eos")) {
@@ -135,14 +152,14 @@ static int parse(int argc, char **argv, gen_opts *o) {
     return 0;
 }
 
-/* Parses "1,2,3" into IDS. */
-static int parse_ids(const char *s, mlm_tokens *ids, int32_t n_vocab) {
+/* Parses "1,2,3" into IDS (ids below N_VOCAB, or the image token IMAGE). */
+static int parse_ids(const char *s, mlm_tokens *ids, int32_t n_vocab, int32_t image) {
     while (*s) {
         while (*s == ',' || *s == ' ') s++;
         if (!*s) break;
         char *end;
         long v = strtol(s, &end, 10);
-        if (end == s || v < 0 || v >= n_vocab) {
+        if (end == s || v < 0 || (v >= n_vocab && v != image)) {
             fprintf(stderr, "meshlm generate: --prompt-ids: '%.20s' is not a token id in [0, %d)\n",
                     s, n_vocab);
             return 0;
@@ -222,6 +239,113 @@ static void lp_print_list(const lp_list *l, int n_top) {
     printf("]");
 }
 
+// ---- images ----
+
+#define IMAGE_MARK "<|image|>"
+
+/* TEXT (LEN bytes) cut at each <|image|> into parts: text pieces (copied into *BUF, one
+ * allocation) and the image token IMAGE, with *LEADING the markers before any text. Without
+ * markers, N_IMAGES image tokens come first. Returns the part count, -1 out of memory. */
+static int image_parts(const char *text, size_t len, int n_images, int32_t image,
+                       mlm_chat_part **parts, char **buf, int *leading) {
+    size_t ml = strlen(IMAGE_MARK);
+    int n_marks = 0;
+    for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), IMAGE_MARK, ml)); p += ml)
+        n_marks++;
+    *parts = calloc((size_t)(2 * n_marks + n_images + 2), sizeof **parts);
+    *buf = malloc(len + (size_t)n_marks + 2);
+    if (!*parts || !*buf) return -1;
+    int n = 0;
+    *leading = 0;
+    if (!n_marks)
+        for (int i = 0; i < n_images; i++)
+            (*parts)[n++] = (mlm_chat_part){NULL, image};
+    char *w = *buf;
+    const char *p = text, *end = text + len;
+    while (p < end || (n == 0 && p == end)) {
+        const char *m = memmem(p, (size_t)(end - p), IMAGE_MARK, ml);
+        const char *stop = m ? m : end;
+        if (stop > p) {
+            memcpy(w, p, (size_t)(stop - p));
+            w[stop - p] = 0;
+            (*parts)[n++] = (mlm_chat_part){w, 0};
+            w += stop - p + 1;
+        }
+        if (!m) break;
+        if (n == *leading) (*leading)++; /* nothing but markers so far */
+        (*parts)[n++] = (mlm_chat_part){NULL, image};
+        p = m + ml;
+    }
+    if (!n_marks) *leading = n_images;
+    return n;
+}
+
+/* Sets ERR to ST with MSG; returns ST. */
+static mlm_status set_err(mlm_error *err, mlm_status st, const char *msg) {
+    err->status = st;
+    snprintf(err->msg, sizeof err->msg, "%s", msg);
+    return st;
+}
+
+/* The prompt of a vision model: the text's parts in the chat format (--instruct) or plain, as
+ * transformers' MllamaProcessor builds it: leading images, <|begin_of_text|>, then the text
+ * pieces (each encoded on its own) and the images between them. */
+static mlm_status vision_prompt(const gen_opts *o, const mlm_tokenizer *tok, int32_t image,
+                                const char *text, size_t len, mlm_tokens *out, mlm_error *err) {
+    mlm_chat_part *parts = NULL;
+    char *buf = NULL;
+    int leading = 0, n = image_parts(text, len, o->n_images, image, &parts, &buf, &leading);
+    mlm_status st = n < 0 ? set_err(err, MLM_ERR_NOMEM, "generate: out of memory") : MLM_OK;
+    if (!st && o->instruct) {
+        mlm_chat_part sys = {o->system, 0};
+        mlm_chat_parts msgs[2] = {{"system", &sys, 1}, {"user", parts, n}};
+        st = mlm_tokenizer_encode_chat_parts(tok, o->system ? msgs : msgs + 1, o->system ? 2 : 1, 1,
+                                             out, err);
+    } else if (!st) {
+        mlm_encode_params ep = mlm_encode_default_params();
+        for (int i = 0; i < leading && !st; i++)
+            st = mlm_tokens_push(out, image);
+        if (!st && mlm_tokenizer_bos_id(tok) >= 0)
+            st = mlm_tokens_push(out, mlm_tokenizer_bos_id(tok));
+        for (int i = leading; i < n && !st; i++)
+            st = parts[i].text ? mlm_tokenizer_encode(tok, parts[i].text, strlen(parts[i].text),
+                                                      &ep, out, err)
+                               : mlm_tokens_push(out, image);
+        if (st == MLM_ERR_NOMEM) set_err(err, st, "generate: out of memory");
+    }
+    free(parts);
+    free(buf);
+    return st;
+}
+
+/* Opens and encodes the --image files for M, binds them at the image tokens of PROMPT on
+ * sequence 0 of EXEC; *VISION_S gets the encoder's time. */
+static mlm_status bind_images(const gen_opts *o, const mlm_model *m, mlm_exec *exec,
+                              const mlm_tokens *prompt, double *vision_s, mlm_error *err) {
+    mlm_image *imgs[MLM_MAX_IMAGES] = {0};
+    int32_t pos[MLM_MAX_IMAGES], n = 0, image = mlm_model_image_token(m);
+    for (int64_t i = 0; i < prompt->n; i++)
+        if (prompt->ids[i] == image && n < MLM_MAX_IMAGES) pos[n++] = (int32_t)i;
+    mlm_status st = MLM_OK;
+    if (n != o->n_images) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "generate: the prompt holds %d image tokens (id %d), --image gave %d images", n,
+                 image, o->n_images);
+        st = set_err(err, MLM_ERR_INVALID_ARG, msg);
+    }
+    double t0 = cli_now();
+    for (int i = 0; i < o->n_images && !st; i++) {
+        st = mlm_image_open(m, o->images[i], &imgs[i], err);
+        if (!st) st = mlm_image_encode(m, imgs[i], o->n_threads, err);
+    }
+    *vision_s = cli_now() - t0;
+    if (!st && n) st = mlm_exec_seq_set_images(exec, 0, imgs, pos, n, err);
+    for (int i = 0; i < o->n_images; i++)
+        mlm_image_free(imgs[i]);
+    return st;
+}
+
 // ---- generation ----
 
 typedef struct gen_state {
@@ -291,6 +415,7 @@ int cmd_generate(int argc, char **argv) {
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;
     xp.max_step_tokens = (int32_t)(o.prefill_chunk < o.max_seq_len ? o.prefill_chunk : o.max_seq_len);
+    xp.max_images = o.n_images;
     if (!cli_memory_fits("generate", o.model, &o.prec, &xp)) {
         free(default_model);
         return CLI_RUNTIME;
@@ -308,8 +433,13 @@ int cmd_generate(int argc, char **argv) {
     rc = CLI_OK;
     const mlm_config *cfg = st ? NULL : mlm_model_config(g.model);
     /* the prompt's tokens */
-    if (!st && o.prompt_ids) {
-        if (!parse_ids(o.prompt_ids, &g.prompt, cfg->n_vocab)) rc = CLI_USAGE;
+    int32_t image = st ? -1 : mlm_model_image_token(g.model);
+    if (!st && o.n_images && image < 0) {
+        fprintf(stderr, "meshlm generate: --image: the model (%s) takes no images\n",
+                mlm_family_name(cfg->family));
+        rc = CLI_USAGE;
+    } else if (!st && o.prompt_ids) {
+        if (!parse_ids(o.prompt_ids, &g.prompt, cfg->n_vocab, image)) rc = CLI_USAGE;
     } else if (!st) {
         size_t len = 0;
         char *owned = NULL;
@@ -320,7 +450,9 @@ int cmd_generate(int argc, char **argv) {
         } else {
             len = strlen(text);
         }
-        if (!rc && o.instruct) {
+        if (!rc && image >= 0) {
+            st = vision_prompt(&o, g.tok, image, text, len, &g.prompt, &err);
+        } else if (!rc && o.instruct) {
             char *content = malloc(len + 1);
             if (content) {
                 memcpy(content, text, len);
@@ -355,6 +487,8 @@ int cmd_generate(int argc, char **argv) {
             snprintf(err.msg, sizeof err.msg, "out of memory");
         }
     }
+    double vision_s = 0;
+    if (!st && !rc && image >= 0) st = bind_images(&o, g.model, g.exec, &g.prompt, &vision_s, &err);
     double t_load = cli_now(), t_first = t_load, t_end = t_load;
     const char *stop_reason = "length";
     if (!st && !rc) {
@@ -395,7 +529,14 @@ int cmd_generate(int argc, char **argv) {
     }
     if (st && !rc) rc = cli_fail(&err);
     if (!rc) {
-        double load_s = t_load - t0, ttft_ms = (t_first - t_load) * 1e3;
+        double load_s = t_load - t0 - vision_s, ttft_ms = (t_first - t_load + vision_s) * 1e3;
+        char vision[96] = "", vision_json[96] = "";
+        if (o.n_images) {
+            snprintf(vision, sizeof vision, " | %d images, vision encoder %.1f ms", o.n_images,
+                     vision_s * 1e3);
+            snprintf(vision_json, sizeof vision_json, ",\"images\":%d,\"vision_ms\":%.1f",
+                     o.n_images, vision_s * 1e3);
+        }
         const char *cache = !mlm_model_cache_path(g.model)[0] ? "none"
                             : mlm_model_cache_built(g.model) ? "built"
                                                              : "mapped";
@@ -423,16 +564,17 @@ int cmd_generate(int argc, char **argv) {
             if (o.logprobs >= 0) lp_print_list(&g.lp, o.logprobs);
             printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
                    "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
-                   "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"%s}}\n",
+                   "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"%s%s}}\n",
                    stop_reason, load_s, (long long)g.prompt.n, (long long)g.out.n, ttft_ms, tps,
-                   mlm_model_kernels(g.model), mlm_model_profile(g.model), cache, mesh_json);
+                   mlm_model_kernels(g.model), mlm_model_profile(g.model), cache, mesh_json,
+                   vision_json);
         } else {
             printf("\n");
             fflush(stdout); /* the text ends before the stats line, also when both are piped */
             fprintf(stderr,
-                    "[load %.2f s (cache: %s) | prompt %lld tokens | TTFT %.1f ms | %lld tokens, "
-                    "decode %.2f tok/s | %s, %s, stop: %s%s]\n",
-                    load_s, cache, (long long)g.prompt.n, ttft_ms, (long long)g.out.n, tps,
+                    "[load %.2f s (cache: %s)%s | prompt %lld tokens | TTFT %.1f ms | %lld "
+                    "tokens, decode %.2f tok/s | %s, %s, stop: %s%s]\n",
+                    load_s, cache, vision, (long long)g.prompt.n, ttft_ms, (long long)g.out.n, tps,
                     mlm_model_kernels(g.model), mlm_model_profile(g.model), stop_reason, mesh);
         }
     }

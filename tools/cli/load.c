@@ -95,16 +95,22 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
     }
     /* every rank on this machine holds its own shard: together they must fit */
     int here = local_ranks();
-    if (here > 1) plan.total *= here, plan.weights *= here, plan.kv *= here, plan.scratch *= here;
+    if (here > 1)
+        plan.total *= here, plan.weights *= here, plan.kv *= here, plan.scratch *= here,
+            plan.images *= here;
     if (plan.available < 0 || plan.total <= plan.available) return 1;
     if (here > 1)
         fprintf(stderr, "meshlm %s: the %d ranks on this machine each hold a shard\n", cmd, here);
     const double GB = 1e9;
+    char images[96] = "";
+    if (plan.images)
+        snprintf(images, sizeof images, ", images %.2f GB (their K/V and the vision encoder)",
+                 plan.images / GB);
     fprintf(stderr,
             "meshlm %s: %s needs %.1f GB (weights %.1f GB in the %s profile, KV cache %.1f GB "
-            "for --max-seq-len %d, scratch %.2f GB) but %.1f GB of memory is available\n",
+            "for --max-seq-len %d, scratch %.2f GB%s) but %.1f GB of memory is available\n",
             cmd, dir, plan.total / GB, plan.weights / GB, p->optimizations, plan.kv / GB,
-            xp->max_seq_len, plan.scratch / GB, plan.available / GB);
+            xp->max_seq_len, plan.scratch / GB, images, plan.available / GB);
     static const char *lighter[] = {"f32", "bf16", "accuracy", "performance"};
     int from = 0;
     while (from < 4 && strcmp(lighter[from], p->optimizations)) from++;

@@ -1,7 +1,8 @@
 /* tools/cli/plan.c: `meshlm plan -m DIR`: the largest context per user that fits this
  * machine's available memory, for each precision profile and demo batch size: weights in the
  * profile's types + the KV cache (the profile's type, every position of every user) + the
- * step scratch, as `meshlm demo` plans before it allocates. */
+ * step scratch (+ for Llama 3.2 Vision one image per user), as `meshlm demo` plans before it
+ * allocates. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,11 @@ int cmd_plan(int argc, char **argv) {
     mlm_memory_plan_tp(&cfg, mesh.tp, "performance", NULL, &xp, &now, NULL);
     printf("%s: %s, %d layers, context up to %d; memory available now %.1f GB\n", model,
            mlm_family_name(cfg.family), cfg.n_layer, cap, now.available / 1e9);
+    if (cfg.family == MLM_FAMILY_MLLAMA)
+        printf("images (Llama 3.2 Vision): each user holds one image of up to %d tiles; counted "
+               "below: %.2f GB for batch 1 (its image K/V, the vision encoder's scratch and one "
+               "image's states)\n",
+               cfg.vision.max_tiles, now.images / 1e9);
     if (mesh.devices > 1) {
         printf("mesh %s: %d ranks, TP %d x DP %d; one rank holds 1/%d of the heads and MLP "
                "columns and its KV heads. Per rank, on a machine like this one:\n",
