@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/exp2.h"
+#include "backend/cpu/exp2_avx2.h"
 #include "tensor/bfp.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -23,21 +23,6 @@ _Static_assert(KT == 64, "the tile sum is written for 64 entries");
 INLINE __m256 first_lanes(int left) {
     __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(left), idx));
-}
-
-/* exp2c on 8 lanes, lanes outside VALID 0. */
-INLINE __m256 exp2v(__m256 x, __m256 valid) {
-    valid = _mm256_and_ps(valid, _mm256_cmp_ps(x, _mm256_set1_ps(MLM_EXP2_MIN), _CMP_GE_OQ));
-    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_sub_ps(x, n), p = _mm256_set1_ps(MLM_EXP2_P0);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P2));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P3));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P4));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P5));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(valid, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
 INLINE void decode_row(const mlm_paged_kv *kv, const char *e, int64_t off, int hd, float *dst) {
@@ -189,7 +174,7 @@ INLINE void softmax_row(float *s, int nj, float *m, float *l, float *alpha) {
     __m256 lo = _mm256_setzero_ps(), hi = lo, mnv = _mm256_set1_ps(mn);
     _Pragma("GCC unroll 16")
     for (int v = 0; v < 8; v++) {
-        __m256 p = exp2v(_mm256_sub_ps(sv[v], mnv), first_lanes(nj - 8 * v));
+        __m256 p = mlm_exp2_avx2(_mm256_sub_ps(sv[v], mnv), first_lanes(nj - 8 * v));
         _mm256_storeu_ps(s + 8 * v, p);
         if (v % 2) hi = v == 1 ? p : _mm256_add_ps(hi, p);
         else lo = v == 0 ? p : _mm256_add_ps(lo, p);
@@ -309,10 +294,12 @@ INLINE void nc_softmax(float *st, int nj, float *m, float *l, float *alpha) {
     }
     __m256 mo = _mm256_loadu_ps(m);
     __m256 mn = _mm256_blendv_ps(mt, mo, _mm256_cmp_ps(mo, mt, _CMP_GT_OQ));
-    __m256 a = exp2v(_mm256_sub_ps(mo, mn), _mm256_cmp_ps(mo, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ));
+    __m256 a = mlm_exp2_avx2(_mm256_sub_ps(mo, mn),
+                             _mm256_cmp_ps(mo, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ));
     __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     for (int j = 0; j < nj; j++)
-        _mm256_storeu_ps(st + j * 8, exp2v(_mm256_sub_ps(_mm256_loadu_ps(st + j * 8), mn), all));
+        _mm256_storeu_ps(st + j * 8,
+                         mlm_exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(st + j * 8), mn), all));
     /* the tile sum: lane x of the reference is entries x, 16 + x, 32 + x, 48 + x; then lanes
      * x + 8, x + 4, x + 2, x + 1 are folded in */
     __m256 sum[8];

@@ -18,27 +18,12 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/exp2.h"
+#include "backend/cpu/exp2_avx512.h"
 #include "tensor/bfp.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define KT MLM_ATT_KT
 _Static_assert(KT == 64, "the tile sum is written for 64 entries");
-
-/* exp2c on 16 lanes, lanes outside VALID 0. */
-INLINE __m512 exp2v(__m512 x, __mmask16 valid) {
-    valid &= _mm512_cmp_ps_mask(x, _mm512_set1_ps(MLM_EXP2_MIN), _CMP_GE_OQ);
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n), p = _mm512_set1_ps(MLM_EXP2_P0);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps(valid, p, _mm512_castsi512_ps(e));
-}
 
 /* Values [OFF, OFF + HD) of the entry at E as f32 into DST. */
 INLINE void decode_row(const mlm_paged_kv *kv, const char *e, int64_t off, int hd, float *dst) {
@@ -244,7 +229,7 @@ INLINE void softmax_row(float *s, int nj, float *m, float *l, float *alpha) {
     for (int v = 0; v < 4; v++) {
         int left = nj - 16 * v;
         __mmask16 k = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-        __m512 p = exp2v(_mm512_sub_ps(sv[v], mnv), k);
+        __m512 p = mlm_exp2_avx512(_mm512_sub_ps(sv[v], mnv), k);
         _mm512_storeu_ps(s + 16 * v, p);
         lane = v ? _mm512_add_ps(lane, p) : p;
     }
@@ -337,7 +322,8 @@ INLINE void nc_softmax(float *st, int nj, float *m, float *l, float *alpha) {
     __m512 mt = _mm512_set1_ps(-INFINITY);
     for (int j = 0; j < nj; j++) mt = _mm512_max_ps(_mm512_loadu_ps(st + j * 16), mt);
     __m512 mo = _mm512_loadu_ps(m), mn = _mm512_max_ps(mo, mt);
-    __m512 a = exp2v(_mm512_sub_ps(mo, mn), _mm512_cmp_ps_mask(mo, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ));
+    __m512 a = mlm_exp2_avx512(_mm512_sub_ps(mo, mn),
+                               _mm512_cmp_ps_mask(mo, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ));
     /* the tile sum: lane x of the reference is entries x, 16 + x, 32 + x, 48 + x */
     __m512 lane[16];
     _Pragma("GCC unroll 16")
@@ -346,8 +332,9 @@ INLINE void nc_softmax(float *st, int nj, float *m, float *l, float *alpha) {
         _Pragma("GCC unroll 16")
         for (int x = 0; x < 16; x++) {
             int j = 16 * v + x;
-            __m512 p = j < nj ? exp2v(_mm512_sub_ps(_mm512_loadu_ps(st + j * 16), mn), 0xffff)
-                              : _mm512_setzero_ps();
+            __m512 p =
+                j < nj ? mlm_exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(st + j * 16), mn), 0xffff)
+                       : _mm512_setzero_ps();
             if (j < nj) _mm512_storeu_ps(st + j * 16, p);
             lane[x] = v ? _mm512_add_ps(lane[x], p) : p;
         }

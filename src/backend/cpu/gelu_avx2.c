@@ -4,7 +4,7 @@
 #include <immintrin.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/exp2.h"
+#include "backend/cpu/exp2_avx2.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -13,32 +13,17 @@ typedef struct consts {
     __m256 q[MLM_GELU_NQ];
 } consts;
 
-/* exp2.h's exp2 on 8 lanes: 0 below -126 (and for NaN). */
-INLINE __m256 exp2v(__m256 x) {
-    __m256 valid = _mm256_cmp_ps(x, _mm256_set1_ps(MLM_EXP2_MIN), _CMP_GE_OQ);
-    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_sub_ps(x, n), p = _mm256_set1_ps(MLM_EXP2_P0);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P2));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P3));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P4));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(MLM_EXP2_P5));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-    e = _mm256_slli_epi32(e, 23);
-    return _mm256_and_ps(valid, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
 INLINE __m256 gelu8(__m256 x, const consts *c) {
     __m256 one = _mm256_set1_ps(1.0f);
     __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
     __m256 w = _mm256_div_ps(one, _mm256_fmadd_ps(a, _mm256_set1_ps(MLM_GELU_K), one));
     __m256 u = _mm256_sub_ps(one, w), q = c->q[MLM_GELU_NQ - 1];
-    _Pragma("GCC unroll 16")
-    for (int i = MLM_GELU_NQ - 2; i >= 0; i--) q = _mm256_fmadd_ps(q, u, c->q[i]);
-    __m256 e = _mm256_fmadd_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(MLM_GELU_C2),
-                               _mm256_mul_ps(u, q));
-    __m256 h = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), w), exp2v(e));
+    _Pragma("GCC unroll 16") for (int i = MLM_GELU_NQ - 2; i >= 0; i--) q =
+        _mm256_fmadd_ps(q, u, c->q[i]);
+    __m256 e =
+        _mm256_fmadd_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(MLM_GELU_C2), _mm256_mul_ps(u, q));
+    __m256 h = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), w),
+                             mlm_exp2_avx2(e, _mm256_castsi256_ps(_mm256_set1_epi32(-1))));
     __m256 pos = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ);
     __m256 y = _mm256_blendv_ps(_mm256_mul_ps(x, h), _mm256_fnmadd_ps(x, h, x), pos);
     y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, _mm256_set1_ps(MLM_GELU_HI), _CMP_GT_OQ));
@@ -48,7 +33,8 @@ INLINE __m256 gelu8(__m256 x, const consts *c) {
 
 void mlm_gelu_avx2(float *x, int64_t n) {
     consts c;
-    for (int i = 0; i < MLM_GELU_NQ; i++) c.q[i] = _mm256_set1_ps(mlm_gelu_q[i]);
+    for (int i = 0; i < MLM_GELU_NQ; i++)
+        c.q[i] = _mm256_set1_ps(mlm_gelu_q[i]);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256 y0 = gelu8(_mm256_loadu_ps(x + i), &c), y1 = gelu8(_mm256_loadu_ps(x + i + 8), &c);

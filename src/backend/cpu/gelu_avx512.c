@@ -4,7 +4,7 @@
 #include <immintrin.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/exp2.h"
+#include "backend/cpu/exp2_avx512.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -13,32 +13,16 @@ typedef struct consts {
     __m512 q[MLM_GELU_NQ];
 } consts;
 
-/* exp2.h's exp2 on 16 lanes: 0 below -126 (and for NaN). */
-INLINE __m512 exp2v(__m512 x) {
-    __mmask16 valid = _mm512_cmp_ps_mask(x, _mm512_set1_ps(MLM_EXP2_MIN), _CMP_GE_OQ);
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n), p = _mm512_set1_ps(MLM_EXP2_P0);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(MLM_EXP2_P5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-    e = _mm512_slli_epi32(e, 23);
-    return _mm512_maskz_mul_ps(valid, p, _mm512_castsi512_ps(e));
-}
-
 INLINE __m512 gelu16(__m512 x, const consts *c) {
     __m512 one = _mm512_set1_ps(1.0f);
     __m512 a = _mm512_abs_ps(x);
     __m512 w = _mm512_div_ps(one, _mm512_fmadd_ps(a, _mm512_set1_ps(MLM_GELU_K), one));
     __m512 u = _mm512_sub_ps(one, w), q = c->q[MLM_GELU_NQ - 1];
-    _Pragma("GCC unroll 16")
-    for (int i = MLM_GELU_NQ - 2; i >= 0; i--) q = _mm512_fmadd_ps(q, u, c->q[i]);
-    __m512 e = _mm512_fmadd_ps(_mm512_mul_ps(a, a), _mm512_set1_ps(MLM_GELU_C2),
-                               _mm512_mul_ps(u, q));
-    __m512 h = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), w), exp2v(e));
+    _Pragma("GCC unroll 16") for (int i = MLM_GELU_NQ - 2; i >= 0; i--) q =
+        _mm512_fmadd_ps(q, u, c->q[i]);
+    __m512 e =
+        _mm512_fmadd_ps(_mm512_mul_ps(a, a), _mm512_set1_ps(MLM_GELU_C2), _mm512_mul_ps(u, q));
+    __m512 h = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), w), mlm_exp2_avx512(e, 0xffff));
     __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ);
     __m512 y = _mm512_mask_fnmadd_ps(x, pos, h, x); /* lanes > 0: x - x h, others: x */
     y = _mm512_mask_mul_ps(y, ~pos, x, h);          /* others: x h */
@@ -50,7 +34,8 @@ INLINE __m512 gelu16(__m512 x, const consts *c) {
 
 void mlm_gelu_avx512(float *x, int64_t n) {
     consts c;
-    for (int i = 0; i < MLM_GELU_NQ; i++) c.q[i] = _mm512_set1_ps(mlm_gelu_q[i]);
+    for (int i = 0; i < MLM_GELU_NQ; i++)
+        c.q[i] = _mm512_set1_ps(mlm_gelu_q[i]);
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         __m512 y0 = gelu16(_mm512_loadu_ps(x + i), &c);
