@@ -68,6 +68,7 @@ typedef struct mlm_kernel_level {
     const char *missing;    /* when not: the missing CPU or OS feature (static text) */
     const char *matmul[4];  /* the kernels for f32, bf16, bfp8, bfp4 weights (NULL if n/a) */
     const char *attention;  /* the attention kernel */
+    const char *gelu;       /* the GELU kernel (the vision encoder's MLP) */
 } mlm_kernel_level;
 
 /* Levels 0..N-1, best first; returns N. */

@@ -168,6 +168,7 @@ void mlm_kernel_level_info(int i, mlm_kernel_level *out) {
     }
     for (int w = 0; w < MLM_W_COUNT && k; w++) out->matmul[w] = k->matmul_name[w];
     out->attention = k ? k->attention_name : NULL;
+    out->gelu = k ? k->gelu_name : NULL;
 }
 
 mlm_status mlm_kernels_chosen(const char **name, mlm_error *err) {

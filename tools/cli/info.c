@@ -234,11 +234,12 @@ static int system_info(int json) {
                 cli_json_string(stdout, l.missing, strlen(l.missing));
             }
             for (int w = 0; w < 4; w++) printf(",\"%s\":\"%s\"", wnames[w], l.matmul[w] ? l.matmul[w] : "");
-            printf(",\"attention\":\"%s\"}", l.attention ? l.attention : "");
+            printf(",\"attention\":\"%s\",\"gelu\":\"%s\"}", l.attention ? l.attention : "",
+                   l.gelu ? l.gelu : "");
         } else {
             printf("  %-8s %s\n", l.name, l.available ? "runs here" : l.missing);
-            printf("           f32 %s, bf16 %s, bfp8 %s, bfp4 %s, attention %s\n", l.matmul[0],
-                   l.matmul[1], l.matmul[2], l.matmul[3], l.attention);
+            printf("           f32 %s, bf16 %s, bfp8 %s, bfp4 %s, attention %s, gelu %s\n",
+                   l.matmul[0], l.matmul[1], l.matmul[2], l.matmul[3], l.attention, l.gelu);
         }
     }
     const char *forced = getenv("MESHLM_KERNELS");
