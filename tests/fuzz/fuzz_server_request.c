@@ -1,7 +1,9 @@
 /* tests/fuzz/fuzz_server_request.c: libFuzzer target for the server's request parser
  * (tools/server/request.c): the input is an HTTP body, parsed as both a chat completions and
- * a completions request. On success the documented invariants must hold; on failure the
- * error must render as JSON that parses back. Violations abort, which libFuzzer reports. */
+ * a completions request, and (its bytes as base64 text) by the data: URL decoder. On success
+ * the documented invariants must hold (content parts in order, images only in user messages,
+ * each with its bytes, counted right); on failure the error must render as JSON that parses
+ * back. Violations abort, which libFuzzer reports. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,12 +22,32 @@ static void check_ok(const srv_request *r, srv_kind kind) {
     REQUIRE(r->kind == kind);
     if (kind == SRV_CHAT) {
         REQUIRE(r->n_messages >= 1 && r->messages && r->n_prompts == 0);
+        int n_images = 0;
         for (int i = 0; i < r->n_messages; i++) {
-            const char *role = r->messages[i].role;
-            REQUIRE(role && r->messages[i].content);
+            const srv_message *m = &r->messages[i];
+            const char *role = m->role;
+            REQUIRE(role && m->content);
             REQUIRE(!strcmp(role, "system") || !strcmp(role, "user") ||
                     !strcmp(role, "assistant") || !strcmp(role, "tool"));
+            REQUIRE(m->n_parts >= 0 && (m->n_parts == 0 || m->parts));
+            int imgs = 0;
+            size_t text = 0;
+            for (int k = 0; k < m->n_parts; k++) {
+                const srv_part *p = &m->parts[k];
+                REQUIRE((p->text != NULL) != (p->image != NULL));
+                if (p->image) {
+                    REQUIRE(p->n_image >= 1);
+                    imgs++;
+                } else {
+                    text += strlen(p->text);
+                }
+            }
+            REQUIRE(imgs == m->n_images);
+            if (imgs) REQUIRE(!strcmp(role, "user"));
+            if (m->n_parts) REQUIRE(strlen(m->content) <= text); /* joined (NULs cut) */
+            n_images += imgs;
         }
+        REQUIRE(n_images == r->n_images);
     } else {
         REQUIRE(r->n_prompts >= 1 && r->prompts && r->n_messages == 0);
         for (int i = 0; i < r->n_prompts; i++) {
@@ -67,7 +89,29 @@ static void check_error(const srv_error *e) {
     free(text);
 }
 
+/* The base64 decoder on any text: it never writes past its bound (ASan), and what it accepts
+ * is whole groups of four characters (whitespace aside) giving three bytes each, less one per
+ * '=' of padding. */
+static void check_base64(const uint8_t *data, size_t size) {
+    unsigned char *out = malloc(size / 4 * 3 + 3);
+    REQUIRE(out);
+    size_t n = 0, bad = 0;
+    if (srv_base64_decode((const char *)data, size, out, &n, &bad)) {
+        size_t sig = 0, pad = 0;
+        for (size_t i = 0; i < size; i++) {
+            uint8_t c = data[i];
+            sig += c != ' ' && c != '\t' && c != '\r' && c != '\n';
+            pad += c == '=';
+        }
+        REQUIRE(sig % 4 == 0 && pad <= 2 && n == sig / 4 * 3 - pad);
+    } else {
+        REQUIRE(bad <= size);
+    }
+    free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    check_base64(data, size);
     for (int k = 0; k < 2; k++) {
         srv_kind kind = k ? SRV_COMPLETION : SRV_CHAT;
         srv_request r;

@@ -5,18 +5,23 @@ chat and completions, streamed and not, against `meshlm generate --json` on the 
 (greedy texts, token counts, log-probabilities), seeds, stop strings, max_tokens, usage in
 streams, 32 concurrent streams against their results alone, prefix-cache hits against a
 --no-prefix-cache server, blocks freed when a client closes a stream, and the client's error
-classes. Expected values come from `meshlm generate` or from the same server's alone runs.
+classes; and images, as the client's typed image_url content parts with data: URLs, on a tiny
+Llama 3.2 Vision model made by `meshlm synth` (random weights, the real Llama 3 tokenizer)
+against `meshlm generate --image`. Expected values come from `meshlm generate` or from the
+same server's alone runs.
 Run from the repository root (tests/server/test_openai.sh does); MESHLM names the binary.
 Prints "ok - NAME" / "not ok - NAME: DETAILS" and closes with "N passed, N failed".
 """
 
 import atexit
+import base64
 import concurrent.futures
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -24,6 +29,9 @@ import urllib.request
 
 import openai
 from openai import OpenAI
+from openai.types.chat import (ChatCompletionContentPartImageParam,
+                               ChatCompletionContentPartTextParam,
+                               ChatCompletionUserMessageParam)
 
 MESHLM = os.environ.get("MESHLM", "build/meshlm")
 MODEL = "models/default"
@@ -88,13 +96,13 @@ def run_test(fn, *args):
 class Server:
     """A `meshlm serve` child on a free port; stopped at exit."""
 
-    def __init__(self, model, alias, *args):
+    def __init__(self, model, alias, *args, env=None):
         self.alias = alias
         cmd = [MESHLM, "serve", "-m", model, "--port", "0", "--host", "127.0.0.1",
                "--threads", "2", "--alias", alias, *args]
         self.cmd = " ".join(cmd)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env=env)
         self.port = None
         self.err = []
         self._line = threading.Event()
@@ -168,8 +176,9 @@ def stop_servers():
             pass
 
 
-def generate(model, prompt, n, instruct=False, system=None, logprobs=None):
-    """`meshlm generate --json` on PROMPT: its JSON object."""
+def generate(model, prompt, n, instruct=False, system=None, logprobs=None, images=(),
+             env=None):
+    """`meshlm generate --json` on PROMPT (with --image for each of IMAGES): its JSON object."""
     cmd = [MESHLM, "generate", "-m", model, "-p", prompt, "-n", str(n), "--json",
            "--threads", "2"]
     if instruct:
@@ -178,7 +187,9 @@ def generate(model, prompt, n, instruct=False, system=None, logprobs=None):
         cmd += ["--system", system]
     if logprobs is not None:
         cmd += ["--logprobs", str(logprobs)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    for im in images:
+        cmd += ["--image", im]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])}... exited {r.returncode}: {r.stderr[-300:]}")
     return json.loads(r.stdout)
@@ -599,6 +610,95 @@ def test_smollm2(smol):
           f"{r.choices[0].message.content!r} vs {want['text']!r}")
 
 
+# ---- images (Llama 3.2 Vision) ----
+
+VPNG = "tests/data/mllama/images/e_2tile.png"
+VJPG = "tests/data/image/jpeg_progressive_120x90.jpg"
+VT = "What is in this image?"
+VN = 12
+
+
+def data_url(path, media):
+    with open(path, "rb") as f:
+        return f"data:{media};base64," + base64.b64encode(f.read()).decode()
+
+
+def image_part(path, media, detail="auto"):
+    return ChatCompletionContentPartImageParam(
+        type="image_url", image_url={"url": data_url(path, media), "detail": detail})
+
+
+def text_part(text):
+    return ChatCompletionContentPartTextParam(type="text", text=text)
+
+
+def test_vision(vis, vmodel, venv):
+    c = vis.client()
+    # the image first: the CLI puts images first when the prompt has no <|image|> marker
+    want = generate(vmodel, VT, VN, instruct=True, images=[VPNG], env=venv)
+    msg = ChatCompletionUserMessageParam(role="user", content=[image_part(VPNG, "image/png", "low"),
+                                                               text_part(VT)])
+    r = c.chat.completions.create(model="vision", messages=[msg], max_tokens=VN, temperature=0)
+    got = r.choices[0].message.content
+    check("vision: a typed image_url part (PNG) gets the text of meshlm generate --image",
+          got and got == want["text"], f"server {got!r} vs generate {want['text']!r}")
+    check("vision: usage.prompt_tokens equals generate's (the image token counts one)",
+          r.usage.prompt_tokens == len(want["prompt_ids"]) and
+          r.usage.completion_tokens == len(want["generated_ids"]),
+          f"{r.usage} vs prompt {len(want['prompt_ids'])}, generated {len(want['generated_ids'])}")
+    s = c.chat.completions.create(model="vision", messages=[msg], max_tokens=VN, temperature=0,
+                                  stream=True, stream_options={"include_usage": True})
+    text, chunks, usage = join_stream(s)
+    check("vision stream: the deltas join to the same text, usage prompt_tokens equal",
+          text == want["text"] and usage is not None and
+          usage.prompt_tokens == len(want["prompt_ids"]),
+          f"stream {text!r} ({usage}) vs generate {want['text']!r}")
+    # the text first, then a JPEG: the CLI with the marker after the text
+    want = generate(vmodel, VT + "<|image|>", VN, instruct=True, images=[VJPG], env=venv)
+    r = c.chat.completions.create(
+        model="vision", max_tokens=VN, temperature=0,
+        messages=[{"role": "user", "content": [text_part(VT), image_part(VJPG, "image/jpeg")]}])
+    check("vision: text then a JPEG equals meshlm generate -p 'TEXT<|image|>'",
+          r.choices[0].message.content == want["text"] and
+          r.usage.prompt_tokens == len(want["prompt_ids"]),
+          f"{r.choices[0].message.content!r} ({r.usage.prompt_tokens}) vs {want['text']!r} "
+          f"({len(want['prompt_ids'])})")
+    try:
+        c.chat.completions.create(
+            model="vision", max_tokens=2,
+            messages=[{"role": "user", "content": [
+                text_part(VT),
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}])
+        not_ok("vision: an https URL is a BadRequestError", "no error")
+    except openai.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        check("vision: an https URL is a BadRequestError naming the part's url",
+              body.get("param") == "messages[0].content[1].image_url.url" and
+              "data:" in str(body.get("message")), body)
+    try:
+        c.chat.completions.create(
+            model="vision", max_tokens=2,
+            messages=[{"role": "user", "content": [image_part(VPNG, "image/png"),
+                                                   image_part(VJPG, "image/jpeg")]}])
+        not_ok("vision: two images over --max-images 1 is a BadRequestError", "no error")
+    except openai.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        check("vision: two images over --max-images 1 is a BadRequestError naming the second",
+              body.get("param") == "messages[0].content[1]" and
+              "--max-images" in str(body.get("message")), body)
+    try:
+        cli.chat.completions.create(
+            model=ALIAS, max_tokens=2,
+            messages=[{"role": "user", "content": [image_part(VJPG, "image/jpeg"),
+                                                   text_part(VT)]}])
+        not_ok("vision: an image to a text-only model is a BadRequestError", "no error")
+    except openai.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        check("vision: an image to a text-only model is a BadRequestError naming the part",
+              body.get("param") == "messages[0].content[0]" and
+              "takes no images" in str(body.get("message")), body)
+
+
 T0 = time.time()
 
 
@@ -617,6 +717,16 @@ def main_():
     keyed = Server(MODEL, ALIAS, "--api-key", KEY, "--max-seq-len", "256")
     smol = Server(SMOL, "smol", "--max-seq-len", "1024", "--max-batch", "4") \
         if os.path.exists(SMOL) else None
+    # a tiny Llama 3.2 Vision model, its weight cache in the same temporary folder
+    vtmp = tempfile.TemporaryDirectory(prefix="meshlm-openai-")
+    atexit.register(vtmp.cleanup)
+    vmodel = os.path.join(vtmp.name, "vision")
+    venv = dict(os.environ, MESHLM_CACHE=os.path.join(vtmp.name, "cache"))
+    synth = subprocess.run([MESHLM, "synth", "--preset", "tiny-mllama-llama3", "--out", vmodel],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(venv, MESHLM_TEST_PRESETS="1"))
+    vis = Server(vmodel, "vision", "--max-seq-len", "512", env=venv) \
+        if synth.returncode == 0 else None
     if not main.wait():
         not_ok("serve starts", f"no 'listening on' line from {main.cmd}; stderr "
                f"{main.stderr_tail()!r}")
@@ -632,6 +742,12 @@ def main_():
         run_test(t)
     run_test(test_prefix_cache, nocache)
     run_test(test_errors, keyed)
+    if vis is None:
+        not_ok("vision: meshlm synth --preset tiny-mllama-llama3", synth.stderr[-300:])
+    elif not vis.wait():
+        not_ok("vision: serve starts", vis.stderr_tail())
+    else:
+        run_test(test_vision, vis, vmodel, venv)
     if smol is None:
         skip("smollm2 chat checks", f"{SMOL} is missing (scripts/setup.sh fetches it)")
     elif not smol.wait():

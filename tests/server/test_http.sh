@@ -3,7 +3,11 @@
 # read JSON) against real servers on models/default: /health, /v1/models, chat and completions
 # (plain and streamed) equal to `meshlm generate` under greedy decoding, the OpenAI error
 # objects (400, 401, 404, 413, 503 + Retry-After), KV blocks freed when a client goes away, and
-# a clean SIGTERM during a stream. Expected texts come from `meshlm generate`, never from here.
+# a clean SIGTERM during a stream. Images (image_url parts with data: URLs) go to a tiny Llama
+# 3.2 Vision model made here by `meshlm synth` (random weights, the real Llama 3 tokenizer):
+# PNG and JPEG, image before or after the text, two images, against `meshlm generate --image`,
+# and the 400s of bad URLs, bad base64, broken images, too many images, a text-only model.
+# Expected texts come from `meshlm generate`, never from here.
 # Runs from the repository root; MESHLM names the binary (default build/meshlm). Prints
 # "ok - NAME" / "not ok - NAME: DETAILS" per check and ends with "N passed, N failed".
 
@@ -148,6 +152,19 @@ start_server main --alias "$ALIAS" --max-seq-len $MAX_SEQ --max-body-bytes $MAX_
     --drain-timeout 60
 start_server keyed --alias "$ALIAS" --api-key "$KEY" --max-seq-len 256
 start_server small --alias "$ALIAS" --max-batch 1 --max-queue 1 --kv-blocks 33 --max-seq-len 512
+# A Llama 3.2 Vision model with the real Llama 3 tokenizer and seeded random weights (36 MB, a
+# fraction of a second): its answers are gibberish, but the same from the server and the CLI.
+# Its weight cache goes to $TMP, not the user's cache folder.
+VMODEL=$TMP/vision
+VCACHE=$TMP/cache
+VMAX=2
+if MESHLM_TEST_PRESETS=1 "$MESHLM" synth --preset tiny-mllama-llama3 --out "$VMODEL" \
+    >"$TMP/synth.out" 2>&1; then
+    MESHLM_CACHE=$VCACHE "$MESHLM" serve -m "$VMODEL" --port 0 --host 127.0.0.1 --threads 2 \
+        --alias vision --max-seq-len 512 --max-images $VMAX >"$TMP/vis.out" 2>"$TMP/vis.err" &
+    echo $! >"$TMP/vis.pid"
+    PIDS="$PIDS $!"
+fi
 MAIN=$(wait_port main)
 if [ -z "$MAIN" ]; then
     notok "serve starts" "no 'listening on' line; stdout: $(head -c 300 "$TMP/main.out"); stderr: $(tail -c 600 "$TMP/main.err")"
@@ -406,6 +423,178 @@ check "/metrics: generation tokens counted (>= $((want_chat_n * 2 + want_cmpl_n)
 check "/metrics: requests_total has chat 200 and 404 rows" "$(grep '^meshlm_requests_total' "$TMP/metrics" | head -n 20 | tr '\n' ' ')" \
     sh -c "grep '^meshlm_requests_total{' '$TMP/metrics' | grep 'chat' | grep -q '\"200\"' &&
            grep '^meshlm_requests_total{' '$TMP/metrics' | grep -q '\"404\"'"
+
+# ---- images (Llama 3.2 Vision): image_url parts with base64 data: URLs ----
+
+VA=tests/data/mllama/images/b_2tile.png # a PNG of two tiles
+VB=tests/data/image/jpeg420_96x64.jpg   # a JPEG (4:2:0)
+VT="Describe the picture in one sentence."
+VN=10
+# durl MEDIA FILE [wrap]: FILE as a data: URL (with "wrap", base64 in 76-column lines, the MIME
+# form the decoder tolerates)
+durl() {
+    if [ "${3:-}" = wrap ]; then printf 'data:%s;base64,%s' "$1" "$(base64 "$2")"
+    else printf 'data:%s;base64,%s' "$1" "$(base64 -w0 "$2")"; fi
+}
+img_part() { jq -n --arg u "$1" '{type:"image_url", image_url:{url:$u, detail:"auto"}}'; }
+txt_part() { jq -n --arg t "$1" '{type:"text", text:$t}'; }
+# vbody MODEL [EXTRA]: a greedy chat request whose one user message's content is the parts on
+# stdin (one JSON object each), to $TMP/req
+vbody() {
+    jq -cs . >"$TMP/parts"
+    jq -n --arg m "$1" --slurpfile p "$TMP/parts" --argjson n $VN --argjson x "${2:-{\}}" \
+        '{model:$m, messages:[{role:"user", content:$p[0]}], max_tokens:$n, temperature:0} + $x' \
+        >"$TMP/req"
+}
+# vgen NAME PROMPT IMAGE [IMAGE]: `meshlm generate --instruct --json` on the vision model (the
+# CLI puts images first when PROMPT has no <|image|> marker, else one at each marker)
+vgen() {
+    MESHLM_CACHE=$VCACHE "$MESHLM" generate -m "$VMODEL" --instruct -p "$2" --image "$3" \
+        ${4:+--image "$4"} --temperature 0 -n $VN --json --threads 2 >"$TMP/$1.json" \
+        2>"$TMP/$1.err"
+}
+# vsame NAME WHAT: checks the last body (a chat.completion) against $TMP/NAME.json
+vsame() {
+    want=$(jq -r .text "$TMP/$1.json" 2>/dev/null)
+    wp=$(jq -r '.prompt_ids|length' "$TMP/$1.json" 2>/dev/null)
+    wn=$(jq -r '.generated_ids|length' "$TMP/$1.json" 2>/dev/null)
+    got=$(jb '.choices[0].message.content')
+    if [ "$ST" = 200 ] && [ -n "$want" ] && [ "$got" = "$want" ]; then
+        ok "$2: 200, the text equals meshlm generate --image"
+    else
+        notok "$2: 200, the text equals meshlm generate --image" "$(brief); generate '$want'"
+    fi
+    check "$2: usage.prompt_tokens $wp (the image token counts one), completion $wn" \
+        "$(jb -c .usage)" jtrue ".usage.prompt_tokens==$wp and .usage.completion_tokens==$wn"
+}
+# vstream NAME WHAT: sends $TMP/req streamed (with usage) and checks it against $TMP/NAME.json
+vstream() {
+    jq -c '. + {stream:true, stream_options:{include_usage:true}}' "$TMP/req" >"$TMP/req.s"
+    ST=$(curl -s -N -m 60 -o "$TMP/vsse" -w '%{http_code}' -H 'Content-Type: application/json' \
+        --data-binary "@$TMP/req.s" "$V/v1/chat/completions")
+    sse_data "$TMP/vsse" | grep -v '^\[DONE\]$' | jq -s . >"$TMP/b" 2>/dev/null || echo null >"$TMP/b"
+    want=$(jq -r .text "$TMP/$1.json" 2>/dev/null)
+    wp=$(jq -r '.prompt_ids|length' "$TMP/$1.json" 2>/dev/null)
+    got=$(jb '[.[] | .choices[0].delta.content // empty] | join("")')
+    gp=$(jb '.[-1].usage.prompt_tokens')
+    last=$(sse_data "$TMP/vsse" | tail -n 1)
+    if [ "$ST" = 200 ] && [ -n "$want" ] && [ "$got" = "$want" ] && [ "$gp" = "$wp" ] &&
+        [ "$last" = "[DONE]" ]; then
+        ok "$2, streamed: the deltas join to meshlm generate's text, usage prompt_tokens $wp"
+    else
+        notok "$2, streamed: the deltas join to meshlm generate's text, usage prompt_tokens $wp" \
+            "HTTP $ST, '$got' vs '$want', prompt_tokens '$gp', last '$last'"
+    fi
+}
+# verr WHAT PARAM NEEDLE: the last answer is a 400 error object naming PARAM, its message
+# containing NEEDLE
+verr() {
+    if [ "$ST" = 400 ] && is_error_object && [ "$(jb .error.param)" = "$2" ] &&
+        jb .error.message | grep -qF -- "$3"; then
+        ok "$1: 400, param $2, the message says '$3'"
+    else
+        notok "$1: 400, param $2, the message says '$3'" "$(brief)"
+    fi
+}
+
+VPORT=""
+[ -f "$TMP/vis.pid" ] && VPORT=$(wait_port vis)
+if [ -z "$VPORT" ]; then
+    notok "vision: synth and serve start" "synth: $(tail -c 300 "$TMP/synth.out"); serve: $(tail -c 400 "$TMP/vis.err" 2>/dev/null)"
+else
+    V="http://127.0.0.1:$VPORT"
+    vgen vg_png "$VT" "$VA"
+    vgen vg_jpg "$VT<|image|>" "$VB"
+    vgen vg_two "<|image|>$VT<|image|>" "$VA" "$VB"
+    vgen vg_other "$VT" "$VB"
+    for g in vg_png vg_jpg vg_two vg_other; do
+        jq -e .text "$TMP/$g.json" >/dev/null 2>&1 || notok "meshlm generate --image ($g)" "$(tail -c 300 "$TMP/$g.err")"
+    done
+    # what makes the comparisons below tell something: the answer depends on the image
+    check "vision: meshlm generate answers differently for another image" \
+        "both '$(jq -r .text "$TMP/vg_png.json")'" \
+        sh -c "[ \"\$(jq -c .generated_ids '$TMP/vg_png.json')\" != \"\$(jq -c .generated_ids '$TMP/vg_other.json')\" ]"
+
+    { img_part "$(durl image/png "$VA")"; txt_part "$VT"; } | vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    vsame vg_png "PNG, image before the text"
+    vstream vg_png "PNG, image before the text"
+
+    { txt_part "$VT"; img_part "$(durl image/jpeg "$VB" wrap)"; } | vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    vsame vg_jpg "JPEG (MIME-wrapped base64), text before the image"
+    vstream vg_jpg "JPEG (MIME-wrapped base64), text before the image"
+
+    { img_part "$(durl image/png "$VA")"; txt_part "$VT"; img_part "$(durl image/jpeg "$VB")"; } |
+        vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    vsame vg_two "two images (PNG, text, JPEG)"
+
+    # errors, each naming the part
+    { txt_part "$VT"; img_part "https://example.com/cat.png"; } | vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    verr "an https URL" "messages[0].content[1].image_url.url" "only data: URLs"
+    { txt_part "$VT"; img_part "data:image/png;base64,iVBORw0K*GgoAAAANSUhEUg=="; } | vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    verr "bad base64 ('*')" "messages[0].content[1].image_url.url" "base64"
+    head -c 300 "$VA" >"$TMP/trunc.png"
+    { txt_part "$VT"; img_part "$(durl image/png "$TMP/trunc.png")"; } | vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    verr "a truncated PNG" "messages[0].content[1]" "messages[0].content[1]: "
+    printf 'These bytes are text, not an image.' >"$TMP/noimage.png"
+    { img_part "$(durl image/png "$TMP/noimage.png")"; txt_part "$VT"; } | vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    verr "bytes that are no image" "messages[0].content[0]" "messages[0].content[0]: "
+    { img_part "$(durl image/png "$VA")"; img_part "$(durl image/jpeg "$VB")";
+      img_part "$(durl image/png "$VA")"; } | vbody vision
+    http POST "$V/v1/chat/completions" "$TMP/req"
+    verr "$((VMAX + 1)) images over --max-images $VMAX" "messages[0].content[$VMAX]" "at most $VMAX"
+    { txt_part "$VT"; img_part "$(durl image/png tests/data/image/rgb_7x5.png)"; } | vbody "$ALIAS"
+    http POST "$U/v1/chat/completions" "$TMP/req"
+    verr "an image to a text-only model" "messages[0].content[1]" "takes no images"
+
+    # a client killed while its image request streams: its blocks (and images) are freed
+    { img_part "$(durl image/png "$VA")"; txt_part "Go on and on."; } |
+        vbody vision '{"max_tokens":400,"ignore_eos":true,"stream":true}'
+    curl -s -N -m 60 -o "$TMP/vkill.out" -H 'Content-Type: application/json' \
+        --data-binary "@$TMP/req" "$V/v1/chat/completions" 2>/dev/null &
+    vkpid=$!
+    PIDS="$PIDS $vkpid"
+    if wait_line "$TMP/vkill.out" '^data: ' 20; then
+        kill "$vkpid" 2>/dev/null
+        wait "$vkpid" 2>/dev/null
+        i=0 used=""
+        while [ $i -lt 50 ]; do
+            used=$(metric "$VPORT" meshlm_kv_blocks_used)
+            [ "$used" = 0 ] && break
+            sleep 0.1
+            i=$((i + 1))
+        done
+        check "vision: a killed streaming client's blocks are freed within 5 s" "still '$used'" [ "$used" = 0 ]
+    else
+        notok "vision: the killed client's stream starts" "$(head -c 300 "$TMP/vkill.out")"
+    fi
+
+    n_img=$(metric "$VPORT" meshlm_images_total)
+    n_enc=$(metric "$VPORT" meshlm_images_encoded_total)
+    v_s=$(metric "$VPORT" meshlm_vision_encoder_seconds_total)
+    check "vision /metrics: images received >= encoded >= 7, encoder seconds > 0" \
+        "images_total '$n_img', images_encoded_total '$n_enc', vision_encoder_seconds_total '$v_s'" \
+        awk -v a="$n_img" -v b="$n_enc" -v s="$v_s" 'BEGIN { exit !(a + 0 >= b + 0 && b + 0 >= 7 && s + 0 > 0) }'
+
+    vpid=$(cat "$TMP/vis.pid")
+    kill -TERM "$vpid"
+    i=0
+    while kill -0 "$vpid" 2>/dev/null && [ $i -lt 300 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -9 "$vpid" 2>/dev/null
+    wait "$vpid"
+    vrc=$?
+    check "vision: serve exits 0 on SIGTERM (no leak reported)" \
+        "exit status $vrc; stderr: $(tail -c 400 "$TMP/vis.err")" [ $vrc = 0 ]
+fi
 
 # ---- SIGTERM during a stream ----
 

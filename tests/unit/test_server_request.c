@@ -137,7 +137,7 @@ TEST(chat_content_parts) {
                 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\","
                 "\"content\":[{\"type\":\"text\",\"text\":\"x\"},{\"type\":\"image_url\","
                 "\"image_url\":{\"url\":\"http://x\"}}]}]}",
-                "messages[1].content[1].type", "only text content parts");
+                "messages[1].content[1].image_url.url", "only data: URLs");
     EXPECT_FAIL(SRV_CHAT,
                 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}",
                 "messages[0].content[0].type", "input_audio");
@@ -699,12 +699,118 @@ TEST(deinit_is_safe) {
     srv_request_deinit(&r);
 }
 
+/* A chat body whose one user message has the content parts PARTS (JSON text). */
+#define IMG_BODY(parts) "{\"messages\":[{\"role\":\"user\",\"content\":[" parts "]}]}"
+#define IMG(url) "{\"type\":\"image_url\",\"image_url\":{\"url\":\"" url "\"}}"
+#define TXT(t) "{\"type\":\"text\",\"text\":\"" t "\"}"
+
+TEST(chat_image_parts) {
+    srv_request r;
+    /* "foobar" and "fo" in base64; parts in order, text joined, bytes decoded */
+    EXPECT_OK(
+        SRV_CHAT,
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\","
+        "\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":"
+        "\"data:image/png;base64,Zm9vYmFy\",\"detail\":\"low\"}},"
+        "{\"type\":\"text\",\"text\":\"Hi \"},"
+        "{\"type\":\"image_url\",\"image_url\":{\"url\":\"DATA:Image/JPEG;x=y;BASE64,Zm8=\"}},"
+        "{\"type\":\"text\",\"text\":\"there\"}]}]}",
+        r);
+    CHECK(r.n_images == 2);
+    CHECK(r.messages[0].n_parts == 0 && r.messages[0].parts == NULL);
+    const srv_message *m = &r.messages[1];
+    CHECK(m->n_parts == 4 && m->n_images == 2);
+    CHECK(strcmp(m->content, "Hi there") == 0);
+    CHECK(m->parts[0].text == NULL && m->parts[0].n_image == 6 &&
+          memcmp(m->parts[0].image, "foobar", 6) == 0);
+    CHECK(m->parts[1].text && strcmp(m->parts[1].text, "Hi ") == 0 && !m->parts[1].image);
+    CHECK(m->parts[2].n_image == 2 && memcmp(m->parts[2].image, "fo", 2) == 0);
+    CHECK(m->parts[3].text && strcmp(m->parts[3].text, "there") == 0);
+    srv_request_deinit(&r);
+    /* text-only lists keep their parts too, and no images */
+    srv_request t;
+    EXPECT_OK(SRV_CHAT, IMG_BODY(TXT("a") "," TXT("b")), t);
+    CHECK(t.n_images == 0 && t.messages[0].n_parts == 2 && t.messages[0].n_images == 0);
+    CHECK(strcmp(t.messages[0].content, "ab") == 0);
+    srv_request_deinit(&t);
+    /* MIME line breaks inside the base64 are skipped */
+    srv_request w;
+    EXPECT_OK(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64,Zm9v\\r\\nYmFy\\n")), w);
+    CHECK(w.messages[0].parts[0].n_image == 6);
+    srv_request_deinit(&w);
+}
+
+TEST(chat_image_errors) {
+    const char *url = "messages[0].content[0].image_url.url";
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("https://example.com/a.png")), url, "only data: URLs");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("file:///etc/passwd")), url, "fetches nothing");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64,Zm9v*mFy")), url,
+                "bad base64 at offset 4");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64,Zm9-YmFy")), url, "'-'");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64,Zm9vY")), url, "incomplete");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64,Zg")), url, "incomplete");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64,Zg==Zg==")), url, "bad base64");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64,")), url, "no image bytes");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:text/plain;base64,Zm9v")), url, "image/*");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:;base64,Zm9v")), url, "text/plain");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png,foo")), url, "only base64");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY(IMG("data:image/png;base64")), url, "','");
+    EXPECT_FAIL(
+        SRV_CHAT,
+        IMG_BODY(TXT("x") "," IMG(
+            "data:image/png;base64,Zm9v") ","
+                                          "{\"type\":\"image_url\",\"image_url\":{\"url\":7}}"),
+        "messages[0].content[2].image_url.url", "expected a string");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY("{\"type\":\"image_url\"}"), "messages[0].content[0].image_url",
+                "Missing");
+    EXPECT_FAIL(SRV_CHAT,
+                IMG_BODY("{\"type\":\"image_url\",\"image_url\":\"data:image/png;base64,Zm9v\"}"),
+                "messages[0].content[0].image_url", "expected an object");
+    EXPECT_FAIL(SRV_CHAT, IMG_BODY("{\"type\":\"image_url\",\"image_url\":{}}"), url, "Missing");
+    EXPECT_FAIL(SRV_CHAT,
+                IMG_BODY("{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,"
+                         "Zm9v\",\"detail\":1}}"),
+                "messages[0].content[0].image_url.detail", "expected a string");
+    EXPECT_FAIL(SRV_CHAT,
+                "{\"messages\":[{\"role\":\"assistant\",\"content\":[" IMG(
+                    "data:image/png;base64,Zm9v") "]}]}",
+                "messages[0].content[0]", "user messages only");
+}
+
+TEST(base64_decoder) {
+    static const char *const enc[] = {"",         "Zg==",     "Zm8=",     "Zm9v",
+                                      "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy", " Zm9v\r\nYmFy\n",
+                                      "Zh=="}; /* RFC 4648 section 10 */
+    static const char *const dec[] = {"",      "f",      "fo",     "foo", "foob",
+                                      "fooba", "foobar", "foobar", "f"};
+    for (size_t i = 0; i < sizeof enc / sizeof enc[0]; i++) {
+        unsigned char out[16];
+        size_t n = 99, bad = 0;
+        CHECKF(srv_base64_decode(enc[i], strlen(enc[i]), out, &n, &bad), "rejected '%s'", enc[i]);
+        CHECKF(n == strlen(dec[i]) && memcmp(out, dec[i], n) == 0, "'%s' -> %zu bytes", enc[i], n);
+    }
+    static const char *const bad_in[] = {
+        "Zg=",  "Zg",       "Z===", "Zm9v=",   "=Zm9",  "Zm-v",
+        "Zm_v", "Zg==Zg==", "Zg=a", "Zm9v%3D", "Zg===", "Zm9\tv\v"};
+    static const size_t at[] = {3, 2, 1, 4, 0, 2, 2, 4, 3, 4, 4, 5};
+    for (size_t i = 0; i < sizeof bad_in / sizeof bad_in[0]; i++) {
+        unsigned char out[16];
+        size_t n = 0, where = 99;
+        CHECKF(!srv_base64_decode(bad_in[i], strlen(bad_in[i]), out, &n, &where), "accepted '%s'",
+               bad_in[i]);
+        CHECKF(where == at[i], "'%s': bad at %zu, want %zu", bad_in[i], where, at[i]);
+    }
+}
+
 int main(void) {
     RUN(chat_minimal_has_defaults);
     RUN(chat_roles);
     RUN(chat_content_null_and_missing);
     RUN(chat_content_parts);
     RUN(chat_messages_errors);
+    RUN(chat_image_parts);
+    RUN(chat_image_errors);
+    RUN(base64_decoder);
     RUN(extra_keys_ignored);
     RUN(prompt_string_and_list);
     RUN(prompt_token_ids);

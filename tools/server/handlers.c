@@ -1,9 +1,10 @@
 /* tools/server/handlers.c: chat and text completions. Parses the body (request.c), checks the
  * model name, turns messages or prompts into token ids (the chat format, or text with BOS, or
- * ids as given), checks the lengths against max_seq_len as vLLM does, submits one scheduler
- * request per prompt, and either streams (stream.c) or waits for every choice and answers with
- * one OpenAI JSON object. Owns nothing beyond the call: the job is released before returning
- * (or handed to the stream). */
+ * ids as given), checks the lengths against max_seq_len as vLLM does, opens and encodes a chat
+ * request's images (images.c), submits one scheduler request per prompt, and either streams
+ * (stream.c) or waits for every choice and answers with one OpenAI JSON object. Owns nothing
+ * beyond the call: the job (and with it the images) is released before returning (or handed
+ * to the stream). */
 #include "handlers.h"
 
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <time.h>
 
 #include "http.h"
+#include "images.h"
 
 // ---- JSON pieces ----
 
@@ -160,6 +162,7 @@ typedef struct prompt_ids {
 
 static int tokenize(srv_server *srv, const srv_request *r, prompt_ids *p, int n, srv_error *e) {
     mlm_error err = {0};
+    if (r->kind == SRV_CHAT && r->n_images) return srv_images_prompt(srv, r, &p[0].ids, e);
     if (r->kind == SRV_CHAT) {
         mlm_chat_message *msgs = calloc((size_t)r->n_messages, sizeof *msgs);
         if (!msgs) return srv_fail(e, 500, "server_error", "", "", "out of memory");
@@ -262,10 +265,15 @@ static int submit_all(srv_server *srv, srv_job *j, const srv_request *r, prompt_
             q.stop_ids = r->kind == SRV_CHAT ? srv->stop_chat : srv->stop_base;
             q.n_stop_ids = r->kind == SRV_CHAT ? srv->n_stop_chat : srv->n_stop_base;
         }
+        q.images = j->images; /* owned by the job: they outlive every final event */
+        q.n_images = j->n_images;
         mlm_error err = {0};
         mlm_status st = srv_job_submit(j, i, &q, &err);
         if (st == MLM_OK) continue;
         srv_job_cancel(j);
+        if (st == MLM_ERR_CANCELLED)
+            return srv_fail(e, 503, "server_error", "", "shutting_down",
+                            "The server is shutting down.");
         if (st == MLM_ERR_CAPACITY)
             return srv_fail(e, 503, "server_error", "", "queue_full",
                             "The server is busy (%s).", err.msg);
@@ -325,6 +333,7 @@ enum MHD_Result srv_handle_generate(srv_server *srv, struct MHD_Connection *conn
         srv_fail(&e, 503, "server_error", "", "shutting_down", "The server is shutting down.");
         return srv_http_send_error(srv, conn, path, &e);
     }
+    double t_arrival = srv_now();
     if (!srv_request_parse(body, len, kind, &r, &e)) return srv_http_send_error(srv, conn, path, &e);
     if (r.model && strcmp(r.model, srv->alias) && strcmp(r.model, srv->model_path)) {
         char shown[200];
@@ -334,10 +343,15 @@ enum MHD_Result srv_handle_generate(srv_server *srv, struct MHD_Connection *conn
                  "The model `%s` does not exist.", shown);
         return srv_http_send_error(srv, conn, path, &e);
     }
+    srv_metrics_images(srv->metrics, r.n_images);
+    if (r.n_images && !srv_images_check(srv, &r, &e)) {
+        srv_request_deinit(&r);
+        return srv_http_send_error(srv, conn, path, &e);
+    }
     int n = kind == SRV_CHAT ? 1 : r.n_prompts;
     prompt_ids *p = n > 0 ? calloc((size_t)n, sizeof *p) : NULL;
     srv_job *j = NULL;
-    int ok = p != NULL;
+    int ok = p != NULL, gone = 0;
     if (!ok) srv_fail(&e, n > 0 ? 500 : 400, n > 0 ? "server_error" : "invalid_request_error",
                       "", "", n > 0 ? "out of memory" : "no prompt");
     for (int i = 0; ok && i < n; i++) mlm_tokens_init(&p[i].ids);
@@ -350,11 +364,24 @@ enum MHD_Result srv_handle_generate(srv_server *srv, struct MHD_Connection *conn
                  (unsigned long long)a, (unsigned long long)(b & 0xffffffffu));
         j->created = (int64_t)time(NULL);
         j->fd = srv_http_conn_fd(conn);
-        ok = submit_all(srv, j, &r, p, n, &e);
     }
+    if (ok && r.n_images) { /* the images' decoding and encoding count in the latencies */
+        j->t_start = t_arrival;
+        ok = srv_images_open(srv, &r, j, &e) && srv_images_encode(srv, &r, j, &e, &gone);
+    }
+    if (ok) ok = submit_all(srv, j, &r, p, n, &e);
     for (int i = 0; p && i < n; i++) mlm_tokens_deinit(&p[i].ids);
     free(p);
     srv_request_deinit(&r);
+    if (gone) { /* the client went away (or the server stops) while the images were encoded */
+        srv_job_release(j);
+        if (atomic_load(&srv->aborting)) {
+            srv_fail(&e, 503, "server_error", "", "shutting_down", "The server is shutting down.");
+            return srv_http_send_error(srv, conn, path, &e);
+        }
+        srv_metrics_request(srv->metrics, path, 499);
+        return MHD_NO;
+    }
     if (!ok) {
         srv_job_release(j);
         return srv_http_send_error(srv, conn, path, &e);

@@ -45,6 +45,9 @@ static void job_free(srv_job *j) {
         free(c->n_top);
     }
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    for (int i = 0; i < j->n_images; i++)
+        mlm_image_free(j->images[i]);
+    free(j->images);
     free(j->choices);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -258,9 +261,17 @@ mlm_status srv_job_submit(srv_job *j, int i, mlm_request_params *req, mlm_error 
     req->user = c;
     req->logprobs = j->logprobs ? j->top_k : -1;
     pthread_mutex_lock(&j->mu);
+    if (j->cancelled) {
+        pthread_mutex_unlock(&j->mu);
+        if (err) {
+            err->status = MLM_ERR_CANCELLED;
+            snprintf(err->msg, sizeof err->msg, "the request was cancelled (the server stops)");
+        }
+        return MLM_ERR_CANCELLED;
+    }
     j->refs++; /* before submitting: the final event may come before submit returns */
     c->submitted = 1;
-    c->t_submit = srv_now();
+    c->t_submit = j->t_start > 0 ? j->t_start : srv_now();
     j->n_submitted++;
     pthread_mutex_unlock(&j->mu);
     uint64_t id = 0;
@@ -284,6 +295,7 @@ void srv_job_cancel(srv_job *j) {
     for (int from = 0; more; from += 64) {
         int n = 0;
         pthread_mutex_lock(&j->mu);
+        j->cancelled = 1;
         for (int i = from; i < j->n_choices && n < 64; i++) {
             srv_choice *c = &j->choices[i];
             if (c->submitted && !c->done && c->id) ids[n++] = c->id;

@@ -6,7 +6,9 @@
  *
  * Ownership: a job is freed when its reference count reaches 0: one reference for the HTTP
  * side (dropped by srv_job_release) and one for each submitted choice until its final event.
- * Never call mlm_sched_cancel while holding a job's mutex. */
+ * The job owns a chat request's images (the scheduler borrows them until the final events),
+ * so they are freed with it on every path. Never call mlm_sched_cancel while holding a job's
+ * mutex. */
 #ifndef MESHLM_SERVER_JOB_H
 #define MESHLM_SERVER_JOB_H
 
@@ -73,6 +75,11 @@ typedef struct srv_job {
     char id[48];         /* "chatcmpl-<hex>" / "cmpl-<hex>" */
     int64_t created;
     int fd;              /* the client's socket, for disconnect checks (-1: unknown) */
+    double t_start;      /* when set (> 0): the choices' latencies count from it (an image
+                            request's arrival, before its images are encoded) */
+    mlm_image **images;  /* owned, N_IMAGES (Llama 3.2 Vision); freed with the job */
+    int n_images;
+    int cancelled;               /* srv_job_cancel ran: later submissions are refused */
     struct srv_job *next, *prev; /* in srv->jobs while the HTTP side holds it */
 } srv_job;
 
@@ -80,12 +87,14 @@ typedef struct srv_job {
  * choices, listed in SRV's live jobs. NULL when out of memory. */
 srv_job *srv_job_create(srv_server *srv, const srv_request *r, int n_choices);
 
-/* Submits choice I with REQ's prompt, limits and sampling (its callback and user are set
- * here). On success the choice holds a reference until its final event. The scheduler's
- * status otherwise (CAPACITY, INVALID_ARG with ERR's message). */
+/* Submits choice I with REQ's prompt, limits, sampling and images (its callback and user are
+ * set here). On success the choice holds a reference until its final event. The scheduler's
+ * status otherwise (CAPACITY, INVALID_ARG with ERR's message); CANCELLED when the job was
+ * cancelled before (the server stopping while the images were encoded). */
 mlm_status srv_job_submit(srv_job *job, int i, mlm_request_params *req, mlm_error *err);
 
-/* Cancels every submitted choice that has not finished (final events follow). */
+/* Cancels every submitted choice that has not finished (final events follow) and refuses
+ * later submissions. */
 void srv_job_cancel(srv_job *job);
 
 /* Waits until every submitted choice has finished. Returns 1 then; 0 when the client went

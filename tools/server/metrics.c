@@ -1,6 +1,7 @@
-/* tools/server/metrics.c: the server's counters and latency histograms, and their rendering
- * in the Prometheus text format 0.0.4 (# HELP / # TYPE, cumulative _bucket{le} lines, _sum,
- * _count) together with the scheduler's gauges and counters. Every sample carries
+/* tools/server/metrics.c: the server's counters (requests, tokens, finish reasons, images, the
+ * vision encoder's seconds) and latency histograms, and their rendering in the Prometheus
+ * text format 0.0.4 (# HELP / # TYPE, cumulative _bucket{le} lines, _sum, _count) together
+ * with the scheduler's gauges and counters. Every sample carries
  * model_name="..." . One mutex guards an srv_metrics; the histogram bounds are static. */
 #include "metrics.h"
 
@@ -76,6 +77,20 @@ void srv_metrics_choice(srv_metrics *m, int32_t n_prompt, int32_t n_gen, mlm_fin
     if (n_gen >= 1) observe(&m->ttft, ttft_s); /* no first token, no TTFT */
     if (n_gen >= 2) observe(&m->tpot, tpot_s);
     observe(&m->e2e, e2e_s);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_images(srv_metrics *m, int n) {
+    if (n <= 0) return;
+    pthread_mutex_lock(&m->mu);
+    m->images += (uint64_t)n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_vision(srv_metrics *m, double seconds) {
+    pthread_mutex_lock(&m->mu);
+    m->images_encoded++;
+    if (seconds >= 0) m->vision_s += seconds;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -217,6 +232,13 @@ char *srv_metrics_render(srv_metrics *m, const mlm_sched_stats *s, const char *m
     for (int f = 1; f < 5; f++)
         put(&b, "meshlm_request_finish_total{%s,reason=\"%s\"} %llu\n", b.labels, reasons[f],
             (unsigned long long)m->finish[f]);
+    counter(&b, "meshlm_images_total", "Images received in chat requests (image_url parts).",
+            (unsigned long long)m->images);
+    counter(&b, "meshlm_images_encoded_total", "Images run through the vision encoder.",
+            (unsigned long long)m->images_encoded);
+    head(&b, "meshlm_vision_encoder_seconds_total", "counter",
+         "Seconds spent in the vision encoder (HTTP threads, before submission).");
+    put(&b, "meshlm_vision_encoder_seconds_total{%s} %.17g\n", b.labels, m->vision_s);
     histogram(&b, "meshlm_time_to_first_token_seconds", "Time to first token in seconds.",
               &m->ttft);
     histogram(&b, "meshlm_time_per_output_token_seconds",

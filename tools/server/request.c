@@ -1,7 +1,9 @@
 /* tools/server/request.c: OpenAI request bodies (chat completions, completions) parsed with
  * jansson into an srv_request, and OpenAI error objects out. Like OpenAI and vLLM: unknown
  * fields are ignored, null for an optional field means absent, a wrong type or a value out of
- * range is a 400 whose `param` names the field. Knows nothing about HTTP or the engine; every
+ * range is a 400 whose `param` names the field. image_url parts must carry their image in a
+ * base64 data: URL (decoded here by a small strict decoder; the bytes are judged by the
+ * library's image decoder later). Knows nothing about HTTP, the model or the engine; every
  * string and array in an srv_request is malloc'd and owned by it (srv_request_deinit). */
 #include "request.h"
 
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define INVALID "invalid_request_error"
 
@@ -201,24 +204,171 @@ static char *dup_or_fail(const char *s, size_t n, srv_error *e, const char *para
     return d;
 }
 
+// ---- images: data: URLs and base64 ----
+
+/* The value of base64 character C, -1 outside the standard alphabet. */
+static int b64_value(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+int srv_base64_decode(const char *s, size_t n, unsigned char *out, size_t *n_out, size_t *bad) {
+    uint32_t acc = 0;
+    int q = 0, pad = 0; /* sextets of the open group, '=' seen */
+    size_t o = 0;
+    *n_out = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+        if (c == '=') {
+            /* a group ends in "xx==" or "xxx=", and nothing but whitespace follows it */
+            if (q < 2 || q + pad >= 4) {
+                *bad = i;
+                return 0;
+            }
+            pad++;
+            continue;
+        }
+        int v = b64_value(c);
+        if (v < 0 || pad) {
+            *bad = i;
+            return 0;
+        }
+        acc = acc << 6 | (uint32_t)v;
+        if (++q == 4) {
+            out[o++] = (unsigned char)(acc >> 16);
+            out[o++] = (unsigned char)(acc >> 8);
+            out[o++] = (unsigned char)acc;
+            acc = 0, q = 0;
+        }
+    }
+    if (q && q + pad != 4) { /* unpadded, or short of '=' */
+        *bad = n;
+        return 0;
+    }
+    if (q == 2) out[o++] = (unsigned char)(acc >> 4); /* 12 bits: one byte, 4 spare */
+    if (q == 3) {                                     /* 18 bits: two bytes, 2 spare */
+        out[o++] = (unsigned char)(acc >> 10);
+        out[o++] = (unsigned char)(acc >> 2);
+    }
+    *n_out = o;
+    return 1;
+}
+
+/* The base64 text of the data: URL U (N bytes): "data:image/<subtype>[;name=value]*;base64,"
+ * then the data (scheme, media type and "base64" in any case). PARAM names the URL field. */
+static int data_url_payload(const char *u, size_t n, const char *param, const char **b64,
+                            size_t *n_b64, srv_error *e) {
+    if (n < 5 || strncasecmp(u, "data:", 5) != 0)
+        return srv_fail(e, 400, INVALID, param, "invalid_image_url",
+                        "Invalid '%s': only data: URLs are accepted (data:image/png;base64,... "
+                        "or data:image/jpeg;base64,...); the server fetches nothing, but got "
+                        "'%.40s%s'.",
+                        param, u, n > 40 ? "..." : "");
+    const char *comma = memchr(u, ',', n);
+    if (!comma)
+        return srv_fail(e, 400, INVALID, param, "invalid_image_url",
+                        "Invalid '%s': a data: URL needs a ',' before its data.", param);
+    const char *h = u + 5, *mt_end = h;
+    while (mt_end < comma && *mt_end != ';')
+        mt_end++;
+    size_t mt = (size_t)(mt_end - h);
+    if (mt <= 6 || strncasecmp(h, "image/", 6) != 0)
+        return srv_fail(e, 400, INVALID, param, "invalid_image_url",
+                        "Invalid '%s': the data: URL's media type must be image/* (image/png, "
+                        "image/jpeg), but got '%.*s'.",
+                        param, mt ? (int)(mt < 40 ? mt : 40) : 10, mt ? h : "text/plain");
+    const char *last = comma; /* the last ;parameter before the ',' */
+    while (last > mt_end && last[-1] != ';')
+        last--;
+    if (last == mt_end || (size_t)(comma - last) != 6 || strncasecmp(last, "base64", 6) != 0)
+        return srv_fail(e, 400, INVALID, param, "invalid_image_url",
+                        "Invalid '%s': only base64 data: URLs are accepted "
+                        "(data:image/png;base64,...).",
+                        param);
+    *b64 = comma + 1;
+    *n_b64 = n - (size_t)(comma + 1 - u);
+    return 1;
+}
+
+/* The bytes of image_url part K of message I (PART is an object) into OUT. */
+static int parse_image_part(const json_t *part, int i, size_t k, srv_part *out, srv_error *e) {
+    char param[96];
+    snprintf(param, sizeof param, "messages[%d].content[%zu].image_url", i, k);
+    json_t *iu = json_object_get(part, "image_url");
+    if (!iu || json_is_null(iu))
+        return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
+                        "Missing required parameter: '%s'.", param);
+    if (!json_is_object(iu)) return type_error(e, param, "an object", iu);
+    json_t *detail = field(iu, "detail"); /* "auto", "low", "high": accepted, ignored */
+    snprintf(param, sizeof param, "messages[%d].content[%zu].image_url.detail", i, k);
+    if (detail && !json_is_string(detail)) return type_error(e, param, "a string", detail);
+    json_t *url = json_object_get(iu, "url");
+    snprintf(param, sizeof param, "messages[%d].content[%zu].image_url.url", i, k);
+    if (!url || json_is_null(url))
+        return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
+                        "Missing required parameter: '%s'.", param);
+    if (!json_is_string(url)) return type_error(e, param, "a string", url);
+    const char *b64 = NULL;
+    size_t n_b64 = 0;
+    if (!data_url_payload(json_string_value(url), json_string_length(url), param, &b64, &n_b64, e))
+        return 0;
+    unsigned char *bytes = malloc(n_b64 / 4 * 3 + 3);
+    if (!bytes) return srv_fail(e, 500, "server_error", param, NULL, "out of memory");
+    size_t n = 0, bad = 0;
+    if (!srv_base64_decode(b64, n_b64, bytes, &n, &bad)) {
+        free(bytes);
+        if (bad >= n_b64)
+            return srv_fail(e, 400, INVALID, param, "invalid_image_url",
+                            "Invalid '%s': the base64 data ends in an incomplete group (its "
+                            "length without whitespace must be a multiple of 4, '=' padded).",
+                            param);
+        unsigned char c = (unsigned char)b64[bad];
+        return srv_fail(e, 400, INVALID, param, "invalid_image_url",
+                        "Invalid '%s': bad base64 at offset %zu of the data (byte 0x%02x%s%c%s): "
+                        "expected the standard alphabet A-Z a-z 0-9 + / with '=' only as "
+                        "padding at the end.",
+                        param, bad, c, c > 0x20 && c < 0x7f ? ", '" : "",
+                        c > 0x20 && c < 0x7f ? c : ' ', c > 0x20 && c < 0x7f ? "'" : "");
+    }
+    if (n == 0) {
+        free(bytes);
+        return srv_fail(e, 400, INVALID, param, "invalid_image_url",
+                        "Invalid '%s': the data: URL holds no image bytes.", param);
+    }
+    out->image = bytes;
+    out->n_image = n;
+    return 1;
+}
+
 // ---- chat messages ----
 
-/* The content of message I (V may be NULL: missing or null) into *OUT. */
-static int parse_content(const json_t *v, int i, const char *role, char **out, srv_error *e) {
-    char param[64];
+/* The content of message I (V may be NULL: missing or null) into M (its role set): the
+ * string, or the parts of a content list (kept in M->parts) and their text joined. */
+static int parse_content(const json_t *v, int i, srv_message *m, srv_request *r, srv_error *e) {
+    char param[96];
     snprintf(param, sizeof param, "messages[%d].content", i);
     if (!v) {
-        if (strcmp(role, "assistant") != 0)
+        if (strcmp(m->role, "assistant") != 0)
             return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                             "Missing required parameter: '%s' (only assistant messages may "
                             "omit it or set it to null).",
                             param);
-        return (*out = dup_or_fail("", 0, e, param)) != NULL;
+        return (m->content = dup_or_fail("", 0, e, param)) != NULL;
     }
     if (json_is_string(v))
-        return (*out = dup_or_fail(json_string_value(v), json_string_length(v), e, param)) != NULL;
+        return (m->content = dup_or_fail(json_string_value(v), json_string_length(v), e, param)) !=
+               NULL;
     if (!json_is_array(v)) return type_error(e, param, "a string or an array of content parts", v);
-    size_t total = 0, k;
+    size_t n = json_array_size(v), total = 0, k;
+    if (n > (size_t)INT32_MAX)
+        return srv_fail(e, 400, INVALID, param, "invalid_value", "too many content parts");
+    if (n && !(m->parts = calloc(n, sizeof *m->parts)))
+        return srv_fail(e, 500, "server_error", param, NULL, "out of memory");
     json_t *part;
     json_array_foreach(v, k, part) {
         snprintf(param, sizeof param, "messages[%d].content[%zu]", i, k);
@@ -229,17 +379,35 @@ static int parse_content(const json_t *v, int i, const char *role, char **out, s
             return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                             "Missing required parameter: '%s'.", param);
         if (!json_is_string(type)) return type_error(e, param, "a string", type);
-        if (strcmp(json_string_value(type), "text") != 0)
+        const char *ts = json_string_value(type);
+        srv_part *p = &m->parts[k];
+        m->n_parts = (int)k + 1; /* counted before it owns anything, for deinit */
+        if (strcmp(ts, "image_url") == 0) {
+            if (strcmp(m->role, "user") != 0) {
+                snprintf(param, sizeof param, "messages[%d].content[%zu]", i, k);
+                return srv_fail(e, 400, INVALID, param, "invalid_value",
+                                "Invalid '%s': image_url parts are accepted in user messages "
+                                "only, not in messages of role '%s'.",
+                                param, m->role);
+            }
+            if (!parse_image_part(part, i, k, p, e)) return 0;
+            m->n_images++;
+            r->n_images++;
+            continue;
+        }
+        if (strcmp(ts, "text") != 0)
             return srv_fail(e, 400, INVALID, param, "invalid_value",
-                            "Invalid value '%.40s' for '%s': only text content parts "
-                            "(type 'text') are supported.",
-                            json_string_value(type), param);
+                            "Invalid value '%.40s' for '%s': supported content part types are "
+                            "'text' and 'image_url'.",
+                            ts, param);
         json_t *text = json_object_get(part, "text");
         snprintf(param, sizeof param, "messages[%d].content[%zu].text", i, k);
         if (!text)
             return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                             "Missing required parameter: '%s'.", param);
         if (!json_is_string(text)) return type_error(e, param, "a string", text);
+        if (!(p->text = dup_or_fail(json_string_value(text), json_string_length(text), e, param)))
+            return 0;
         total += json_string_length(text);
     }
     snprintf(param, sizeof param, "messages[%d].content", i);
@@ -248,11 +416,13 @@ static int parse_content(const json_t *v, int i, const char *role, char **out, s
     size_t at = 0;
     json_array_foreach(v, k, part) {
         json_t *text = json_object_get(part, "text");
-        memcpy(s + at, json_string_value(text), json_string_length(text));
-        at += json_string_length(text);
+        if (m->parts[k].text) {
+            memcpy(s + at, json_string_value(text), json_string_length(text));
+            at += json_string_length(text);
+        }
     }
     s[total] = 0;
-    *out = s;
+    m->content = s;
     return 1;
 }
 
@@ -295,8 +465,7 @@ static int parse_messages(const json_t *root, srv_request *r, srv_error *e) {
         r->messages[i].role = dup_or_fail(canon, strlen(canon), e, param);
         r->n_messages = (int)i + 1; /* counted as soon as it owns something, for deinit */
         if (!r->messages[i].role) return 0;
-        if (!parse_content(field(m, "content"), (int)i, canon, &r->messages[i].content, e))
-            return 0;
+        if (!parse_content(field(m, "content"), (int)i, &r->messages[i], r, e)) return 0;
     }
     return 1;
 }
@@ -524,8 +693,14 @@ void srv_request_deinit(srv_request *r) {
     if (!r) return;
     free(r->model);
     for (int i = 0; i < r->n_messages; i++) {
-        free(r->messages[i].role);
-        free(r->messages[i].content);
+        srv_message *m = &r->messages[i];
+        free(m->role);
+        free(m->content);
+        for (int k = 0; k < m->n_parts; k++) {
+            free(m->parts[k].text);
+            free(m->parts[k].image);
+        }
+        free(m->parts);
     }
     free(r->messages);
     for (int i = 0; i < r->n_prompts; i++) {

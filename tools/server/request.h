@@ -1,7 +1,8 @@
 /* tools/server/request.h: OpenAI request bodies in, OpenAI error objects out. Parses the JSON
  * body of POST /v1/chat/completions and POST /v1/completions into an srv_request, checking
- * every known field's type and range (unknown fields are ignored, as OpenAI does). Knows
- * nothing about HTTP connections or the engine; includes only meshlm.h and jansson. */
+ * every known field's type and range (unknown fields are ignored, as OpenAI does), and decodes
+ * the base64 of image_url parts' data: URLs into bytes (the image decoder is the library's).
+ * Knows nothing about HTTP connections, the model or the engine; uses only jansson. */
 #ifndef MESHLM_SERVER_REQUEST_H
 #define MESHLM_SERVER_REQUEST_H
 
@@ -17,7 +18,7 @@ typedef struct srv_error {
     int http;
     char message[512];
     char type[40];
-    char param[64];
+    char param[96];
     char code[40];
 } srv_error;
 
@@ -28,9 +29,23 @@ int srv_fail(srv_error *e, int http, const char *type, const char *param, const 
  * "code":...|null}}. NULL only when out of memory. */
 char *srv_error_json(const srv_error *e);
 
+/* One part of a content list, in the order the request gives them: text, or an image. */
+typedef struct srv_part {
+    char *text;           /* owned, NUL-terminated; NULL for an image */
+    unsigned char *image; /* owned: the bytes of an image_url part's data: URL, base64-decoded
+                             (N_IMAGE >= 1; what they hold is the image decoder's to judge);
+                             NULL for text. A handler done with them may free them early and
+                             set IMAGE to NULL: srv_request_deinit frees what is left. */
+    size_t n_image;
+} srv_part;
+
 typedef struct srv_message {
-    char *role;    /* "system", "user", "assistant" (also "developer" -> "system", "tool") */
-    char *content; /* a string, or the text parts of a content list joined ("" for null) */
+    char *role;      /* "system", "user", "assistant" (also "developer" -> "system", "tool") */
+    char *content;   /* a string, or the text parts of a content list joined ("" for null) */
+    srv_part *parts; /* owned: a content list's parts, every one, in order (part K is
+                        content[K]); NULL when the content is a string or null */
+    int n_parts;
+    int n_images; /* image parts among them (only user messages may have any) */
 } srv_message;
 
 /* One completions prompt: text, or token ids. */
@@ -45,6 +60,7 @@ typedef struct srv_request {
     char *model;               /* NULL when absent */
     srv_message *messages;     /* chat: N_MESSAGES >= 1 */
     int n_messages;
+    int n_images;              /* chat: image parts over all messages */
     srv_prompt *prompts;       /* completions: N_PROMPTS >= 1 (a string, a list of strings,
                                   a list of ids, or a list of id lists) */
     int n_prompts;
@@ -73,11 +89,22 @@ typedef struct srv_request {
  * Returns 1 on success; on failure 0 with E filled (http 400, type "invalid_request_error",
  * PARAM naming the field: "messages[1].content", "max_tokens", "stop", ...). Malformed JSON,
  * a missing messages/prompt, a wrong type, a value out of range, n != 1, stream_options
- * without stream, an unknown role, a content part that is not text are each a 400 (out of
- * memory: 500, "server_error"). On failure OUT holds nothing to free. E may be NULL. Never
+ * without stream, an unknown role, a content part that is neither text nor image_url, an
+ * image_url part outside a user message, a URL that is not a base64 data: URL of an image
+ * media type (image/..., param "messages[i].content[k].image_url.url": only data: URLs are
+ * taken, the server fetches nothing), bad base64 (see srv_base64_decode) are each a 400 (out
+ * of memory: 500, "server_error"). On failure OUT holds nothing to free. E may be NULL. Never
  * crashes on any input. */
 int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *out,
                       srv_error *e);
 void srv_request_deinit(srv_request *r);
+
+/* Decodes the base64 text S (N bytes) into OUT (room for 3 * (N / 4) + 3 bytes), *N_OUT
+ * bytes. Strict RFC 4648 base64: the standard alphabet (A-Z a-z 0-9 + /; the URL-safe - and _
+ * are refused), '=' padding required (the length without whitespace a multiple of 4, at most
+ * two '=', only at the end); ASCII whitespace (space, tab, CR, LF) is skipped anywhere, as in
+ * the line-wrapped MIME form (RFC 2045). The unused bits of the last group are ignored.
+ * Returns 1, or 0 with *BAD at the offending byte's offset in S (N: the text ended early). */
+int srv_base64_decode(const char *s, size_t n, unsigned char *out, size_t *n_out, size_t *bad);
 
 #endif

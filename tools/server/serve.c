@@ -25,7 +25,8 @@ static void help(void) {
            "\n"
            "Serves a model over HTTP with the OpenAI API: POST /v1/chat/completions,\n"
            "POST /v1/completions (streamed with \"stream\": true), GET /v1/models, GET /health,\n"
-           "GET /metrics (Prometheus). Requests run together with continuous batching. Without\n"
+           "GET /metrics (Prometheus). Requests run together with continuous batching; chat\n"
+           "requests may carry images for Llama 3.2 Vision models. Without\n"
            "-m, SmolLM2-135M-Instruct (" CLI_DEFAULT_GGUF "), else the tiny\n"
            "model embedded in the repository (models/default).\n"
            "\n"
@@ -44,8 +45,18 @@ static void help(void) {
            "      --max-queue N        waiting requests before 503 (default 64)\n"
            "      --no-prefix-cache    do not share KV blocks between requests by prefix\n"
            CLI_PRECISION_HELP
-           "      --threads N          threads (default: all cores)\n"
-           "      --max-body-bytes N   largest request body (default 8 MiB)\n"
+           "      --threads N          threads (default: all cores); the vision encoder uses\n"
+           "                           as many\n"
+           "      --max-images N       images per chat request, for Llama 3.2 Vision models\n"
+           "                           (default 1, at most 16; 0 refuses images). Images come\n"
+           "                           as image_url parts with base64 data: URLs\n"
+           "                           (data:image/png;base64,... or image/jpeg); the server\n"
+           "                           fetches no http(s) URL\n"
+           "      --image-tiles N      the image K/V pool, in tiles (Llama 3.2 Vision: 560 x 560\n"
+           "                           pixels, 1 to 4 an image); a request waits for free tiles\n"
+           "                           (default 0: max-batch x max-images x the model's max)\n"
+           "      --max-body-bytes N   largest request body (default 8 MiB: base64 takes 4/3 of\n"
+           "                           an image's bytes, so about 6 MiB of images in all)\n"
            "      --timeout S          idle connection timeout in seconds (default 60)\n"
            "      --drain-timeout S    on SIGINT/SIGTERM, seconds to let running requests finish\n"
            "                           before cancelling them (default 30)\n"
@@ -58,7 +69,7 @@ static void help(void) {
 typedef struct serve_opts {
     const char *model, *host, *api_key, *alias;
     long long port, max_batch, max_seq_len, kv_blocks, block_size, prefill_chunk, max_queue;
-    long long threads, max_body, timeout, drain_timeout;
+    long long threads, max_body, timeout, drain_timeout, max_images, image_tiles;
     int max_seq_len_given, no_prefix_cache;
     cli_precision prec;
 } serve_opts;
@@ -75,6 +86,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     o->max_body = 8 << 20;
     o->timeout = 60;
     o->drain_timeout = 30;
+    o->max_images = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         struct {
@@ -90,7 +102,9 @@ static int parse(int argc, char **argv, serve_opts *o) {
                     {"--threads", &o->threads, 1, 1024},
                     {"--max-body-bytes", &o->max_body, 1, 1ll << 32},
                     {"--timeout", &o->timeout, 1, 86400},
-                    {"--drain-timeout", &o->drain_timeout, 0, 86400}};
+                    {"--drain-timeout", &o->drain_timeout, 0, 86400},
+                    {"--max-images", &o->max_images, 0, MLM_MAX_IMAGES},
+                    {"--image-tiles", &o->image_tiles, 0, 1 << 20}};
         int n_ints = (int)(sizeof ints / sizeof ints[0]), k = 0;
         while (k < n_ints && strcmp(a, ints[k].flag)) k++;
 #define VALUE() \
@@ -301,6 +315,8 @@ int cmd_serve(int argc, char **argv) {
     sp.max_queue = (int32_t)o.max_queue;
     sp.prefix_cache = !o.no_prefix_cache;
     sp.n_threads = (int)o.threads;
+    sp.max_images = (int32_t)o.max_images;
+    sp.image_tiles = (int32_t)o.image_tiles;
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seqs = sp.max_batch;
     xp.max_seq_len = sp.max_seq_len;
@@ -309,6 +325,8 @@ int cmd_serve(int argc, char **argv) {
     xp.max_step_tokens = sp.max_batch + sp.prefill_chunk;
     xp.max_step_logits = sp.max_batch;
     xp.n_threads = sp.n_threads;
+    xp.max_images = sp.max_images;
+    xp.image_tiles = sp.image_tiles;
     if ((!o.alias && !alias) || !cli_memory_fits("serve", o.model, &o.prec, &xp)) {
         free(alias);
         free(default_model);
@@ -324,6 +342,8 @@ int cmd_serve(int argc, char **argv) {
     srv_server srv;
     memset(&srv, 0, sizeof srv);
     pthread_mutex_init(&srv.mu, NULL);
+    pthread_mutex_init(&srv.vision_mu, NULL);
+    pthread_cond_init(&srv.vision_cv, NULL);
     engine eng;
     memset(&eng, 0, sizeof eng);
     int engine_started = 0, pipe_fds[2] = {-1, -1};
@@ -387,6 +407,9 @@ int cmd_serve(int argc, char **argv) {
     srv.max_body = (size_t)o.max_body;
     srv.detok_cap = 64 + longest_token(tok);
     srv.start_time = (int64_t)time(NULL);
+    srv.n_threads = (int)o.threads;
+    srv.max_images = (int32_t)o.max_images;
+    srv.image_token = mlm_model_image_token(model);
     stop_ids(&srv, mlm_model_config(model));
 
     eng.sched = sched;
@@ -441,6 +464,8 @@ done:
     mlm_model_free(model);
     srv_metrics_deinit(&metrics);
     pthread_mutex_destroy(&srv.mu);
+    pthread_cond_destroy(&srv.vision_cv);
+    pthread_mutex_destroy(&srv.vision_mu);
     free(alias);
     free(default_model);
     if (!rc) fprintf(stderr, "meshlm serve: stopped\n");

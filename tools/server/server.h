@@ -1,8 +1,9 @@
 /* tools/server/server.h: the state `meshlm serve` shares between its parts: the model, the
  * tokenizer and the scheduler it drives (all borrowed from serve.c, which creates them before
  * the HTTP daemon starts and frees them after it stops), the settings every request reads,
- * and the list of live jobs (for draining). Everything above `mu` is read-only once the daemon
- * runs; the flags are atomics; the job list is guarded by `mu`. */
+ * the list of live jobs (for draining) and the vision encoder's turn. Everything above `mu`
+ * is read-only once the daemon runs; the flags are atomics; the job list is guarded by `mu`,
+ * the encoder's turn by `vision_mu`. */
 #ifndef MESHLM_SERVER_SERVER_H
 #define MESHLM_SERVER_SERVER_H
 
@@ -36,6 +37,9 @@ typedef struct srv_server {
     int32_t n_stop_base;
     int32_t stop_chat[SRV_MAX_STOP_IDS]; /* those plus the chat format's end-of-turn ids */
     int32_t n_stop_chat;
+    int n_threads;       /* --threads (0: all cores): the vision encoder's threads */
+    int32_t max_images;  /* images per chat request (--max-images; 0: none are taken) */
+    int32_t image_token; /* mlm_model_image_token: -1 for a model without vision */
 
     atomic_int draining; /* set on SIGINT/SIGTERM: new requests get 503 */
     atomic_int aborting; /* set before the daemon stops: waits for the engine give up */
@@ -43,6 +47,13 @@ typedef struct srv_server {
     pthread_mutex_t mu;   /* guards jobs, n_jobs */
     struct srv_job *jobs; /* jobs whose HTTP side is not done (not owned: see job.h) */
     int n_jobs;
+
+    /* The vision encoder runs on the HTTP thread of its request, one image at a time over the
+     * whole server: the memory plan holds one encoder's scratch, and the encoder already uses
+     * every thread it is given. */
+    pthread_mutex_t vision_mu; /* guards vision_busy */
+    pthread_cond_t vision_cv;  /* signalled when vision_busy drops */
+    int vision_busy;
 } srv_server;
 
 #endif
