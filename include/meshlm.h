@@ -893,8 +893,8 @@ typedef struct mlm_sched_params {
     mlm_dtype kv_dtype;    /* default MLM_KV_FROM_PROFILE */
     int n_threads;         /* 0 = all cores */
     int32_t max_images;    /* Llama 3.2 Vision: images per request (default 1) */
-    int32_t image_tiles;   /* its image K/V pool in tiles (0: max_batch x max_images x the
-                              model's max tiles); a request waits for free tiles */
+    int32_t image_tiles;   /* its image K/V pool in tiles (0: min(max_batch, 4) x max_images x
+                              the model's max tiles); a request waits for free tiles */
     /* Under TP: this rank (0) leads the other ranks of the group, which create their
      * scheduler with the same parameters and run mlm_sched_follow (mlm_exec_params.lead). */
     int lead;
@@ -1003,6 +1003,10 @@ typedef struct mlm_sched_stats {
 void mlm_sched_stats_get(mlm_sched *s, mlm_sched_stats *out);
 /* The parameters with defaults resolved. */
 const mlm_sched_params *mlm_sched_get_params(const mlm_sched *s);
+/* The executor parameters mlm_sched_create gives its executor for a model of config CFG and
+ * parameters P (as given, before defaults: kv_blocks 0 stays 0), for planning memory before
+ * loading (mlm_memory_plan_for). */
+void mlm_sched_exec_params(const mlm_config *cfg, const mlm_sched_params *p, mlm_exec_params *xp);
 
 /* Default sampling for requests that name none, as vLLM takes it: temperature, top_p and top_k
  * from the model's generation_config.json (HF folders), else OpenAI's temperature 1, top_p 1,

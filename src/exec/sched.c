@@ -102,6 +102,24 @@ mlm_request_params mlm_request_default_params(void) {
 
 const mlm_sched_params *mlm_sched_get_params(const mlm_sched *s) { return &s->p; }
 
+void mlm_sched_exec_params(const mlm_config *cfg, const mlm_sched_params *p, mlm_exec_params *xp) {
+    *xp = mlm_exec_default_params();
+    xp->max_seqs = p->max_batch;
+    xp->max_seq_len = p->max_seq_len;
+    xp->block_size = p->block_size;
+    xp->max_num_blocks = p->kv_blocks;
+    xp->max_step_tokens = p->max_batch + p->prefill_chunk;
+    xp->max_step_logits = p->max_batch;
+    xp->kv_dtype = p->kv_dtype;
+    xp->n_threads = p->n_threads;
+    xp->lead = p->lead;
+    xp->max_images = p->max_images;
+    /* images wait for tiles: by default the pool holds 4 requests' images, not max_batch's */
+    int32_t tiles = cfg && cfg->family == MLM_FAMILY_MLLAMA ? cfg->vision.max_tiles : 0;
+    xp->image_tiles = p->image_tiles ? p->image_tiles
+                                     : (p->max_batch < 4 ? p->max_batch : 4) * p->max_images * tiles;
+}
+
 // ---- creation ----
 
 mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *params,
@@ -129,18 +147,9 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->next_id = 1;
-    mlm_exec_params xp = mlm_exec_default_params();
-    xp.max_seqs = p.max_batch;
-    xp.max_seq_len = p.max_seq_len;
-    xp.block_size = p.block_size;
-    xp.max_num_blocks = p.kv_blocks;
-    xp.max_step_tokens = p.max_batch + p.prefill_chunk;
-    xp.max_step_logits = p.max_batch;
-    xp.kv_dtype = p.kv_dtype;
-    xp.n_threads = p.n_threads;
-    xp.lead = p.lead;
-    xp.max_images = p.max_images;
-    xp.image_tiles = p.image_tiles;
+    mlm_exec_params xp;
+    mlm_sched_exec_params(mlm_model_config(model), &p, &xp);
+    s->p.image_tiles = xp.image_tiles;
     mlm_status st = mlm_exec_create(model, &xp, &s->exec, err);
     if (st) {
         mlm_sched_free(s);

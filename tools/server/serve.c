@@ -54,7 +54,8 @@ static void help(void) {
            "                           fetches no http(s) URL\n"
            "      --image-tiles N      the image K/V pool, in tiles (Llama 3.2 Vision: 560 x 560\n"
            "                           pixels, 1 to 4 an image); a request waits for free tiles\n"
-           "                           (default 0: max-batch x max-images x the model's max)\n"
+           "                           (default 0: 4 requests' images: min(max-batch, 4) x\n"
+           "                           max-images x the model's max)\n"
            "      --max-body-bytes N   largest request body (default 8 MiB: base64 takes 4/3 of\n"
            "                           an image's bytes, so about 6 MiB of images in all)\n"
            "      --timeout S          idle connection timeout in seconds (default 60)\n"
@@ -299,8 +300,8 @@ int cmd_serve(int argc, char **argv) {
     char *alias = o.alias ? NULL : base_name(o.model);
     cli_precision_resolve(&o.prec, o.model);
     mlm_config cfg;
-    if (mlm_config_load(o.model, &cfg, NULL) == MLM_OK && cfg.n_ctx_train > 0 &&
-        o.max_seq_len > cfg.n_ctx_train) {
+    int have_cfg = mlm_config_load(o.model, &cfg, NULL) == MLM_OK;
+    if (have_cfg && cfg.n_ctx_train > 0 && o.max_seq_len > cfg.n_ctx_train) {
         if (o.max_seq_len_given)
             fprintf(stderr, "meshlm serve: --max-seq-len %lld is over the model's context length "
                     "%d; using %d\n", o.max_seq_len, cfg.n_ctx_train, cfg.n_ctx_train);
@@ -317,16 +318,8 @@ int cmd_serve(int argc, char **argv) {
     sp.n_threads = (int)o.threads;
     sp.max_images = (int32_t)o.max_images;
     sp.image_tiles = (int32_t)o.image_tiles;
-    mlm_exec_params xp = mlm_exec_default_params();
-    xp.max_seqs = sp.max_batch;
-    xp.max_seq_len = sp.max_seq_len;
-    xp.block_size = sp.block_size;
-    xp.max_num_blocks = sp.kv_blocks;
-    xp.max_step_tokens = sp.max_batch + sp.prefill_chunk;
-    xp.max_step_logits = sp.max_batch;
-    xp.n_threads = sp.n_threads;
-    xp.max_images = sp.max_images;
-    xp.image_tiles = sp.image_tiles;
+    mlm_exec_params xp; /* what the scheduler's executor will hold, for the memory check */
+    mlm_sched_exec_params(have_cfg ? &cfg : NULL, &sp, &xp);
     if ((!o.alias && !alias) || !cli_memory_fits("serve", o.model, &o.prec, &xp)) {
         free(alias);
         free(default_model);
