@@ -356,6 +356,6 @@ mlm_status mlm_exec_seq_set_images(mlm_exec *e, int32_t seq, mlm_image *const *i
     if (!e->images)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: the model (%s) takes no images",
                            mlm_family_name(e->model->cfg.family));
-    return mlm_exec_images_bind(e->model, &e->p, &e->xkv, &e->images[seq], seq,
-                                mlm_exec_seq_len(e, seq), images, pos, n, e->scratch, e->pool, err);
+    return mlm_exec_images_bind(e->model, &e->p, &e->xkv, e->images, seq, mlm_exec_seq_len(e, seq),
+                                images, pos, n, e->scratch, e->pool, err);
 }

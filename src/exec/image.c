@@ -15,6 +15,7 @@
 
 struct mlm_image {
     const mlm_model *model; /* borrowed: the model it was preprocessed for */
+    uint64_t id;            /* unique in the process: sequences holding it share its K/V */
     int32_t width, height;
     mlm_mllama_pixels px; /* owned pixels (freed once encoded) */
     float *embeds;        /* owned after encoding: (n_tiles * n_tok, n_embd) */
@@ -37,7 +38,9 @@ static mlm_status prepare(const mlm_model *m, const char *name, mlm_rgb_image *r
     p.max_tiles = v->max_tiles;
     mlm_image *img = calloc(1, sizeof *img);
     if (!img) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
+    static _Atomic uint64_t next_id = 1;
     img->model = m, img->width = rgb->width, img->height = rgb->height;
+    img->id = atomic_fetch_add(&next_id, 1);
     mlm_status st = mlm_mllama_preprocess(rgb, &p, &img->px, NULL, err);
     /* the grid's id among the model's own aspect ratios (the processor lists them in
      * transformers' order, which a config may not) */
@@ -199,10 +202,24 @@ void mlm_exec_images_view(const seq_images *si, const mlm_kv_seq *xs, int32_t po
     *n = (si->tile_off[hi + 1] - si->tile_off[lo]) * n_tok;
 }
 
+/* The first tile block of image ID in another sequence than SEQ that holds it, or -1; *FROM
+ * gets that sequence. */
+static int32_t held_elsewhere(const mlm_kv *xkv, const seq_images *all, int32_t n_seqs, int32_t seq,
+                              uint64_t id, int32_t *from) {
+    for (int32_t s = 0; s < n_seqs; s++)
+        for (int32_t i = 0; s != seq && i < all[s].n; i++)
+            if (all[s].ids[i] == id && xkv->seqs[s].n_blocks >= all[s].tile_off[i + 1]) {
+                *from = s;
+                return all[s].tile_off[i];
+            }
+    return -1;
+}
+
 mlm_status mlm_exec_images_bind(const mlm_model *m, const mlm_exec_params *p, mlm_kv *xkv,
-                                seq_images *si, int32_t seq, int32_t next, mlm_image *const *images,
-                                const int32_t *pos, int32_t n, void *scratch, mlm_pool *pool,
-                                mlm_error *err) {
+                                seq_images *all, int32_t seq, int32_t next,
+                                mlm_image *const *images, const int32_t *pos, int32_t n,
+                                void *scratch, mlm_pool *pool, mlm_error *err) {
+    seq_images *si = &all[seq];
     if (si->n)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                            "executor: sequence %d already holds %d images (reset it first)", seq,
@@ -212,7 +229,7 @@ mlm_status mlm_exec_images_bind(const mlm_model *m, const mlm_exec_params *p, ml
                            "executor: %d images for one sequence, the executor takes 1 to %d "
                            "(max_images)",
                            n, p->max_images);
-    int32_t tiles = 0;
+    int32_t fresh = 0, from;
     for (int32_t i = 0; i < n; i++) {
         const mlm_image *img = images[i];
         if (!img || img->model != m || !img->embeds)
@@ -225,25 +242,36 @@ mlm_status mlm_exec_images_bind(const mlm_model *m, const mlm_exec_params *p, ml
                                "executor: sequence %d: image %d at position %d: positions must "
                                "increase from the next one, %d",
                                seq, i, pos[i], next);
-        tiles += img->px.n_tiles;
+        if (held_elsewhere(xkv, all, p->max_seqs, seq, img->id, &from) < 0)
+            fresh += img->px.n_tiles;
     }
-    int32_t T = m->vision.n_tok, need = mlm_kv_pages_needed(xkv, seq, tiles * T);
-    if (need > xkv->n_free)
+    if (fresh > xkv->n_free)
         return mlm_err_set(err, MLM_ERR_CAPACITY,
                            "executor: the image pool has %d free tiles of %d, these images need %d "
                            "(image_tiles)",
-                           xkv->n_free, xkv->max_num_blocks, need);
-    mlm_kv_grow(xkv, seq, tiles * T);
-    xkv->seqs[seq].len = tiles * T;
-    si->n = n;
+                           xkv->n_free, xkv->max_num_blocks, fresh);
+    /* an image another sequence holds shares its tile blocks (their K/V are the same);
+     * the others get new blocks and their K/V computed */
+    int32_t T = m->vision.n_tok;
     si->tile_off[0] = 0;
     for (int32_t i = 0; i < n; i++) {
+        const mlm_image *img = images[i];
+        int32_t tiles = img->px.n_tiles,
+                first = held_elsewhere(xkv, all, p->max_seqs, seq, img->id, &from);
+        if (first >= 0) {
+            mlm_kv_share(xkv, seq, xkv->seqs[from].blocks + first, tiles);
+        } else {
+            int32_t len = xkv->seqs[seq].len;
+            mlm_kv_grow(xkv, seq, len + tiles * T);
+            xkv->seqs[seq].len = len + tiles * T;
+            mlm_forward_cross_kv(m, img->embeds, (int64_t)tiles * T, xkv->layers,
+                                 xkv->seqs[seq].blocks, len, p->max_step_tokens, scratch, pool);
+        }
         si->pos[i] = pos[i];
-        si->tile_off[i + 1] = si->tile_off[i] + images[i]->px.n_tiles;
-        mlm_forward_cross_kv(m, images[i]->embeds, (int64_t)images[i]->px.n_tiles * T, xkv->layers,
-                             xkv->seqs[seq].blocks, si->tile_off[i] * T, p->max_step_tokens,
-                             scratch, pool);
+        si->ids[i] = img->id;
+        si->tile_off[i + 1] = si->tile_off[i] + tiles;
     }
+    si->n = n;
     /* Hugging Face's ranges (get_cross_attention_token_mask): each image up to the next one's
      * position, the last to the end; a run of consecutive image tokens all extend to the end
      * of the run's last range */

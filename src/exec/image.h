@@ -15,6 +15,7 @@
 typedef struct seq_images {
     int32_t n;
     int32_t pos[MLM_MAX_IMAGES], ends[MLM_MAX_IMAGES], tile_off[MLM_MAX_IMAGES + 1];
+    uint64_t ids[MLM_MAX_IMAGES]; /* the images' ids: a sequence binding one of them shares */
 } seq_images;
 
 /* For a vision model: the pool of P's image_tiles tiles (resolving 0 in P to max_seqs x
@@ -33,11 +34,12 @@ mlm_status mlm_exec_images_check(const seq_images *si, int32_t seq, int32_t tok,
  * tile it sees, *N the entries (N_TOK a tile; 0: it sees none). */
 void mlm_exec_images_view(const seq_images *si, const mlm_kv_seq *xs, int32_t pos, int32_t n_tok,
                           const int32_t **blocks, int32_t *n);
-/* mlm_exec_seq_set_images: binds IMAGES at POS to SEQ (whose next position is NEXT),
- * computing their K/V into the pool with the step's SCRATCH and POOL. */
+/* mlm_exec_seq_set_images: binds IMAGES at POS to SEQ of ALL (p->max_seqs sequences; SEQ's
+ * next position is NEXT): an image another sequence holds shares its tile blocks, the others'
+ * K/V are computed into new ones with the step's SCRATCH and POOL. */
 mlm_status mlm_exec_images_bind(const mlm_model *model, const mlm_exec_params *p, mlm_kv *xkv,
-                                seq_images *si, int32_t seq, int32_t next, mlm_image *const *images,
-                                const int32_t *pos, int32_t n, void *scratch, mlm_pool *pool,
-                                mlm_error *err);
+                                seq_images *all, int32_t seq, int32_t next,
+                                mlm_image *const *images, const int32_t *pos, int32_t n,
+                                void *scratch, mlm_pool *pool, mlm_error *err);
 
 #endif

@@ -124,11 +124,10 @@ void mlm_kv_unref(mlm_kv *kv, int32_t b) {
 
 void mlm_kv_share(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n) {
     mlm_kv_seq *s = &kv->seqs[seq];
+    MLM_ASSERT(s->len == s->n_blocks * kv->block_size && s->n_blocks + n <= kv->max_blocks_per_seq);
     for (int32_t i = 0; i < n; i++) {
         kv->refs[blocks[i]]++;
-        s->blocks[i] = blocks[i];
+        s->blocks[s->n_blocks++] = blocks[i];
     }
-    s->n_blocks = n;
-    s->start = 0;
-    s->len = n * kv->block_size;
+    s->len = s->n_blocks * kv->block_size;
 }

@@ -41,9 +41,9 @@ void mlm_kv_reset(mlm_kv *kv, int32_t seq, int32_t start);
 /* Gives an empty SEQ the pages BLOCKS[0..N) (all free, distinct). */
 mlm_status mlm_kv_set_pages(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n,
                             mlm_error *err);
-/* Gives an empty SEQ (start 0) the full, already written, shared pages BLOCKS[0..N) (each
- * held by someone, e.g. the prefix cache): each gets one more holder, and SEQ holds
- * N * block_size entries. */
+/* Appends the full, already written, shared pages BLOCKS[0..N) (each held by someone, e.g.
+ * the prefix cache, or another sequence's image) to SEQ, whose entries fill whole pages (an
+ * empty SEQ, say): each gets one more holder, and SEQ holds its pages' entries. */
 void mlm_kv_share(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n);
 /* One more / one less holder of block B (the prefix cache's hold). Unref returns the block
  * to the free list when it was the last holder. */

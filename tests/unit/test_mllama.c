@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <math.h>
 
+#include "exec/exec.h"
 #include "harness.h"
 #include "meshlm.h"
 
@@ -380,6 +381,41 @@ TEST(batched_sequences) {
     mlm_model_free(m);
 }
 
+/* One image bound to two sequences: the second shares the first's image K/V (the pool's free
+ * tiles drop once) and gets the same logits; the tiles return when both are reset. */
+TEST(shared_image_kv) {
+    if (n_cases < 2) return;
+    mlm_model *m = load(MLLAMA "hf", "f32", 0);
+    if (!m) return;
+    const mcase *mc = &cases[1]; /* one image of 2 tiles */
+    mlm_image *imgs[4] = {0};
+    open_images(m, mc, imgs);
+    mlm_exec *e = make_exec(m, 2, 1, MLM_DTYPE_F32);
+    size_t bytes = (size_t)mc->n_tokens * (size_t)vocab * 4;
+    float *a = malloc(bytes), *b = malloc(bytes);
+    int32_t total = 0;
+    if (e && imgs[0]) {
+        int32_t free0 = mlm_exec_image_tiles(e, &total);
+        CHECK(!run(e, 0, mc, imgs, mc->tokens, mc->n_tokens, 64, a));
+        int32_t free1 = mlm_exec_image_tiles(e, NULL);
+        CHECK(!run(e, 1, mc, imgs, mc->tokens, mc->n_tokens, 64, b));
+        int32_t free2 = mlm_exec_image_tiles(e, NULL);
+        printf("  image pool: %d tiles, %d free, %d after one sequence, %d after two\n", total,
+               free0, free1, free2);
+        CHECK(free0 == total && free1 == total - 2 && free2 == free1);
+        CHECK(!memcmp(a, b, bytes));
+        mlm_error err;
+        CHECK_OK(mlm_exec_seq_reset(e, 0, 0, &err), &err);
+        CHECK(mlm_exec_image_tiles(e, NULL) == free1); /* sequence 1 still holds them */
+        CHECK_OK(mlm_exec_seq_reset(e, 1, 0, &err), &err);
+        CHECK(mlm_exec_image_tiles(e, NULL) == total);
+    }
+    free(a), free(b);
+    mlm_exec_free(e);
+    free_images(imgs, mc->n_images);
+    mlm_model_free(m);
+}
+
 /* Writes LEN bytes to DIR/NAME; returns the path (static). */
 static const char *write_file(const char *name, const void *data, size_t len) {
     static char path[512];
@@ -513,6 +549,7 @@ int main(void) {
     RUN(profiles_token_accuracy);
     RUN(cache_round_trip);
     RUN(batched_sequences);
+    RUN(shared_image_kv);
     RUN(bad_images_and_tokens);
     RUN(cli_generate_images);
     for (int i = 0; i < n_cases; i++)

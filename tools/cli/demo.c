@@ -262,16 +262,23 @@ static int user_of(const demo_config *c, const demo_prompt *prompts, int n_promp
     return k;
 }
 
-/* The image pool's tiles for a batch: the most users with an image in any of C's batches
- * times the model's tiles per image (0: no image in any batch). */
+/* The image pool's tiles for a batch: the most distinct images in any of C's batches (users
+ * of one image share its K/V in the executor) times the model's tiles per image (0: no image
+ * in any batch). */
 static int32_t image_tiles(const demo_config *c, const demo_images *im, int32_t max_tiles) {
     int most = 0;
-    for (int r = 0; r < c->repeat_batches; r++) {
+    unsigned char *seen = calloc((size_t)(im->n > 0 ? im->n : 1), 1);
+    for (int r = 0; seen && r < c->repeat_batches; r++) {
         int n = 0;
-        for (int u = 0; u < c->batch_size; u++)
-            n += im->of_prompt[((c->rotate ? r : 0) + u) % im->n_prompts] >= 0;
+        memset(seen, 0, (size_t)(im->n > 0 ? im->n : 1));
+        for (int u = 0; u < c->batch_size; u++) {
+            int k = im->of_prompt[((c->rotate ? r : 0) + u) % im->n_prompts];
+            if (k >= 0 && !seen[k]) seen[k] = 1, n++;
+        }
         if (n > most) most = n;
     }
+    if (!seen) most = c->batch_size; /* out of memory: one image a user, as without sharing */
+    free(seen);
     return most * max_tiles;
 }
 

@@ -95,8 +95,8 @@ static void print_vision(const demo_vision_metrics *vm) {
                image_name(vm, k), im->encode_s[k] * 1e3, im->info[k].width, im->info[k].height,
                im->info[k].n_tiles, im->info[k].n_tiles == 1 ? "" : "s", im->info[k].n_tokens,
                im->open_s[k] * 1e3);
-    printf("  image K/V               %10.1f ms (cross-attention keys and values of %d users' "
-           "images)\n",
+    printf("  image K/V               %10.1f ms (cross-attention keys and values for %d users; "
+           "users of one image share them)\n",
            vm->bind_s * 1e3, vm->image_users);
 }
 
