@@ -733,9 +733,11 @@ int32_t mlm_exec_seq_len(const mlm_exec *exec, int32_t seq);
  * position POS[I] (strictly increasing, not before the sequence's next position), where the
  * sequence's tokens will hold the model's image token (mlm_model_image_token). Their
  * cross-attention keys and values are computed here, once, into the executor's image pool and
- * kept with the sequence until it is reset; decode never recomputes them. An image that
- * another sequence of the executor holds shares that sequence's K/V blocks (no compute, no new
- * tiles; they return to the pool when the last holder is reset). Which images a token
+ * kept with the sequence until it is reset; decode never recomputes them. An image whose
+ * encoded states equal those of an image another sequence of the executor holds (the same
+ * mlm_image, or the same picture opened twice) shares that sequence's K/V blocks (no compute,
+ * no new tiles; they return to the pool when the last holder is reset; matched by a 64-bit
+ * hash of the states). Which images a token
  * sees follows Hugging Face's processor (get_cross_attention_token_mask): image I from its
  * position up to the next image's (consecutive image tokens all extend to the end), the last
  * one to the end of the sequence; a token that sees no image (text before the first image)

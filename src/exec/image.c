@@ -3,11 +3,11 @@
  * image K/V: a pool with one block per tile (n_tok entries) and one layer per
  * cross-attention layer, each sequence's images and which of them each of its tokens sees. */
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "exec/image.h"
 #include "image/image.h"
 #include "model/forward.h"
@@ -15,7 +15,8 @@
 
 struct mlm_image {
     const mlm_model *model; /* borrowed: the model it was preprocessed for */
-    uint64_t id;            /* unique in the process: sequences holding it share its K/V */
+    uint64_t id;            /* once encoded: a hash of its states, so that sequences bound to
+                               the same image (the same states) share its K/V */
     int32_t width, height;
     mlm_mllama_pixels px; /* owned pixels (freed once encoded) */
     float *embeds;        /* owned after encoding: (n_tiles * n_tok, n_embd) */
@@ -38,9 +39,7 @@ static mlm_status prepare(const mlm_model *m, const char *name, mlm_rgb_image *r
     p.max_tiles = v->max_tiles;
     mlm_image *img = calloc(1, sizeof *img);
     if (!img) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
-    static _Atomic uint64_t next_id = 1;
     img->model = m, img->width = rgb->width, img->height = rgb->height;
-    img->id = atomic_fetch_add(&next_id, 1);
     mlm_status st = mlm_mllama_preprocess(rgb, &p, &img->px, NULL, err);
     /* the grid's id among the model's own aspect ratios (the processor lists them in
      * transformers' order, which a config may not) */
@@ -129,6 +128,8 @@ mlm_status mlm_image_encode(const mlm_model *m, mlm_image *img, int n_threads, m
         return st;
     }
     img->embeds = embeds;
+    img->id = mlm_hash64(embeds, (size_t)(rows * m->cfg.n_embd) * sizeof *embeds,
+                         0x696d6167ull ^ (uint64_t)img->px.n_tiles);
     free(img->px.pixels); /* the encoder's output is all that is read from now on */
     img->px.pixels = NULL;
     return MLM_OK;

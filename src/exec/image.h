@@ -15,7 +15,8 @@
 typedef struct seq_images {
     int32_t n;
     int32_t pos[MLM_MAX_IMAGES], ends[MLM_MAX_IMAGES], tile_off[MLM_MAX_IMAGES + 1];
-    uint64_t ids[MLM_MAX_IMAGES]; /* the images' ids: a sequence binding one of them shares */
+    uint64_t ids[MLM_MAX_IMAGES]; /* hashes of the images' states: a sequence binding the same
+                                     image (from any mlm_image) shares its K/V */
 } seq_images;
 
 /* For a vision model: the pool of P's image_tiles tiles (resolving 0 in P to max_seqs x

@@ -381,15 +381,17 @@ TEST(batched_sequences) {
     mlm_model_free(m);
 }
 
-/* One image bound to two sequences: the second shares the first's image K/V (the pool's free
- * tiles drop once) and gets the same logits; the tiles return when both are reset. */
+/* One picture bound to two sequences (opened twice: two mlm_image objects with the same
+ * states): the second shares the first's image K/V (the pool's free tiles drop once) and gets
+ * the same logits; the tiles return when both are reset. */
 TEST(shared_image_kv) {
     if (n_cases < 2) return;
     mlm_model *m = load(MLLAMA "hf", "f32", 0);
     if (!m) return;
     const mcase *mc = &cases[1]; /* one image of 2 tiles */
-    mlm_image *imgs[4] = {0};
+    mlm_image *imgs[4] = {0}, *again[4] = {0};
     open_images(m, mc, imgs);
+    open_images(m, mc, again);
     mlm_exec *e = make_exec(m, 2, 1, MLM_DTYPE_F32);
     size_t bytes = (size_t)mc->n_tokens * (size_t)vocab * 4;
     float *a = malloc(bytes), *b = malloc(bytes);
@@ -398,7 +400,7 @@ TEST(shared_image_kv) {
         int32_t free0 = mlm_exec_image_tiles(e, &total);
         CHECK(!run(e, 0, mc, imgs, mc->tokens, mc->n_tokens, 64, a));
         int32_t free1 = mlm_exec_image_tiles(e, NULL);
-        CHECK(!run(e, 1, mc, imgs, mc->tokens, mc->n_tokens, 64, b));
+        CHECK(!run(e, 1, mc, again, mc->tokens, mc->n_tokens, 64, b));
         int32_t free2 = mlm_exec_image_tiles(e, NULL);
         printf("  image pool: %d tiles, %d free, %d after one sequence, %d after two\n", total,
                free0, free1, free2);
@@ -413,6 +415,7 @@ TEST(shared_image_kv) {
     free(a), free(b);
     mlm_exec_free(e);
     free_images(imgs, mc->n_images);
+    free_images(again, mc->n_images);
     mlm_model_free(m);
 }
 
