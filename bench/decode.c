@@ -25,12 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/bandwidth.h"
 #include "common/llamacpp.h"
+#include "common/model.h"
 #include "meshlm.h"
 
 static double now(void) {
@@ -42,36 +42,6 @@ static double now(void) {
 static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     return v && atoi(v) > 0 ? atoi(v) : dflt;
-}
-
-static void progress(void *ctx, int64_t done, int64_t total) {
-    (void)ctx;
-    if (done == total || done % (256 << 20) < (1 << 20))
-        fprintf(stderr, "\rsynth: %lld / %lld MB", (long long)(done >> 20), (long long)(total >> 20));
-    if (done == total) fprintf(stderr, "\n");
-}
-
-static const char *default_model(void) {
-    static char dir[256];
-    const char *preset = getenv("MESHLM_BENCH_PRESET") ? getenv("MESHLM_BENCH_PRESET") : "llama-3.2-1b";
-    snprintf(dir, sizeof dir, "/tmp/meshlm-bench/%s-bf16", preset);
-    char cfg[300];
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    struct stat st;
-    if (stat(cfg, &st) == 0) return dir;
-    mkdir("/tmp/meshlm-bench", 0755);
-    mlm_synth_params p = mlm_synth_default_params();
-    p.preset = preset;
-    p.out_dir = dir;
-    p.dtype = MLM_DTYPE_BF16;
-    p.progress = progress;
-    p.tokenizer = "tests/data/tokenizer/llama3/tokenizer.model"; /* for the GGUF export */
-    mlm_error err;
-    if (mlm_synth(&p, &err) != MLM_OK) {
-        fprintf(stderr, "bench/decode: synth failed: %s\n", err.msg);
-        return NULL;
-    }
-    return dir;
 }
 
 /* Runs N tokens of sequence 0 from position START in steps of at most STEP (<= 2048, the last
@@ -101,24 +71,10 @@ typedef struct figures {
 
 static int bench_profile(const char *dir, const char *profile, double bw, const int *prefills,
                          int n_prefills, int n_decode, figures *fig) {
-    mlm_model_params mp = mlm_model_default_params();
-    mp.optimizations = profile;
     mlm_error err;
-    mlm_model *m = NULL;
-    double t = now();
-    if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
-        fprintf(stderr, "bench/decode: %s\n", err.msg);
-        return 1;
-    }
-    double first_s = now() - t;
-    int built = mlm_model_cache_built(m);
-    mlm_model_free(m);
-    t = now();
-    if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
-        fprintf(stderr, "bench/decode: %s\n", err.msg);
-        return 1;
-    }
-    double load_s = now() - t;
+    bench_load ld;
+    mlm_model *m = bench_load_warm("bench/decode", dir, profile, &ld);
+    if (!m) return 1;
     const mlm_config *c = mlm_model_config(m);
     int ctx = 128 + n_decode + 1;
     for (int i = 0; i < n_prefills; i++) ctx = prefills[i] > ctx ? prefills[i] : ctx;
@@ -128,6 +84,7 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     mlm_exec *e = NULL;
     if (mlm_exec_create(m, &ep, &e, &err) != MLM_OK) {
         fprintf(stderr, "bench/decode: %s\n", err.msg);
+        mlm_model_free(m);
         return 1;
     }
     int32_t *tokens = malloc((size_t)ctx * sizeof *tokens);
@@ -136,9 +93,9 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     double bytes = (double)mlm_model_weight_bytes(m);
     printf("%s: %s kernels, KV %s; %.1f MB of weights per token\n", profile, mlm_model_kernels(m),
            mlm_dtype_name(mlm_model_kv_dtype(m)), bytes / 1e6);
-    if (built) printf("  cache built by the first load  %8.2f s\n", first_s);
+    if (ld.built) printf("  cache built by the first load  %8.2f s\n", ld.first_s);
     printf("  load (%s)%*s %8.3f s\n", mlm_model_cache_path(m)[0] ? "cache mapped" : "checkpoint",
-           mlm_model_cache_path(m)[0] ? 16 : 18, "", load_s);
+           mlm_model_cache_path(m)[0] ? 16 : 18, "", ld.load_s);
     /* decode after a 128-token prompt */
     mlm_exec_seq_reset(e, 0, 0, &err);
     double dt = run(e, tokens, 0, 128, 512, logits);
@@ -168,7 +125,10 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
 
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : getenv("MESHLM_BENCH_MODEL");
-    if (!dir) dir = default_model();
+    if (!dir)
+        dir = bench_synth_model("bench/decode", getenv("MESHLM_BENCH_PRESET")
+                                                    ? getenv("MESHLM_BENCH_PRESET")
+                                                    : "llama-3.2-1b");
     if (!dir) return 1;
     const char *profiles = getenv("MESHLM_BENCH_PROFILES") ? getenv("MESHLM_BENCH_PROFILES")
                                                            : "performance,accuracy,bf16";

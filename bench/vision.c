@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/bandwidth.h"
+#include "common/model.h"
 #include "meshlm.h"
 
 static double now(void) {
@@ -45,32 +45,6 @@ static double rss_now_gb(void) {
         fclose(f);
     }
     return (double)res * (double)sysconf(_SC_PAGESIZE) / 1e9;
-}
-
-static void progress(void *ctx, int64_t done, int64_t total) {
-    (void)ctx;
-    if (done == total || done % (1024 << 20) < (1 << 20))
-        fprintf(stderr, "\rsynth: %lld / %lld MB", (long long)(done >> 20),
-                (long long)(total >> 20));
-    if (done == total) fprintf(stderr, "\n");
-}
-
-static const char *default_model(void) {
-    static const char dir[] = "/tmp/meshlm-bench/llama-3.2-11b-vision-bf16";
-    struct stat st;
-    if (stat("/tmp/meshlm-bench/llama-3.2-11b-vision-bf16/config.json", &st) == 0) return dir;
-    mkdir("/tmp/meshlm-bench", 0755);
-    mlm_synth_params p = mlm_synth_default_params();
-    p.preset = "llama-3.2-11b-vision";
-    p.out_dir = dir;
-    p.progress = progress;
-    p.tokenizer = "tests/data/tokenizer/llama3/tokenizer.model";
-    mlm_error err;
-    if (mlm_synth(&p, &err) != MLM_OK) {
-        fprintf(stderr, "bench/vision: synth failed: %s\n", err.msg);
-        return NULL;
-    }
-    return dir;
 }
 
 /* Multiply-adds of the vision encoder, the projector and the cross-attention K/V for one image
@@ -175,24 +149,11 @@ out:
 
 static int bench_profile(const char *dir, const char *profile, const char **images, double bw,
                          int n_decode) {
-    mlm_model_params mp = mlm_model_default_params();
-    mp.optimizations = profile;
     mlm_error err;
-    mlm_model *m = NULL;
-    double t = now();
-    if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
-        fprintf(stderr, "bench/vision: %s\n", err.msg);
-        return 1;
-    }
-    double first_s = now() - t;
-    int built = mlm_model_cache_built(m);
-    mlm_model_free(m);
-    t = now();
-    if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
-        fprintf(stderr, "bench/vision: %s\n", err.msg);
-        return 1;
-    }
-    double load_s = now() - t, rss_load = rss_now_gb();
+    bench_load ld;
+    mlm_model *m = bench_load_warm("bench/vision", dir, profile, &ld);
+    if (!m) return 1;
+    double rss_load = rss_now_gb();
     mlm_tokenizer *tok = NULL;
     if (mlm_tokenizer_load(dir, &tok, &err)) {
         fprintf(stderr, "bench/vision: %s\n", err.msg);
@@ -203,8 +164,8 @@ static int bench_profile(const char *dir, const char *profile, const char **imag
     double bytes = (double)mlm_model_weight_bytes(m);
     printf("%s: %s kernels, KV %s; %.2f GB of weights read per text token\n", profile,
            mlm_model_kernels(m), mlm_dtype_name(mlm_model_kv_dtype(m)), bytes / 1e9);
-    if (built) printf("  cache built by the first load    %8.1f s\n", first_s);
-    printf("  load (warm, cache mapped)        %8.2f s, RSS %.2f GB\n", load_s, rss_load);
+    if (ld.built) printf("  cache built by the first load    %8.1f s\n", ld.first_s);
+    printf("  load (warm, cache mapped)        %8.2f s, RSS %.2f GB\n", ld.load_s, rss_load);
     for (int k = 0; k < 2; k++) {
         image_fig f = {0};
         double tps = 0;
@@ -230,7 +191,7 @@ static int bench_profile(const char *dir, const char *profile, const char **imag
 
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : getenv("MESHLM_BENCH_MODEL");
-    if (!dir) dir = default_model();
+    if (!dir) dir = bench_synth_model("bench/vision", "llama-3.2-11b-vision");
     if (!dir) return 1;
     const char *profiles =
         getenv("MESHLM_BENCH_PROFILES") ? getenv("MESHLM_BENCH_PROFILES") : "performance";
