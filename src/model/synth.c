@@ -175,19 +175,21 @@ mlm_status mlm_synth_with_layers(const mlm_synth_preset *pr, const char *text, c
     return MLM_OK;
 }
 
-/* Keeps the first N_LAYER of the preset's layers (0: all): config.json and params.json say
- * N_LAYER, every shape stays. The plan's config is read from the HF text written (for the
- * Meta format too: params.json gives the same model). INVALID_ARG outside [0, the preset's
- * count]. */
+mlm_status mlm_synth_read_config(mlm_synth_plan *pl, const mlm_synth_preset *pr,
+                                 const char *text, mlm_error *err) {
+    json_t *j;
+    mlm_status st = mlm_json_parse(pr->name, text, strlen(text), &j, err);
+    if (st) return st;
+    st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
+    json_decref(j);
+    return st;
+}
+
+/* Keeps the first N_LAYER of the preset's layers (0 < N_LAYER < its count): config.json and
+ * params.json say N_LAYER, every shape stays. The plan's config is read from the HF text
+ * written (for the Meta format too: params.json gives the same model). */
 static mlm_status keep_layers(mlm_synth_plan *pl, const mlm_synth_preset *pr, int32_t n_layer,
                               mlm_error *err) {
-    int32_t all = pl->cfg.n_layer;
-    if (n_layer < 0 || n_layer > all)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "synth: preset '%s' has %d layers, so %d of them cannot be kept "
-                           "(keep 1 to %d; 0 keeps all)",
-                           pr->name, (int)all, (int)n_layer, (int)all);
-    if (n_layer == 0 || n_layer == all) return MLM_OK;
     mlm_status st = mlm_synth_with_layers(pr, pr->config_json, "\"num_hidden_layers\": ", n_layer,
                                           &pl->config_owned, err);
     if (!st && pl->params_json)
@@ -196,11 +198,7 @@ static mlm_status keep_layers(mlm_synth_plan *pl, const mlm_synth_preset *pr, in
     if (st) return st;
     if (pl->config_json) pl->config_json = pl->config_owned;
     if (pl->params_json) pl->params_json = pl->params_owned;
-    json_t *j;
-    st = mlm_json_parse(pr->name, pl->config_owned, strlen(pl->config_owned), &j, err);
-    if (st) return st;
-    st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
-    json_decref(j);
+    st = mlm_synth_read_config(pl, pr, pl->config_owned, err);
     if (!st && pl->cfg.n_layer != n_layer)
         st = mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': config says %d layers, not %d",
                          pr->name, (int)pl->cfg.n_layer, (int)n_layer);
@@ -228,11 +226,7 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
     pl->format = p->format;
     pl->dtype = p->dtype;
     pl->seed = p->seed;
-    json_t *j;
-    mlm_status st = mlm_json_parse(pr->name, pr->config_json, strlen(pr->config_json), &j, err);
-    if (st) return st;
-    st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
-    json_decref(j);
+    mlm_status st = mlm_synth_read_config(pl, pr, pr->config_json, err);
     if (st) return st;
     if (pl->cfg.family != pr->family)
         return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': config is %s, not %s",
@@ -256,13 +250,18 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
             snprintf(pl->files[r], sizeof pl->files[r], "consolidated.%02d.pth", r);
         if (pr->meta_file) snprintf(pl->files[0], sizeof pl->files[0], "%s", pr->meta_file);
     }
-    if (pr->family == MLM_FAMILY_MLLAMA) {
-        st = mlm_synth_keep_layers_mllama(pl, pr, n_layer, err);
-        if (!st) st = mlm_synth_plan_mllama(pl, err);
-    } else {
-        st = keep_layers(pl, pr, n_layer, err);
-        if (!st) st = plan_model(pl, pr->n_mp, err);
-    }
+    /* the layers kept; 0 or all leave the preset's texts as they are */
+    int32_t all = pl->cfg.n_layer;
+    int keep = n_layer != 0 && n_layer != all, mllama = pr->family == MLM_FAMILY_MLLAMA;
+    if (n_layer < 0 || n_layer > all)
+        st = mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                         "synth: preset '%s' has %d layers, so %d of them cannot be kept "
+                         "(keep 1 to %d; 0 keeps all)",
+                         pr->name, (int)all, (int)n_layer, (int)all);
+    else if (keep)
+        st = mllama ? mlm_synth_keep_layers_mllama(pl, pr, n_layer, err)
+                    : keep_layers(pl, pr, n_layer, err);
+    if (!st) st = mllama ? mlm_synth_plan_mllama(pl, err) : plan_model(pl, pr->n_mp, err);
     if (st) mlm_synth_plan_free(pl);
     return st;
 }

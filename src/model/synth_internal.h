@@ -38,6 +38,11 @@ mlm_status mlm_synth_push_tensor(mlm_synth_plan *pl, int64_t *cap, mlm_synth_ten
 mlm_status mlm_synth_with_layers(const mlm_synth_preset *pr, const char *text, const char *key,
                                  int32_t n, char **out, mlm_error *err);
 
+/* PL->cfg read from TEXT, a config.json text of preset PR (the preset's own, or one
+ * rewritten for fewer layers). The codes of mlm_json_parse and mlm_config_from_json. */
+mlm_status mlm_synth_read_config(mlm_synth_plan *pl, const mlm_synth_preset *pr,
+                                 const char *text, mlm_error *err);
+
 /* Writes N consecutive elements of the SplitMix64 stream BASE from element K0, each times
  * SCALE plus MEAN, to DST as DTYPE (bf16 or f32). */
 void mlm_synth_gen_run(uint64_t base, uint64_t k0, int64_t n, float scale, float mean,
@@ -45,10 +50,10 @@ void mlm_synth_gen_run(uint64_t base, uint64_t k0, int64_t n, float scale, float
 
 // ---- synth_mllama.c ----
 
-/* mllama: keeps the first N_LAYER decoder layers of PL (see mlm_synth_plan_make_layers),
- * rewriting PL's config / params texts into config_owned / params_owned and re-reading
- * PL->cfg. INVALID_ARG for a count outside the preset's or one the Meta format cannot
- * hold; INTERNAL when the preset's texts lack a key; NOMEM. */
+/* mllama: keeps the first N_LAYER decoder layers of PL, 0 < N_LAYER < the preset's count
+ * (the caller, mlm_synth_plan_make_layers, checks the range), rewriting PL's config /
+ * params texts into config_owned / params_owned and re-reading PL->cfg. INVALID_ARG for a
+ * count the Meta format cannot hold; INTERNAL when the preset's texts lack a key; NOMEM. */
 mlm_status mlm_synth_keep_layers_mllama(mlm_synth_plan *pl, const mlm_synth_preset *pr,
                                         int32_t n_layer, mlm_error *err);
 

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "format/json.h"
 #include "model/config.h"
 #include "model/synth_internal.h"
 
@@ -400,19 +399,14 @@ static mlm_status replace_span(const char *text, const char *at, const char *end
     return MLM_OK;
 }
 
-/* mllama: keeps the first N_LAYER decoder layers (see mlm_synth_plan_make_layers). The
+/* mllama: keeps the first N_LAYER decoder layers, 0 < N_LAYER < the preset's count (see
+ * mlm_synth_plan_make_layers). The
  * config's text_config says N_LAYER and lists the cross-attention layers below it (in the
  * file's layout: one per line); params.json the self- and cross-attention layers kept. */
 mlm_status mlm_synth_keep_layers_mllama(mlm_synth_plan *pl, const mlm_synth_preset *pr,
                                         int32_t n_layer, mlm_error *err) {
     const mlm_config *c = &pl->cfg;
     int32_t all = c->n_layer, kept[MLM_MAX_CROSS_LAYERS];
-    if (n_layer < 0 || n_layer > all)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "synth: preset '%s' has %d layers, so %d of them cannot be kept "
-                           "(keep 1 to %d; 0 keeps all)",
-                           pr->name, (int)all, (int)n_layer, (int)all);
-    if (n_layer == 0 || n_layer == all) return MLM_OK;
     int n_cross = cross_below(c, n_layer, kept), n_self = n_layer - n_cross;
     if (pl->format == MLM_SYNTH_META && !meta_can_keep(c, n_layer)) {
         char ok[256] = "", list[160] = "", meta[160] = "";
@@ -483,11 +477,7 @@ mlm_status mlm_synth_keep_layers_mllama(mlm_synth_plan *pl, const mlm_synth_pres
         pl->params_json = pl->params_owned;
     }
     if (pl->config_json) pl->config_json = pl->config_owned;
-    json_t *j;
-    st = mlm_json_parse(pr->name, pl->config_owned, strlen(pl->config_owned), &j, err);
-    if (st) return st;
-    st = mlm_config_from_json(pr->name, j, &pl->cfg, err);
-    json_decref(j);
+    st = mlm_synth_read_config(pl, pr, pl->config_owned, err);
     if (!st && (pl->cfg.n_layer != n_layer || pl->cfg.n_cross != n_cross))
         st = mlm_err_set(err, MLM_ERR_INTERNAL,
                          "synth: preset '%s': config says %d layers and %d cross-attention "
