@@ -31,6 +31,17 @@ static const tok_source tok_sources[] = {
      "tests/data/tokenizer/llama3/tokenizer.model", NULL},
 };
 
+/* GB that PRESET writes in bf16 with its first N_LAYER layers (0: all). */
+static double preset_gb(const char *preset, int32_t n_layer) {
+    mlm_synth_params p = mlm_synth_default_params();
+    p.preset = preset;
+    p.out_dir = ".";
+    p.n_layer = n_layer;
+    int64_t bytes = 0;
+    mlm_synth_total_bytes(&p, &bytes, NULL);
+    return (double)bytes / 1e9;
+}
+
 static void help(void) {
     printf("usage: meshlm synth --preset NAME --out DIR [--format hf|meta] [--dtype bf16|f32]\n"
            "                    [--layers N] [--seed S] [--force]\n"
@@ -48,31 +59,10 @@ static void help(void) {
         size_t n = strcspn(list, " ");
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)n, list);
-        mlm_synth_params p = mlm_synth_default_params();
-        p.preset = name;
-        p.out_dir = ".";
-        int64_t total = 0, one = 0, two = 0;
-        mlm_synth_total_bytes(&p, &total, NULL);
-        p.n_layer = 1;
-        mlm_synth_total_bytes(&p, &one, NULL);
-        p.n_layer = 2;
-        mlm_synth_total_bytes(&p, &two, NULL);
-        printf("                    %-20s (%.1f GB; %.2f GB a layer)\n", name, (double)total / 1e9,
-               (double)(two - one) / 1e9);
+        printf("                    %-20s (%.1f GB; %.2f GB a layer)\n", name,
+               preset_gb(name, 0), preset_gb(name, 2) - preset_gb(name, 1));
         list += n + (list[n] == ' ');
     }
-    mlm_synth_params p70 = mlm_synth_default_params();
-    p70.preset = "llama-3.1-70b";
-    p70.out_dir = ".";
-    p70.n_layer = 2;
-    int64_t t70 = 0;
-    mlm_synth_total_bytes(&p70, &t70, NULL);
-    mlm_synth_params pv = mlm_synth_default_params();
-    pv.preset = "llama-3.2-11b-vision";
-    pv.out_dir = ".";
-    pv.n_layer = 5;
-    int64_t tv = 0;
-    mlm_synth_total_bytes(&pv, &tv, NULL);
     printf("  --out DIR       output directory (required); created if missing, and it must be\n"
            "                  empty unless --force\n"
            "  --format FMT    hf (default): config.json, generation_config.json and\n"
@@ -106,7 +96,7 @@ static void help(void) {
            "Without one a warning is printed and DIR gets no tokenizer.\n"
            "Free space is checked (statvfs) before writing. Files are written under temporary\n"
            "names and renamed when all are complete: a failure leaves no partial file.\n",
-           (double)t70 / 1e9, (double)tv / 1e9);
+           preset_gb("llama-3.1-70b", 2), preset_gb("llama-3.2-11b-vision", 5));
 }
 
 typedef struct progress_state {
