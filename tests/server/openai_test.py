@@ -632,6 +632,19 @@ def text_part(text):
     return ChatCompletionContentPartTextParam(type="text", text=text)
 
 
+def bad_image_request(client, model, content, what, naming, param, needle):
+    """A user message of CONTENT parts is a BadRequestError whose param is PARAM and whose
+    message holds NEEDLE."""
+    try:
+        client.chat.completions.create(model=model, max_tokens=2,
+                                       messages=[{"role": "user", "content": content}])
+        not_ok(f"{what} is a BadRequestError", "no error")
+    except openai.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        check(f"{what} is a BadRequestError naming {naming}",
+              body.get("param") == param and needle in str(body.get("message")), body)
+
+
 def test_vision(vis, vmodel, venv):
     c = vis.client()
     # the image first: the CLI puts images first when the prompt has no <|image|> marker
@@ -663,40 +676,16 @@ def test_vision(vis, vmodel, venv):
           r.usage.prompt_tokens == len(want["prompt_ids"]),
           f"{r.choices[0].message.content!r} ({r.usage.prompt_tokens}) vs {want['text']!r} "
           f"({len(want['prompt_ids'])})")
-    try:
-        c.chat.completions.create(
-            model="vision", max_tokens=2,
-            messages=[{"role": "user", "content": [
-                text_part(VT),
-                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}])
-        not_ok("vision: an https URL is a BadRequestError", "no error")
-    except openai.BadRequestError as e:
-        body = e.body if isinstance(e.body, dict) else {}
-        check("vision: an https URL is a BadRequestError naming the part's url",
-              body.get("param") == "messages[0].content[1].image_url.url" and
-              "data:" in str(body.get("message")), body)
-    try:
-        c.chat.completions.create(
-            model="vision", max_tokens=2,
-            messages=[{"role": "user", "content": [image_part(VPNG, "image/png"),
-                                                   image_part(VJPG, "image/jpeg")]}])
-        not_ok("vision: two images over --max-images 1 is a BadRequestError", "no error")
-    except openai.BadRequestError as e:
-        body = e.body if isinstance(e.body, dict) else {}
-        check("vision: two images over --max-images 1 is a BadRequestError naming the second",
-              body.get("param") == "messages[0].content[1]" and
-              "--max-images" in str(body.get("message")), body)
-    try:
-        cli.chat.completions.create(
-            model=ALIAS, max_tokens=2,
-            messages=[{"role": "user", "content": [image_part(VJPG, "image/jpeg"),
-                                                   text_part(VT)]}])
-        not_ok("vision: an image to a text-only model is a BadRequestError", "no error")
-    except openai.BadRequestError as e:
-        body = e.body if isinstance(e.body, dict) else {}
-        check("vision: an image to a text-only model is a BadRequestError naming the part",
-              body.get("param") == "messages[0].content[0]" and
-              "takes no images" in str(body.get("message")), body)
+    https = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    bad_image_request(c, "vision", [text_part(VT), https], "vision: an https URL",
+                      "the part's url", "messages[0].content[1].image_url.url", "data:")
+    bad_image_request(c, "vision", [image_part(VPNG, "image/png"),
+                                    image_part(VJPG, "image/jpeg")],
+                      "vision: two images over --max-images 1", "the second",
+                      "messages[0].content[1]", "--max-images")
+    bad_image_request(cli, ALIAS, [image_part(VJPG, "image/jpeg"), text_part(VT)],
+                      "vision: an image to a text-only model", "the part",
+                      "messages[0].content[0]", "takes no images")
 
 
 T0 = time.time()

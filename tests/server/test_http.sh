@@ -121,6 +121,19 @@ wait_line() {
     return 1
 }
 
+# wait_metric PORT NAME VALUE SECONDS: waits until NAME in /metrics reads VALUE; the last
+# value read is left in $used.
+wait_metric() {
+    i=0 used=""
+    while [ $i -lt $(($4 * 10)) ]; do
+        used=$(metric "$1" "$2")
+        [ "$used" = "$3" ] && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+
 # sse_data FILE: the payloads of the "data: " lines of an event stream, one a line.
 sse_data() { tr -d '\r' <"$1" | sed -n 's/^data: \{0,1\}//p'; }
 
@@ -387,13 +400,7 @@ if wait_line "$TMP/kill.out" '^data: ' 20; then
     grep -q '^data: \[DONE\]' "$TMP/kill.out" && done_early=1
     kill "$kpid" 2>/dev/null
     wait "$kpid" 2>/dev/null
-    i=0 used=""
-    while [ $i -lt 50 ]; do
-        used=$(metric "$MAIN" meshlm_kv_blocks_used)
-        [ "$used" = 0 ] && break
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_metric "$MAIN" meshlm_kv_blocks_used 0 5
     check "killed client: meshlm_kv_blocks_used > 0 while it streamed" \
         "meshlm_kv_blocks_used '$used_during' (stream already done: $done_early)" \
         sh -c "[ -n '$used_during' ] && [ '$used_during' != 0 ] && [ $done_early = 0 ]"
@@ -563,13 +570,7 @@ else
     if wait_line "$TMP/vkill.out" '^data: ' 20; then
         kill "$vkpid" 2>/dev/null
         wait "$vkpid" 2>/dev/null
-        i=0 used=""
-        while [ $i -lt 50 ]; do
-            used=$(metric "$VPORT" meshlm_kv_blocks_used)
-            [ "$used" = 0 ] && break
-            sleep 0.1
-            i=$((i + 1))
-        done
+        wait_metric "$VPORT" meshlm_kv_blocks_used 0 5
         check "vision: a killed streaming client's blocks are freed within 5 s" "still '$used'" [ "$used" = 0 ]
     else
         notok "vision: the killed client's stream starts" "$(head -c 300 "$TMP/vkill.out")"
