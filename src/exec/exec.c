@@ -143,7 +143,7 @@ void mlm_exec_free(mlm_exec *e) {
     free(e->follow_logits);
     mlm_pool_free(e->pool);
     mlm_kv_deinit(&e->kv);
-    mlm_exec_images_deinit(&e->xkv, e->images, e->p.max_seqs);
+    mlm_exec_images_deinit(&e->xkv, e->images);
     free(e->xblocks);
     free(e->xn);
     free(e->scratch);

@@ -158,8 +158,7 @@ mlm_status mlm_exec_images_init(const mlm_model *m, mlm_exec_params *p, mlm_kv *
     return MLM_OK;
 }
 
-void mlm_exec_images_deinit(mlm_kv *xkv, seq_images *images, int32_t max_seqs) {
-    (void)max_seqs;
+void mlm_exec_images_deinit(mlm_kv *xkv, seq_images *images) {
     if (!images) return;
     mlm_kv_deinit(xkv);
     free(images);

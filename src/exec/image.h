@@ -24,7 +24,7 @@ typedef struct seq_images {
  * is NULL and nothing is allocated. */
 mlm_status mlm_exec_images_init(const mlm_model *model, mlm_exec_params *p, mlm_kv *xkv,
                                 seq_images **images, mlm_error *err);
-void mlm_exec_images_deinit(mlm_kv *xkv, seq_images *images, int32_t max_seqs);
+void mlm_exec_images_deinit(mlm_kv *xkv, seq_images *images);
 /* Forgets sequence SEQ's images (their tiles return to the pool). */
 void mlm_exec_images_reset(mlm_kv *xkv, seq_images *si, int32_t seq);
 /* INVALID_ARG when token TOK at position POS of SEQ is the image token without an image

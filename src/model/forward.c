@@ -94,6 +94,19 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     sizes[P_LOGG] = tp > 1 ? (size_t)l * (size_t)part * (size_t)tp * 4 : 0;
 }
 
+/* PART[i]: where part i of SCRATCH starts for a step of N tokens and L logits (each part
+ * 64-byte aligned, as mlm_forward_scratch_size counts them). */
+static void carve_scratch(const mlm_config *c, int tp, int32_t n, int32_t l, int n_threads,
+                          void *scratch, char **part) {
+    size_t sizes[N_PARTS];
+    scratch_layout(c, tp, n, l, n_threads, sizes);
+    char *p = scratch;
+    for (int i = 0; i < N_PARTS; i++) {
+        part[i] = p;
+        p += (sizes[i] + 63) / 64 * 64;
+    }
+}
+
 size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens, int32_t max_logits,
                                 int n_threads) {
     size_t sizes[N_PARTS], total = 0;
@@ -451,13 +464,8 @@ void mlm_forward_cross_kv(const mlm_model *m, const float *x, int64_t n, const m
                           const int32_t *blocks, int32_t entry0, int32_t max_tokens, void *scratch,
                           mlm_pool *pool) {
     const mlm_config *c = &m->local;
-    size_t sizes[N_PARTS];
-    scratch_layout(c, 1, max_tokens, 0, mlm_pool_threads(pool), sizes);
-    char *part[N_PARTS], *p = scratch;
-    for (int i = 0; i < N_PARTS; i++) {
-        part[i] = p;
-        p += (sizes[i] + 63) / 64 * 64;
-    }
+    char *part[N_PARTS];
+    carve_scratch(c, 1, max_tokens, 0, mlm_pool_threads(pool), scratch, part);
     fwd f = {.m = m,
              .k = (float *)part[P_K],
              .v = (float *)part[P_V],
@@ -495,13 +503,8 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
     int32_t n = b->n, n_logits = 0;
     int tp = m->tp_size;
     for (int32_t t = 0; t < n; t++) n_logits += b->want_logits && b->want_logits[t];
-    size_t sizes[N_PARTS];
-    scratch_layout(c, tp, n, n_logits, mlm_pool_threads(pool), sizes);
-    char *part[N_PARTS], *p = scratch;
-    for (int i = 0; i < N_PARTS; i++) {
-        part[i] = p;
-        p += (sizes[i] + 63) / 64 * 64;
-    }
+    char *part[N_PARTS];
+    carve_scratch(c, tp, n, n_logits, mlm_pool_threads(pool), scratch, part);
     fwd f = {.m = m,
              .b = b,
              .n = n,
