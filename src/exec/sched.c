@@ -293,9 +293,8 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
                                "request: prompt token %d (at %d) is outside the vocabulary [0, %d)",
                                q->prompt[i], i, s->n_vocab);
     }
-    int32_t tiles = 0, pool_tiles = 0;
-    mlm_exec_image_tiles(s->exec, &pool_tiles);
-    mlm_status st = check_images(s, q, image, n_image_tokens, pool_tiles, &tiles, err);
+    int32_t tiles = 0; /* s->p.image_tiles: the pool's size, fixed at creation */
+    mlm_status st = check_images(s, q, image, n_image_tokens, s->p.image_tiles, &tiles, err);
     if (st) return st;
     if (q->logprobs > s->p.max_logprobs)
         return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: %d top logprobs asked, at most %d",
@@ -358,9 +357,9 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     s->wait_tail = r;
     s->n_waiting++;
     s->stats.waiting = s->n_waiting;
+    *id = r->id; /* under the lock: once it is released, the engine may finish and free R */
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    *id = r->id;
     return MLM_OK;
 }
 
