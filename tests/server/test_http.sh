@@ -134,6 +134,19 @@ wait_metric() {
     return 1
 }
 
+# reap PID: waits up to 30 s for PID (a server this shell started) to exit, kills it after
+# that, and leaves its exit status in $reaped.
+reap() {
+    i=0
+    while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -9 "$1" 2>/dev/null
+    wait "$1"
+    reaped=$?
+}
+
 # sse_data FILE: the payloads of the "data: " lines of an event stream, one a line.
 sse_data() { tr -d '\r' <"$1" | sed -n 's/^data: \{0,1\}//p'; }
 
@@ -585,14 +598,8 @@ else
 
     vpid=$(cat "$TMP/vis.pid")
     kill -TERM "$vpid"
-    i=0
-    while kill -0 "$vpid" 2>/dev/null && [ $i -lt 300 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    kill -9 "$vpid" 2>/dev/null
-    wait "$vpid"
-    vrc=$?
+    reap "$vpid"
+    vrc=$reaped
     check "vision: serve exits 0 on SIGTERM (no leak reported)" \
         "exit status $vrc; stderr: $(tail -c 400 "$TMP/vis.err")" [ $vrc = 0 ]
 fi
@@ -625,14 +632,8 @@ if wait_line "$TMP/term.out" '^data: ' 20; then
     check "SIGTERM: new connections are refused (or 503) while draining" "/health gave $after" \
         sh -c "[ '$after' = 000 ] || [ '$after' = 503 ]"
     # up to 30 s to exit (no background watchdog: it would hold our stdout open)
-    i=0
-    while kill -0 "$mpid" 2>/dev/null && [ $i -lt 300 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    kill -9 "$mpid" 2>/dev/null
-    wait "$mpid"
-    mrc=$?
+    reap "$mpid"
+    mrc=$reaped
     check "SIGTERM: serve exits 0" "exit status $mrc; stderr: $(tail -c 300 "$TMP/main.err")" [ $mrc = 0 ]
 else
     notok "SIGTERM: the stream starts" "$(head -c 300 "$TMP/term.out")"
