@@ -24,6 +24,7 @@ typedef struct mlm_binder {
  * wo and w2). */
 typedef struct mlm_bind_slice {
     int64_t row0, rows, total_rows, col0, cols, total_cols;
+    int32_t chunks; /* > 1: bind the COLS columns as that many K chunks (mlm_weight) */
 } mlm_bind_slice;
 
 /* Tensor NAME of shard SHARD (the only one when there are no shards), or NULL. */

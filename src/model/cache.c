@@ -31,7 +31,7 @@
 #include "format/writer_safetensors.h"
 #include "model/model.h"
 
-#define VERSION 4
+#define VERSION 5 /* 5: wo and w2 in K chunks */
 #define HEADER_BYTES 4096
 #define ALIGN 4096
 #define TRAILER_BYTES 64
@@ -267,8 +267,9 @@ static mlm_status plan_make(mlm_model *m, size_t key_len, plan *pl, mlm_error *e
             const mlm_weight_ref *r = &pl->w[i - pl->n_norms];
             snprintf(e->name, sizeof e->name, "%s", r->name);
             e->type = r->want, e->rows = r->w->rows, e->cols = r->w->cols;
+            e->bytes = (uint64_t)mlm_chunked_bytes(r->want, e->rows, e->cols, r->w->n_chunks);
         }
-        e->bytes = (uint64_t)mlm_wtype_bytes((mlm_wtype)e->type, e->rows, e->cols);
+        if (i < pl->n_norms) e->bytes = (uint64_t)mlm_wtype_bytes((mlm_wtype)e->type, e->rows, e->cols);
         e->offset = off;
         off = align_up(off + e->bytes);
     }
@@ -325,40 +326,45 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
             mlm_hash_update(&hs, v, e->bytes);
             st = mlm_outfile_write(&f, v, e->bytes, err);
         } else {
-            const mlm_weight *w = pl.w[i - pl.n_norms].w;
-            int64_t row_bytes = mlm_wtype_row_bytes((mlm_wtype)e->type, e->cols);
-            /* chunks of whole 16-row panels (BFP matrices keep rows in panels of 16) */
-            int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1) / MLM_BFP_ROWS * MLM_BFP_ROWS;
-            if (rows_per < MLM_BFP_ROWS) rows_per = MLM_BFP_ROWS;
-            size_t need = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, rows_per, e->cols);
-            if (need > chunk_cap) { /* rows wider than 8 MB: one block at a time still fits */
-                void *bigger = realloc(chunk, need);
-                if (!bigger) {
-                    st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
-                    break;
+            const mlm_weight *whole = pl.w[i - pl.n_norms].w;
+            /* K chunk by K chunk (one for most weights), each a matrix of its own */
+            for (int32_t c = 0; c < mlm_weight_chunks(whole) && !st; c++) {
+                mlm_weight wc = mlm_weight_chunk(whole, c);
+                const mlm_weight *w = &wc;
+                int64_t row_bytes = mlm_wtype_row_bytes((mlm_wtype)e->type, w->cols);
+                /* pieces of whole 16-row panels (BFP matrices keep rows in panels of 16) */
+                int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1) / MLM_BFP_ROWS * MLM_BFP_ROWS;
+                if (rows_per < MLM_BFP_ROWS) rows_per = MLM_BFP_ROWS;
+                size_t need = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, rows_per, w->cols);
+                if (need > chunk_cap) { /* rows wider than 8 MB: one block at a time still fits */
+                    void *bigger = realloc(chunk, need);
+                    if (!bigger) {
+                        st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
+                        break;
+                    }
+                    chunk = bigger, chunk_cap = need;
                 }
-                chunk = bigger, chunk_cap = need;
-            }
-            for (int64_t r = 0; r < e->rows && !st; r += rows_per) {
-                int64_t r1 = r + rows_per < e->rows ? r + rows_per : e->rows;
-                size_t bytes = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, r1 - r, e->cols);
-                if (w->type == (mlm_wtype)e->type) {
-                    const char *src = (const char *)w->data + r * row_bytes;
-                    mlm_hash_update(&hs, src, bytes);
-                    st = mlm_outfile_write(&f, src, bytes, err);
-                } else {
-                    st = mlm_weight_convert_rows(w, (mlm_wtype)e->type, r, r1, chunk, m->load_pool, err);
-                    mlm_hash_update(&hs, chunk, bytes);
-                    if (!st) st = mlm_outfile_write(&f, chunk, bytes, err);
+                for (int64_t r = 0; r < e->rows && !st; r += rows_per) {
+                    int64_t r1 = r + rows_per < e->rows ? r + rows_per : e->rows;
+                    size_t bytes = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, r1 - r, w->cols);
+                    if (w->type == (mlm_wtype)e->type) {
+                        const char *src = (const char *)w->data + r * row_bytes;
+                        mlm_hash_update(&hs, src, bytes);
+                        st = mlm_outfile_write(&f, src, bytes, err);
+                    } else {
+                        st = mlm_weight_convert_rows(w, (mlm_wtype)e->type, r, r1, chunk, m->load_pool, err);
+                        mlm_hash_update(&hs, chunk, bytes);
+                        if (!st) st = mlm_outfile_write(&f, chunk, bytes, err);
+                    }
+                    done += bytes;
+                    if (p->on_progress) p->on_progress(p->user, (int64_t)done, (int64_t)total);
                 }
-                done += bytes;
-                if (p->on_progress) p->on_progress(p->user, (int64_t)done, (int64_t)total);
             }
         }
         e->hash = mlm_hash_final(&hs);
         if (i >= pl.n_norms) { /* a source view of the checkpoint: its pages are read, done */
             const mlm_weight *w = pl.w[i - pl.n_norms].w;
-            size_t src = (size_t)mlm_wtype_bytes(w->type, w->rows, w->cols);
+            size_t src = (size_t)mlm_weight_bytes(w);
             if (m->ckpt && mlm_checkpoint_maps(m->ckpt, w->data, src))
                 mlm_mapfile_release(w->data, src);
         }
@@ -474,10 +480,10 @@ static void set_shapes(mlm_model *m) {
         L->wq = (mlm_weight){.rows = q, .cols = d};
         L->wk = (mlm_weight){.rows = kv, .cols = d};
         L->wv = (mlm_weight){.rows = kv, .cols = d};
-        L->wo = (mlm_weight){.rows = d, .cols = q};
+        L->wo = (mlm_weight){.rows = d, .cols = q, .n_chunks = mlm_wo_chunks(c)};
         L->w1 = (mlm_weight){.rows = f, .cols = d};
         L->w3 = (mlm_weight){.rows = f, .cols = d};
-        L->w2 = (mlm_weight){.rows = d, .cols = f};
+        L->w2 = (mlm_weight){.rows = d, .cols = f, .n_chunks = mlm_w2_chunks(c)};
     }
     mlm_model_vision_shapes(m);
 }

@@ -156,6 +156,18 @@ mlm_status mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t 
     return MLM_OK;
 }
 
+const void *mlm_weight_row(const mlm_weight *w, int64_t r, void *tmp) {
+    size_t es = w->type == MLM_W_BF16 ? 2 : 4;
+    int32_t n = mlm_weight_chunks(w);
+    if (n == 1) return (const char *)w->data + (size_t)(r * w->cols) * es;
+    for (int32_t c = 0; c < n; c++) {
+        mlm_weight k = mlm_weight_chunk(w, c);
+        memcpy((char *)tmp + (size_t)(c * k.cols) * es, (const char *)k.data + (size_t)(r * k.cols) * es,
+               (size_t)k.cols * es);
+    }
+    return tmp;
+}
+
 mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error *err) {
     (void)p;
     mlm_weight_ref *refs = malloc((size_t)mlm_model_n_weights(m) * sizeof *refs);
@@ -165,14 +177,21 @@ mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error 
     for (int i = 0; i < n && !st; i++) {
         mlm_weight *w = refs[i].w;
         if (w->type == refs[i].want) continue;
-        int64_t bytes = mlm_wtype_bytes(refs[i].want, w->rows, w->cols);
+        int64_t bytes = mlm_chunked_bytes(refs[i].want, w->rows, w->cols, w->n_chunks);
         void *buf = malloc(bytes ? (size_t)bytes : 1);
         if (!buf) {
             st = mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory converting '%s'",
                              refs[i].name);
             break;
         }
-        if ((st = mlm_weight_convert_rows(w, refs[i].want, 0, w->rows, buf, m->load_pool, err))) {
+        /* chunk by chunk: each a matrix of its own in the new type */
+        for (int32_t c = 0; c < mlm_weight_chunks(w) && !st; c++) {
+            mlm_weight k = mlm_weight_chunk(w, c);
+            st = mlm_weight_convert_rows(&k, refs[i].want, 0, k.rows,
+                                         (char *)buf + c * mlm_wtype_bytes(refs[i].want, k.rows, k.cols),
+                                         m->load_pool, err);
+        }
+        if (st) {
             free(buf);
             break;
         }

@@ -230,8 +230,9 @@ static mlm_status make_plan(const mlm_model *m, uint32_t type, plan *p, mlm_erro
 
 // ---- writing the data ----
 
-/* Row R of tensor T (a pointer into the model): f32, or bf16 when *BF16 is set. */
-static const void *row_of(const xtensor *t, int64_t r, int *bf16) {
+/* Row R of tensor T (a pointer into the model, or gathered into TMP from a chunked weight):
+ * f32, or bf16 when *BF16 is set. */
+static const void *row_of(const xtensor *t, int64_t r, int *bf16, void *tmp) {
     *bf16 = 0;
     if (t->kind != X_MATRIX) return t->vec;
     if (t->permute_heads) {
@@ -242,7 +243,7 @@ static const void *row_of(const xtensor *t, int64_t r, int *bf16) {
     for (int k = 0; k < t->n_w; k++) {
         if (r < t->w[k]->rows) {
             *bf16 = t->w[k]->type == MLM_W_BF16;
-            return (const char *)t->w[k]->data + (size_t)(r * t->cols) * (*bf16 ? 2 : 4);
+            return mlm_weight_row(t->w[k], r, tmp);
         }
         r -= t->w[k]->rows;
     }
@@ -253,10 +254,10 @@ static mlm_status write_data(mlm_gguf_writer *w, const plan *p, mlm_error *err) 
     int64_t max_cols = 1;
     for (int i = 0; i < p->n; i++)
         if (p->t[i].cols > max_cols) max_cols = p->t[i].cols;
-    unsigned char *buf = malloc((size_t)max_cols * 4);
+    unsigned char *buf = malloc((size_t)max_cols * 4), *gather = malloc((size_t)max_cols * 4);
     float *wide = malloc((size_t)max_cols * 4);
-    if (!buf || !wide) {
-        free(buf), free(wide);
+    if (!buf || !wide || !gather) {
+        free(buf), free(wide), free(gather);
         return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
     }
     mlm_status st = MLM_OK;
@@ -264,7 +265,7 @@ static mlm_status write_data(mlm_gguf_writer *w, const plan *p, mlm_error *err) 
         const xtensor *t = &p->t[i];
         for (int64_t r = 0; r < t->rows && !st; r++) {
             int bf16;
-            const void *row = row_of(t, r, &bf16);
+            const void *row = row_of(t, r, &bf16, gather);
             size_t bytes;
             if (bf16 && t->type == MLM_GGML_BF16) { /* the checkpoint's own bits */
                 st = mlm_gguf_writer_write(w, row, (size_t)t->cols * 2, err);
@@ -288,7 +289,7 @@ static mlm_status write_data(mlm_gguf_writer *w, const plan *p, mlm_error *err) 
             st = mlm_gguf_writer_write(w, buf, bytes, err);
         }
     }
-    free(buf), free(wide);
+    free(buf), free(wide), free(gather);
     return st;
 }
 

@@ -45,6 +45,10 @@ enum {
     P_XJOBS,
     P_LOGL,
     P_LOGG,
+    P_AX,   /* a row-parallel product's f32 input, chunk-major */
+    P_FOLD, /* per thread: one chunk's partial of a task's rows */
+    P_PART, /* TP: this rank's chunks' partials */
+    P_GATH, /* TP: every chunk's partials, gathered */
     N_PARTS
 };
 
@@ -59,6 +63,17 @@ static int64_t widest_input(const mlm_config *c) {
     return q > w ? q : w;
 }
 
+/* Columns of one token's prepared int8 (Q8) or bf16 (BF16) input, the widest of the plain
+ * inputs and the chunk-major inputs of wo and w2 (each chunk padded on its own). */
+static int64_t act_cols(const mlm_config *c, int bf16) {
+    int64_t q = (int64_t)c->n_head * c->head_dim, f = c->n_ff;
+    int64_t (*pad)(int64_t) = bf16 ? mlm_bf16_cols : mlm_q8_cols;
+    int64_t wo = mlm_wo_chunks(c), w2 = mlm_w2_chunks(c);
+    int64_t best = pad(widest_input(c)), a = wo * pad(q / wo), b = w2 * pad(f / w2);
+    if (a > best) best = a;
+    return b > best ? b : best;
+}
+
 static int64_t max_att_tiles(const mlm_config *c, int32_t n) {
     int hh_chunks = (c->n_head / c->n_kv_head + MLM_ATT_HH - 1) / MLM_ATT_HH;
     return (int64_t)(n / MLM_ATT_QT + n) * c->n_kv_head * hh_chunks;
@@ -70,8 +85,7 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
                            size_t sizes[N_PARTS]) {
     size_t d = (size_t)c->n_embd, q = (size_t)c->n_head * c->head_dim,
            kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->n_ff, N = (size_t)n;
-    int64_t wide = widest_input(c);
-    size_t pc = (size_t)mlm_q8_cols(wide), hc = (size_t)mlm_bf16_cols(wide);
+    size_t pc = (size_t)act_cols(c, 0), hc = (size_t)act_cols(c, 1);
     sizes[P_X] = N * d * 4;
     sizes[P_XB] = N * d * 4;
     sizes[P_Q] = N * q * 4;
@@ -92,6 +106,11 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     mlm_model_vocab_slice(c->n_vocab, 0, tp, &v0, &part);
     sizes[P_LOGL] = tp > 1 ? (size_t)l * (size_t)part * 4 : 0;
     sizes[P_LOGG] = tp > 1 ? (size_t)l * (size_t)part * (size_t)tp * 4 : 0;
+    sizes[P_AX] = N * (q > f ? q : f) * 4;
+    sizes[P_FOLD] = (size_t)n_threads * N * ROW_CHUNK * 4;
+    size_t chunks = (size_t)c->n_kv_head; /* this rank's: the most either product has */
+    sizes[P_PART] = tp > 1 ? chunks * N * d * 4 : 0;
+    sizes[P_GATH] = tp > 1 ? chunks * (size_t)tp * N * d * 4 : 0;
 }
 
 /* PART[i]: where part i of SCRATCH starts for a step of N tokens and L logits (each part
@@ -158,6 +177,14 @@ typedef struct fwd {
     seg segs[3];
     int n_segs;
     epilogue epi;
+    /* the current row-parallel product (row_parallel): W's chunks over the chunk-major input */
+    float *ax, *fold, *part, *gath;
+    const mlm_weight *rw;
+    int64_t kc;        /* columns per chunk */
+    const float *cx;   /* the f32 input of chunk 0: ax, or the source itself for one chunk */
+    float *rout;       /* (n, rows): the chunks' sum, or with TP the local chunks' partials */
+    int rsum;          /* 1: fold the chunks into rout; 0: each chunk's partial apart (TP) */
+    int ractive;       /* the residual add in the epilogue (alone) */
 } fwd;
 
 // ---- pieces ----
@@ -346,14 +373,118 @@ static void embed(const mlm_model *m, float *x, const int32_t *tokens, int32_t n
     }
 }
 
-/* X += the sum over the TP ranks of their partial products P (N rows of D), or X += P alone:
- * one all-reduce, after wo and after w2. */
-static mlm_status reduce_residual(const mlm_model *m, float *x, float *p, int64_t n, int64_t d,
-                                  mlm_error *err) {
-    mlm_status st = mlm_comm_allreduce_sum(m->tp, p, n * d, err);
+// ---- row-parallel products: wo and w2 in K chunks ----
+
+/* A row-parallel product's output is the sum, in chunk order, of each K chunk's product
+ * computed from zero by the kernel (model.h): partial 0, plus partial 1, plus ... One process
+ * adds them in the product's tasks; a TP rank computes its own chunks' partials, every rank
+ * gathers all of them and adds them in the same order. So the bits of one process and of
+ * every mesh are the same, in every profile. The input is prepared chunk by chunk (each chunk
+ * quantized as a row of its own), as a rank that holds only some chunks prepares it. */
+
+/* Per token: SRC's row cut in chunks of f->kc, each in the forms f->forms, chunk-major
+ * (chunk c of token t at row c * rows + t of each form). */
+static void task_prepare_chunks(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->rows ? t0 + TOK_CHUNK : f->rows;
+    int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
+    int32_t chunks = mlm_weight_chunks(f->rw);
+    for (int32_t t = t0; t < t1; t++)
+        for (int32_t c = 0; c < chunks; c++) {
+            const float *row = f->src + t * f->cols + c * kc;
+            int64_t at = c * n + t;
+            if (chunks > 1 && (f->forms & (1 << MLM_ACT_F32)))
+                memcpy(f->ax + at * kc, row, (size_t)kc * sizeof *row);
+            if (f->forms & (1 << MLM_ACT_Q8))
+                f->m->kernels->quantize(row, kc, f->aq + at * pc, f->au + at * pc,
+                                        f->ad + at * (pc / MLM_Q8_BLOCK));
+            if (f->forms & (1 << MLM_ACT_BF16)) {
+                uint16_t *h = f->ah + at * hc;
+                for (int64_t i = 0; i < kc; i++) h[i] = mlm_f32_to_bf16(row[i]);
+                for (int64_t i = kc; i < hc; i++) h[i] = 0;
+            }
+        }
+}
+
+/* Chunk C's input, as its kernel reads it. */
+static mlm_acts chunk_acts(const fwd *f, int32_t c) {
+    int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
+    return (mlm_acts){.n = n, .cols = kc, .x = f->cx + c * n * kc, .h = f->ah + c * n * hc,
+                      .q = f->aq + c * n * pc, .u = f->au + c * n * pc,
+                      .d = f->ad + c * n * (pc / MLM_Q8_BLOCK)};
+}
+
+/* Rows [r0, r0 + ROW_CHUNK) of every chunk: alone, partial 0 into rout, each further
+ * partial into this thread's fold buffer and added; then the residual add. Under TP, each
+ * local chunk's partial into its own (n, rows) block of rout. */
+static void task_row_parallel(void *ctx, int64_t task, int thread) {
+    fwd *f = ctx;
+    const mlm_weight *w = f->rw;
+    int64_t rows = w->rows, r0 = task * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
+    int64_t nr = r1 - r0, n = f->rows;
+    float *tmp = f->fold + (size_t)thread * (size_t)n * ROW_CHUNK;
+    mlm_matmul_fn mm = f->m->kernels->matmul[w->type];
+    for (int32_t c = 0; c < mlm_weight_chunks(w); c++) {
+        mlm_weight k = mlm_weight_chunk(w, c);
+        mlm_acts a = chunk_acts(f, c);
+        /* the chunk's rows from r0 (a whole BFP panel: r0 is a multiple of 16) */
+        const void *wr = (const char *)k.data + mlm_wtype_bytes(k.type, r0, k.cols);
+        if (!f->rsum) {
+            mm(f->rout + c * n * rows + r0, rows, wr, &a, 0, nr);
+        } else if (c == 0) {
+            mm(f->rout + r0, rows, wr, &a, 0, nr);
+        } else {
+            mm(tmp, ROW_CHUNK, wr, &a, 0, nr);
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = 0; r < nr; r++) f->rout[t * rows + r0 + r] += tmp[t * ROW_CHUNK + r];
+        }
+    }
+    if (f->ractive)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t r = r0; r < r1; r++) f->x[t * rows + r] += f->rout[t * rows + r];
+}
+
+/* Tokens of the gathered partials (chunks x (n, d) at f->gath) summed in chunk order, then
+ * added to the residual (f->ractive) or stored in f->rout. */
+static void task_fold(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    fwd *f = ctx;
+    int64_t d = f->rw->rows, n = f->rows, nd = n * d;
+    int32_t chunks = mlm_weight_chunks(f->rw) * f->m->tp_size;
+    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < n ? t0 + TOK_CHUNK : (int32_t)n;
+    for (int64_t i = t0 * d; i < t1 * d; i++) {
+        float sum = f->gath[i];
+        for (int32_t c = 1; c < chunks; c++) sum += f->gath[c * nd + i];
+        if (f->ractive) f->x[i] += sum;
+        else f->rout[i] = sum;
+    }
+}
+
+/* OUT (n rows of W->rows) = W . SRC (n rows of W->cols) as the sum of W's K chunks in order
+ * (above); with RESIDUAL the result is added to f->x instead (OUT is then scratch). Under TP,
+ * W holds this rank's chunks: their partials are gathered from every rank (one all-gather of
+ * n x rows x chunks floats) and summed in the same order on every rank. */
+static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, const float *src,
+                               float *out, int residual, mlm_error *err) {
+    const mlm_model *m = f->m;
+    int32_t n = f->n, chunks = mlm_weight_chunks(w);
+    int tp = m->tp_size;
+    f->rw = w, f->kc = w->cols / chunks;
+    f->src = src, f->cols = w->cols, f->rows = n, f->forms = forms_of(m, w);
+    f->cx = chunks > 1 ? f->ax : src;
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_prepare_chunks, f);
+    f->rsum = tp == 1, f->ractive = tp == 1 && residual;
+    f->rout = tp == 1 ? out : f->part;
+    mlm_pool_run(pool, (w->rows + ROW_CHUNK - 1) / ROW_CHUNK, task_row_parallel, f);
+    if (tp == 1) return MLM_OK;
+    size_t counts[256];
+    if (tp > 256) return mlm_err_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
+    for (int r = 0; r < tp; r++) counts[r] = (size_t)chunks * (size_t)n * (size_t)w->rows * sizeof(float);
+    mlm_status st = mlm_comm_allgatherv(m->tp, f->part, f->gath, counts, err);
     if (st) return st;
-    for (int64_t i = 0; i < n * d; i++)
-        x[i] += p[i];
+    f->rout = out, f->ractive = residual;
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_fold, f);
     return MLM_OK;
 }
 
@@ -419,12 +550,12 @@ static void task_gated_add(void *ctx, int64_t task, int thread) {
 /* A cross-attention layer (models.md 6.5): for the tokens that see an image,
  * h += tanh(gate_attn) * wo(Attn(q_norm(wq(norm(h))), image K/V)), then
  * h += tanh(gate_ffn) * MLP(norm(h)); the others pass unchanged (Meta's row mask). */
-static void cross_layer(fwd *f, mlm_pool *pool, const mlm_layer *L) {
+static mlm_status cross_layer(fwd *f, mlm_pool *pool, const mlm_layer *L, mlm_error *err) {
     const mlm_model *m = f->m;
     const mlm_config *c = &m->local;
     int32_t n = f->n;
-    int64_t d = c->n_embd, qdim = (int64_t)c->n_head * c->head_dim;
-    if (!f->n_xtiles) return; /* no token sees an image */
+    int64_t d = c->n_embd;
+    if (!f->n_xtiles) return MLM_OK; /* no token sees an image */
     f->layer = L;
     f->xkv = &f->b->xkv[L->kv_layer];
     prepare(f, pool, f->x, L->attn_norm, f->xb, n, d, forms_of(m, &L->wq));
@@ -432,17 +563,17 @@ static void cross_layer(fwd *f, mlm_pool *pool, const mlm_layer *L) {
     mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_cross_q, f);
     f->run = f->xtiles;
     mlm_pool_run(pool, f->n_xtiles, task_attention, f);
-    prepare(f, pool, f->att, NULL, NULL, n, qdim, forms_of(m, &L->wo));
-    matmul(f, pool, (const mlm_weight *[]){&L->wo}, (float *[]){f->xb}, 1, EPI_NONE);
+    mlm_status st = row_parallel(f, pool, &L->wo, f->att, f->xb, 0, err);
+    if (st) return st;
     f->xgate = tanhf(L->gates[0]);
     mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
     prepare(f, pool, f->x, L->ffn_norm, f->xb, n, d, forms_of(m, &L->w1) | forms_of(m, &L->w3));
     matmul(f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f->gate, f->up}, 2,
            EPI_SWIGLU);
-    prepare(f, pool, f->gate, NULL, NULL, n, c->n_ff, forms_of(m, &L->w2));
-    matmul(f, pool, (const mlm_weight *[]){&L->w2}, (float *[]){f->xb}, 1, EPI_NONE);
+    if ((st = row_parallel(f, pool, &L->w2, f->gate, f->xb, 0, err))) return st;
     f->xgate = tanhf(L->gates[1]);
     mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
+    return MLM_OK;
 }
 
 /* The K/V rows of the current chunk: k RMSNormed per head, both stored. */
@@ -525,11 +656,12 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
              .tiles = (att_tile *)part[P_JOBS],
              .xtiles = (att_tile *)part[P_XJOBS],
              .logits_local = (float *)part[P_LOGL],
-             .logits_all = (float *)part[P_LOGG]};
-    int64_t d = c->n_embd, qdim = (int64_t)c->n_head * c->head_dim;
-    /* Alone, wo and w2 add into the residual in their epilogue; under TP each rank's product
-     * is a partial sum, all-reduced before it is added. */
-    epilogue out_epi = tp > 1 ? EPI_NONE : EPI_RESIDUAL;
+             .logits_all = (float *)part[P_LOGG],
+             .ax = (float *)part[P_AX],
+             .fold = (float *)part[P_FOLD],
+             .part = (float *)part[P_PART],
+             .gath = (float *)part[P_GATH]};
+    int64_t d = c->n_embd;
     mlm_status st = MLM_OK;
     plan_attention(&f);
 
@@ -538,7 +670,7 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
     for (int l = 0; l < c->n_layer; l++) {
         const mlm_layer *L = &m->layers[l];
         if (L->cross) {
-            cross_layer(&f, pool, L);
+            if ((st = cross_layer(&f, pool, L, err))) return st;
             continue;
         }
         f.kv = &kv[L->kv_layer];
@@ -552,16 +684,12 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
         mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_rope_store, &f);
         f.run = f.tiles;
         mlm_pool_run(pool, f.n_tiles, task_attention, &f);
-        prepare(&f, pool, f.att, NULL, NULL, n, qdim, forms_of(m, &L->wo));
-        matmul(&f, pool, (const mlm_weight *[]){&L->wo}, (float *[]){f.xb}, 1, out_epi);
-        if (tp > 1 && (st = reduce_residual(m, f.x, f.xb, n, d, err))) return st;
+        if ((st = row_parallel(&f, pool, &L->wo, f.att, f.xb, 1, err))) return st;
         /* MLP block */
         prepare(&f, pool, f.x, L->ffn_norm, f.xb, n, d, forms_of(m, &L->w1) | forms_of(m, &L->w3));
         matmul(&f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f.gate, f.up}, 2,
                EPI_SWIGLU);
-        prepare(&f, pool, f.gate, NULL, NULL, n, c->n_ff, forms_of(m, &L->w2));
-        matmul(&f, pool, (const mlm_weight *[]){&L->w2}, (float *[]){f.xb}, 1, out_epi);
-        if (tp > 1 && (st = reduce_residual(m, f.x, f.xb, n, d, err))) return st;
+        if ((st = row_parallel(&f, pool, &L->w2, f.gate, f.xb, 1, err))) return st;
     }
     if (!n_logits) return MLM_OK;
     /* Final norm and LM head only for the tokens that asked. */

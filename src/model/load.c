@@ -233,7 +233,7 @@ mlm_status mlm_bind_tensor(binder *b, const char *name, mlm_wtype want_type, sli
 mlm_status mlm_bind_view(binder *b, const char *name, const mlm_tensor_view *v, mlm_wtype want,
                          mlm_weight *out) {
     MLM_ASSERT(b->n_shards == 1 && v->n_dim == 2 && v->stride[1] == 1);
-    slice s = {0, v->shape[0], v->shape[0], 0, v->shape[1], v->shape[1]};
+    slice s = {0, v->shape[0], v->shape[0], 0, v->shape[1], v->shape[1], 1};
     return bind_views(b, name, v, want, s, 0, 0, out);
 }
 
@@ -245,13 +245,20 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
     mlm_status st;
     int64_t srows = split_cols ? s.total_rows : s.total_rows / b->n_shards;
     int64_t scols = split_cols ? s.total_cols / b->n_shards : s.total_cols;
+    int32_t chunks = s.chunks > 1 ? s.chunks : 1;
+    if (s.cols % chunks)
+        return mlm_err_set(b->err, MLM_ERR_FORMAT,
+                           "model: '%s': %lld columns do not cut into %d K chunks", name,
+                           (long long)s.cols, chunks);
+    int64_t kc = s.cols / chunks; /* columns per chunk */
     out->type = bind_type(want_type, v[0].dtype);
     out->rows = s.rows;
     out->cols = s.cols;
+    out->n_chunks = chunks;
     mlm_dtype want = out->type == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     size_t es = mlm_dtype_size(want);
     const mlm_tensor_view *t = &v[0];
-    if (b->n_shards == 1 && !perm_heads && t->dtype == want && t->stride[1] == 1 &&
+    if (b->n_shards == 1 && !perm_heads && chunks == 1 && t->dtype == want && t->stride[1] == 1 &&
         t->stride[0] == s.total_cols && s.cols == s.total_cols) {
         out->data = (const char *)t->data + (size_t)(s.row0 * s.cols) * es; /* zero-copy */
         m->bytes_mapped += s.rows * s.cols * (int64_t)es;
@@ -287,7 +294,8 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
             if (lo >= hi) continue;
             read_cols(&v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
             for (int64_t c = lo; c < hi; c++) {
-                int64_t at = i * s.cols + (c - s.col0);
+                /* chunk-major: chunk k is a (rows, kc) matrix (one chunk: plain rows) */
+                int64_t j = c - s.col0, at = (j / kc) * s.rows * kc + i * kc + j % kc;
                 if (want == MLM_DTYPE_F32)
                     ((float *)buf)[at] = tmp[c - c0];
                 else
@@ -358,18 +366,20 @@ static mlm_status bind_attention(binder *b, int l, int64_t q, int64_t kv, int64_
     share(b->m, kv, &k0, &nk);
     if (b->phi3) {
         int64_t all = q + 2 * kv;
-        if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, all, 0, d, d}, 0, 0, &L->wq)) ||
-            (st = bind_slice(b, R_WK, l, (slice){q + k0, nk, all, 0, d, d}, 0, 0, &L->wk)) ||
-            (st = bind_slice(b, R_WV, l, (slice){q + kv + k0, nk, all, 0, d, d}, 0, 0, &L->wv)))
+        if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, all, 0, d, d, 1}, 0, 0, &L->wq)) ||
+            (st = bind_slice(b, R_WK, l, (slice){q + k0, nk, all, 0, d, d, 1}, 0, 0, &L->wk)) ||
+            (st = bind_slice(b, R_WV, l, (slice){q + kv + k0, nk, all, 0, d, d, 1}, 0, 0, &L->wv)))
             return st;
     } else {
         int perm = (b->meta || b->gguf) && !L->cross; /* cross layers have no RoPE */
-        if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, q, 0, d, d}, 0, perm, &L->wq)) ||
-            (st = bind_slice(b, R_WK, l, (slice){k0, nk, kv, 0, d, d}, 0, perm, &L->wk)) ||
-            (st = bind_slice(b, R_WV, l, (slice){k0, nk, kv, 0, d, d}, 0, 0, &L->wv)))
+        if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, q, 0, d, d, 1}, 0, perm, &L->wq)) ||
+            (st = bind_slice(b, R_WK, l, (slice){k0, nk, kv, 0, d, d, 1}, 0, perm, &L->wk)) ||
+            (st = bind_slice(b, R_WV, l, (slice){k0, nk, kv, 0, d, d, 1}, 0, 0, &L->wv)))
             return st;
     }
-    return bind_slice(b, R_WO, l, (slice){0, d, d, q0, nq, q}, 1, 0, &L->wo);
+    /* wo: row-parallel, in K chunks of one KV head's group of heads */
+    return bind_slice(b, R_WO, l, (slice){0, d, d, q0, nq, q, mlm_wo_chunks(&b->m->local)}, 1, 0,
+                      &L->wo);
 }
 
 /* gate and up: separate tensors, or Phi-3's fused gate_up_proj (gate rows first); this
@@ -379,14 +389,16 @@ static mlm_status bind_mlp(binder *b, int l, int64_t f, int64_t d, mlm_layer *L)
     int64_t f0, nf;
     share(b->m, f, &f0, &nf);
     if (b->phi3) {
-        if ((st = bind_slice(b, R_W1, l, (slice){f0, nf, 2 * f, 0, d, d}, 0, 0, &L->w1)) ||
-            (st = bind_slice(b, R_W3, l, (slice){f + f0, nf, 2 * f, 0, d, d}, 0, 0, &L->w3)))
+        if ((st = bind_slice(b, R_W1, l, (slice){f0, nf, 2 * f, 0, d, d, 1}, 0, 0, &L->w1)) ||
+            (st = bind_slice(b, R_W3, l, (slice){f + f0, nf, 2 * f, 0, d, d, 1}, 0, 0, &L->w3)))
             return st;
-    } else if ((st = bind_slice(b, R_W1, l, (slice){f0, nf, f, 0, d, d}, 0, 0, &L->w1)) ||
-               (st = bind_slice(b, R_W3, l, (slice){f0, nf, f, 0, d, d}, 0, 0, &L->w3))) {
+    } else if ((st = bind_slice(b, R_W1, l, (slice){f0, nf, f, 0, d, d, 1}, 0, 0, &L->w1)) ||
+               (st = bind_slice(b, R_W3, l, (slice){f0, nf, f, 0, d, d, 1}, 0, 0, &L->w3))) {
         return st;
     }
-    return bind_slice(b, R_W2, l, (slice){0, d, d, f0, nf, f}, 1, 0, &L->w2);
+    /* w2: row-parallel, in K chunks of n_ff / n_kv_head columns */
+    return bind_slice(b, R_W2, l, (slice){0, d, d, f0, nf, f, mlm_w2_chunks(&b->m->local)}, 1, 0,
+                      &L->w2);
 }
 
 static int count_shards(const mlm_checkpoint *c) {
@@ -409,7 +421,7 @@ static mlm_status bind_all(binder *b) {
      * keeps them apart (mlm_bind_mllama appends them) */
     int64_t extra = b->mllama && !b->meta ? m->n_emb_extra : 0;
     if ((st = bind_slice(b, R_EMB, 0,
-                         (slice){m->vocab0, m->n_vocab_local + extra, V + extra, 0, d, d}, 0, 0,
+                         (slice){m->vocab0, m->n_vocab_local + extra, V + extra, 0, d, d, 1}, 0, 0,
                          &m->tok_emb)))
         return st;
     for (int l = 0; l < c->n_layer; l++) {
@@ -425,7 +437,7 @@ static mlm_status bind_all(binder *b) {
     char name[256];
     role_name(b, name, sizeof name, R_OUT, 0);
     if (mlm_bind_find(b, name, 0)) {
-        if ((st = bind_slice(b, R_OUT, 0, (slice){m->vocab0, m->n_vocab_local, V, 0, d, d}, 0, 0,
+        if ((st = bind_slice(b, R_OUT, 0, (slice){m->vocab0, m->n_vocab_local, V, 0, d, d, 1}, 0, 0,
                              &m->output)))
             return st;
         return b->mllama ? mlm_bind_mllama(b) : MLM_OK;

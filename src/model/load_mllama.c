@@ -151,7 +151,7 @@ static mlm_status bind_cross(mlm_binder *b) {
  * profile's vision type. */
 static mlm_status vmat(mlm_binder *b, const char *name, int64_t rows, int64_t cols,
                        mlm_weight *out) {
-    mlm_bind_slice s = {0, rows, rows, 0, cols, cols};
+    mlm_bind_slice s = {0, rows, rows, 0, cols, cols, 1};
     return mlm_bind_tensor(b, name, b->m->profile.vision, s, 0, 0, out);
 }
 

@@ -11,12 +11,54 @@
 #include "model/profile.h"
 
 /* A weight matrix in compute layout: row-major (rows = out features, cols = in features);
- * BFP types hold rows in tensor/bfp.h's kernel layout. */
+ * BFP types hold rows in tensor/bfp.h's kernel layout. A row-parallel product (wo, w2) is
+ * stored in K chunks: its columns cut in N_CHUNKS equal parts (one per KV head of the whole
+ * model, so every legal TP holds whole chunks), each chunk a (rows, cols / n_chunks) matrix
+ * in TYPE's layout, chunk after chunk. Its product is the sum, in chunk order, of each
+ * chunk's product computed from zero: one process and every mesh add the same partials in
+ * the same order (forward.c). */
 typedef struct mlm_weight {
     mlm_wtype type;
     int64_t rows, cols;
+    int32_t n_chunks; /* 0 or 1: one matrix */
     const void *data; /* borrowed from the checkpoint or cache mapping, or model->owned */
 } mlm_weight;
+
+/* The K chunks of wo and of w2 for a rank whose shard of the config is LOCAL (the whole
+ * config alone): one per KV head, which every legal TP divides; w2 in one chunk where n_ff
+ * does not cut per KV head (mlm_mesh_check_tp refuses a mesh for such a model). */
+static inline int32_t mlm_wo_chunks(const mlm_config *local) { return local->n_kv_head; }
+static inline int32_t mlm_w2_chunks(const mlm_config *local) {
+    return local->n_ff % local->n_kv_head ? 1 : local->n_kv_head;
+}
+
+/* W's chunk count (1 for a plain matrix). */
+static inline int32_t mlm_weight_chunks(const mlm_weight *w) {
+    return w->n_chunks > 1 ? w->n_chunks : 1;
+}
+
+/* Bytes of a (ROWS, COLS) matrix of type T stored in CHUNKS K chunks. */
+static inline int64_t mlm_chunked_bytes(mlm_wtype t, int64_t rows, int64_t cols, int32_t chunks) {
+    if (chunks < 1) chunks = 1;
+    return chunks * mlm_wtype_bytes(t, rows, cols / chunks);
+}
+
+/* Bytes of W's data. */
+static inline int64_t mlm_weight_bytes(const mlm_weight *w) {
+    return mlm_chunked_bytes(w->type, w->rows, w->cols, w->n_chunks);
+}
+
+/* Chunk C of W as a plain matrix (a view into W's data). */
+static inline mlm_weight mlm_weight_chunk(const mlm_weight *w, int32_t c) {
+    int32_t n = mlm_weight_chunks(w);
+    int64_t kc = w->cols / n;
+    return (mlm_weight){.type = w->type, .rows = w->rows, .cols = kc, .n_chunks = 1,
+                        .data = (const char *)w->data + c * mlm_wtype_bytes(w->type, w->rows, kc)};
+}
+
+/* Row R of the f32 or bf16 weight W: a pointer into W, or for a chunked W the row gathered
+ * into TMP (W->cols elements). convert.c. */
+const void *mlm_weight_row(const mlm_weight *w, int64_t r, void *tmp);
 
 /* A decoder layer: self-attention (RoPE, paged KV) or, for Llama 3.2 Vision's
  * cross-attention layers (cross != 0), attention of the text over the vision states: wq/wo
@@ -28,10 +70,10 @@ typedef struct mlm_layer {
     mlm_weight wq;          /* (n_head * head_dim, n_embd), HF half-split row order */
     mlm_weight wk;          /* (n_kv_head * head_dim, n_embd), HF half-split row order */
     mlm_weight wv;          /* (n_kv_head * head_dim, n_embd) */
-    mlm_weight wo;          /* (n_embd, n_head * head_dim) */
+    mlm_weight wo;          /* (n_embd, n_head * head_dim) in n_kv_head K chunks */
     mlm_weight w1;          /* gate (n_ff, n_embd) */
     mlm_weight w3;          /* up (n_ff, n_embd) */
-    mlm_weight w2;          /* down (n_embd, n_ff) */
+    mlm_weight w2;          /* down (n_embd, n_ff) in n_kv_head K chunks */
     int cross;              /* a cross-attention layer */
     int32_t kv_layer;       /* its pool: in the self-attention KV, or (cross) the image KV */
     const float *q_norm;    /* cross: (head_dim) */

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "format/json.h"
+#include "model/model.h"
 
 const char *const mlm_profile_names[] = {"performance", "accuracy", "bf16", "f32", NULL};
 
@@ -185,9 +186,10 @@ int64_t mlm_profile_weight_bytes(const mlm_profile *p, const mlm_config *c, int 
     for (int32_t l = 0; l < c->n_layer; l++) {
         const mlm_wtype *L = p->layer[l];
         total += mlm_wtype_bytes(L[MLM_ROLE_WQ], q, d) + mlm_wtype_bytes(L[MLM_ROLE_WK], kv, d) +
-                 mlm_wtype_bytes(L[MLM_ROLE_WV], kv, d) + mlm_wtype_bytes(L[MLM_ROLE_WO], d, q) +
+                 mlm_wtype_bytes(L[MLM_ROLE_WV], kv, d) +
+                 mlm_chunked_bytes(L[MLM_ROLE_WO], d, q, mlm_wo_chunks(c)) +
                  mlm_wtype_bytes(L[MLM_ROLE_W1], f, d) + mlm_wtype_bytes(L[MLM_ROLE_W3], f, d) +
-                 mlm_wtype_bytes(L[MLM_ROLE_W2], d, f);
+                 mlm_chunked_bytes(L[MLM_ROLE_W2], d, f, mlm_w2_chunks(c));
     }
     int shared = c->tied_embeddings && p->head == p->emb;
     total += mlm_wtype_bytes(p->head, V, d);

@@ -6,7 +6,8 @@
  *   - bf16 x bf16 (AVX512-BF16): equal bit for bit to its twin, and near the double sum;
  *   - f32 and bf16 x f32: within f32 rounding of the reference;
  * and the invariance the executor relies on: a token's outputs do not depend on the other
- * tokens or on the row range a call was given. Levels this CPU lacks print SKIP with the
+ * tokens or on the row range a call was given, and a row's output does not depend on the
+ * matrix it sits in (a TP rank's shard of rows gives the whole matrix's bits). Levels this CPU lacks print SKIP with the
  * missing feature. */
 #include <stdint.h>
 
@@ -260,6 +261,67 @@ static void check_bf16_denormals(const mlm_kernels *kt) {
 }
 LEVEL_TEST(check_bf16_denormals, avx512)
 
+// ---- column-parallel shards ----
+
+/* The (ROWS, COLS) matrix of type WT made from the floats WF (ROWS rows of COLS), in the
+ * kernels' layout. */
+static void *encode(mlm_wtype wt, const float *wf, int64_t rows, int64_t cols) {
+    void *w = calloc(1, (size_t)mlm_wtype_bytes(wt, rows, cols) + 1);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = wf + r * cols;
+        if (wt == MLM_W_F32) memcpy((float *)w + r * cols, row, (size_t)cols * 4);
+        else if (wt == MLM_W_BF16)
+            for (int64_t k = 0; k < cols; k++) ((uint16_t *)w)[r * cols + k] = mlm_f32_to_bf16(row[k]);
+        else mlm_bfp_encode_matrix_row(row, cols, wt == MLM_W_BFP8 ? 8 : 4, r, w);
+    }
+    return w;
+}
+
+/* A TP rank binds its rows of a column-parallel product (wq, wk, wv, w1, w3, the LM head) as a
+ * matrix of their own. Rows [A, B) made into their own matrix give, row for row, the whole
+ * matrix's bits in every weight type: a row's result depends neither on how many rows its
+ * matrix has nor on which tile, panel or remainder it falls in. */
+static void check_shards_level(const mlm_kernels *kt) {
+    static const int64_t cuts[][2] = {{0, 17}, {16, 40}, {5, 6}, {48, 131}, {3, 100},
+                                      {64, 192}, {100, 192}, {0, 192}, {191, 192}};
+    static const int64_t cols_list[] = {64, 100, 320}, n_list[] = {1, 3, 13};
+    const int64_t rows = 192;
+    for (int wt = 0; wt < MLM_W_COUNT; wt++)
+        for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
+            for (size_t ni = 0; ni < sizeof n_list / sizeof *n_list; ni++) {
+                int64_t cols = cols_list[ci], n = n_list[ni];
+                float *wf = malloc((size_t)(rows * cols) * 4);
+                for (int64_t i = 0; i < rows * cols; i++)
+                    wf[i] = frand() * (float)ldexp(1.0, (int)((i / cols) % 7) - 3);
+                void *w = encode((mlm_wtype)wt, wf, rows, cols);
+                float *x = random_x(n, cols);
+                mlm_acts acts = make_acts(x, n, cols);
+                float *whole = malloc((size_t)(n * rows) * 4), *part = malloc((size_t)(n * rows) * 4);
+                kt->matmul[wt](whole, rows, w, &acts, 0, rows);
+                for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+                    int64_t a = cuts[k][0], b = cuts[k][1], m = b - a;
+                    void *sub = encode((mlm_wtype)wt, wf + a * cols, m, cols);
+                    kt->matmul[wt](part, m, sub, &acts, 0, m);
+                    int same = 1;
+                    for (int64_t t = 0; t < n; t++)
+                        same &= !memcmp(part + t * m, whole + t * rows + a, (size_t)m * 4);
+                    CHECKF(same, "%s %s cols %lld n %lld: rows [%lld, %lld) as their own matrix "
+                                 "differ from the whole's",
+                           kt->name, kt->matmul_name[wt], (long long)cols, (long long)n,
+                           (long long)a, (long long)b);
+                    free(sub);
+                }
+                free(wf), free(w), free(x), free(whole), free(part);
+                free_acts(&acts);
+            }
+}
+
+TEST(shards_ref) { check_shards_level(mlm_kernels_get("ref", NULL)); }
+LEVEL_TEST(check_shards_level, avx2)
+LEVEL_TEST(check_shards_level, avxvnni)
+LEVEL_TEST(check_shards_level, avx512)
+LEVEL_TEST(check_shards_level, amx)
+
 // ---- activation quantization ----
 
 /* The level's quantizer gives mlm_q8_quantize's bits: random rows with zeros, tiny values,
@@ -308,5 +370,10 @@ int main(void) {
     RUN(check_float_level_avx2);
     RUN(check_float_level_avx512);
     RUN(check_bf16_denormals_avx512);
+    RUN(shards_ref);
+    RUN(check_shards_level_avx2);
+    RUN(check_shards_level_avxvnni);
+    RUN(check_shards_level_avx512);
+    RUN(check_shards_level_amx);
     return HARNESS_END();
 }

@@ -9,14 +9,13 @@
  * N / D. In every profile each lane runs its user (the 24 tokens rotated by 5 x lane, read
  * in chunks of 7 so prefill chunks and single tokens both go through the mesh) and its lane
  * leader runs the same user in one process, unsharded:
- *   - every position's logits: |TP - single| <= 1e-5 x max |logit| in f32, where only the
- *     order of the partial sums differs (2e-2 in the profiles that round activations to bf16
- *     or int8, where a changed last bit can move an activation by one quantization step),
- *     and the same argmax;
- *   - every rank of the lane has bit-identical logits (the fixed-order all-reduce);
+ *   - every position's logits byte-identical to one process's, in every profile (the
+ *     row-parallel products' K chunks are summed in one order on any mesh: forward.c);
+ *   - every rank of the lane has bit-identical logits;
  *   - f32, lane 0: the logits within 1e-4 x max |logit| of transformers' (as test_llama);
  *   - 64 greedy tokens from the 8-token prompt: the single-process run's, and in f32
- *     transformers' own.
+ *     transformers' own; the logits of the prompt's last token and of the first 16 decode
+ *     steps byte-identical to one process's.
  * Rank 0 prints "ok"/"not ok" lines and the closing "N passed, N failed" for all ranks. */
 #include <jansson.h>
 #include <math.h>
@@ -30,6 +29,7 @@
 #define N_TOK 24
 #define N_GEN 64
 #define N_PROMPT 8
+#define N_STEPS 16 /* decode steps whose logits are compared */
 
 static int passed, failed;
 static int world_rank;
@@ -140,8 +140,10 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-/* N_GEN greedy tokens after PROMPT (N_PROMPT tokens). */
-static void run_greedy(const mlm_model *m, const int32_t *prompt, int32_t *out, mlm_comm *world) {
+/* N_GEN greedy tokens after PROMPT (N_PROMPT tokens); STEPS gets the logits the first
+ * 1 + N_STEPS tokens were picked from (the prompt's last, then each decode step's). */
+static void run_greedy(const mlm_model *m, const int32_t *prompt, int32_t *out, float *steps,
+                       mlm_comm *world) {
     mlm_exec *e = executor(m, world);
     mlm_error err = {0};
     int V = mlm_model_config(m)->n_vocab;
@@ -155,6 +157,7 @@ static void run_greedy(const mlm_model *m, const int32_t *prompt, int32_t *out, 
     mlm_batch b = {.n = N_PROMPT, .tokens = prompt, .seq = seq, .pos = pos, .logits = want};
     if (mlm_exec_step(e, &b, logits, &err)) die("prefill", &err, world);
     for (int i = 0; i < N_GEN; i++) {
+        if (i <= N_STEPS) memcpy(steps + (size_t)i * V, logits, (size_t)V * sizeof *logits);
         out[i] = argmax(logits, V);
         int32_t p = N_PROMPT + i;
         int8_t one = 1;
@@ -231,6 +234,8 @@ int main(int argc, char **argv) {
         user[i] = r.tokens[(i + 5 * lane) % N_TOK];
     size_t n = (size_t)N_TOK * (size_t)V;
     float *tp_logits = malloc(n * sizeof(float)), *one = malloc(n * sizeof(float));
+    size_t ns = (size_t)(N_STEPS + 1) * (size_t)V;
+    float *tp_steps = malloc(ns * sizeof(float)), *one_steps = malloc(ns * sizeof(float));
     uint64_t *hashes = malloc((size_t)mesh.tp * sizeof *hashes);
 
     char list[256];
@@ -242,7 +247,7 @@ int main(int argc, char **argv) {
         mlm_model *m = load(dir, prof, mc.tp, world);
         run_logits(m, user, N_TOK, 7, tp_logits, world);
         int32_t tp_greedy[N_GEN];
-        run_greedy(m, user, tp_greedy, world);
+        run_greedy(m, user, tp_greedy, tp_steps, world);
         mlm_model_free(m);
         /* every rank of the lane has the same bits */
         uint64_t h = fnv(tp_logits, n * sizeof(float));
@@ -255,20 +260,21 @@ int main(int argc, char **argv) {
             mlm_model *m1 = load(dir, prof, NULL, world);
             run_logits(m1, user, N_TOK, N_TOK, one, world);
             int32_t greedy1[N_GEN];
-            run_greedy(m1, user, greedy1, world);
+            run_greedy(m1, user, greedy1, one_steps, world);
             mlm_model_free(m1);
             int am;
             double d = rel_diff(tp_logits, one, N_TOK, V, &am);
-            /* f32: only the order of the partial sums differs. Profiles that round the
-             * activations (to bf16, or int8 for BFP weights) may see an activation land on the
-             * other side of a rounding boundary after that, one step of its quantization. */
-            double tol = !strcmp(prof, "f32") ? 1e-5 : 2e-2;
-            report(d <= tol && am == 0,
-                   "%s: logits vs one process: max diff %.2e x max|logit| (<= %.0e), %d argmax "
-                   "differences",
-                   what, d, tol, am);
+            report(!memcmp(tp_logits, one, n * sizeof(float)),
+                   "%s: %d positions' logits byte-identical to one process's (max diff %.2e x "
+                   "max|logit|, %d argmax differences)",
+                   what, N_TOK, d, am);
             report(!memcmp(tp_greedy, greedy1, sizeof greedy1),
                    "%s: %d greedy tokens equal one process's", what, N_GEN);
+            d = rel_diff(tp_steps, one_steps, N_STEPS + 1, V, &am);
+            report(!memcmp(tp_steps, one_steps, ns * sizeof(float)),
+                   "%s: the prompt's and %d decode steps' logits byte-identical to one "
+                   "process's (max diff %.2e)",
+                   what, N_STEPS, d);
             if (!strcmp(prof, "f32") && lane == 0) {
                 d = rel_diff(tp_logits, r.logits, N_TOK, V, &am);
                 report(d <= 1e-4,
@@ -298,6 +304,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < size; i++)
         rc |= all[2 * i + 1] != 0;
     free(all), free(text), free(tp_logits), free(one), free(hashes), free(r.logits);
+    free(tp_steps), free(one_steps);
     mlm_mesh_leave(&mc);
     mlm_comm_free(world);
     return rc;

@@ -2,8 +2,8 @@
 # tests/mesh/test_mesh.sh: tensor and data parallelism over MPI ranks on one machine, with
 # OpenMPI's mpirun (SKIP without it). The tiny fixtures of tests/data/mesh (Llama GQA 2:1 and
 # MHA, Phi-3 5:1, made by tests/fixtures/make_mesh_fixtures.py with transformers) run as:
-#   - mesh_tp (tests/mesh/mesh_tp.c) at TP 2, 4 and 8 in every profile, against one process
-#     and against transformers' logits and greedy tokens; from Meta's 8-shard checkpoint;
+#   - mesh_tp (tests/mesh/mesh_tp.c) at TP 2, 4 and 8 in every profile, byte-identical to one
+#     process and against transformers' logits and greedy tokens; from Meta's 8-shard checkpoint;
 #     data-parallel lanes; and TP2 over MPI's TCP transport on loopback (--mca btl self,tcp);
 #   - `meshlm generate` on a mesh: transformers' greedy tokens under --tp 2, --mesh N300 and
 #     a fake device, per-rank weight cache files in the mesh's folder;
@@ -56,8 +56,8 @@ mesh_tp 2 $DATA/llama_mha --profiles $ALL
 mesh_tp 8 $DATA/llama_mha --profiles f32,accuracy
 mesh_tp 2 $DATA/phi3_5to1 --profiles $ALL
 # TP 4 cuts Phi-3's 320 attention columns in shards of 80, not whole blocks of the int8
-# activations (32): the BFP profiles quantize differently from one process there
-mesh_tp 4 $DATA/phi3_5to1 --profiles f32,bf16
+# activations (32): the chunks are quantized one by one in one process too, so still exact
+mesh_tp 4 $DATA/phi3_5to1 --profiles $ALL
 mesh_tp 4 $DATA/llama_gqa --dp 2 --profiles f32,performance
 mesh_tp 2 $DATA/llama_mha --dp 2 --profiles f32,performance
 MPIRUN_SAVED=$MPIRUN
@@ -141,8 +141,8 @@ demo_lanes() {
 demo_lanes "demo ci-b1-DP-2, lanes of TP 1 (models/default)" 2 models/default
 SMOL=models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ -f "$SMOL" ]; then
-    # f32: in bf16 the TP sums' different rounding may change a later greedy token (README)
-    demo_lanes "demo ci-b1-DP-2, lanes of TP 3 (SmolLM2 f32, 6 ranks)" 6 "$SMOL" --optimizations f32
+    # the default profile (bf16): a lane of TP 3 gives one process's bits
+    demo_lanes "demo ci-b1-DP-2, lanes of TP 3 (SmolLM2 bf16, 6 ranks)" 6 "$SMOL"
 else
     echo "SKIP: demo lanes of TP 3: $SMOL is missing (scripts/get-model.sh)"
 fi

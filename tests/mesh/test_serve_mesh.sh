@@ -4,7 +4,7 @@
 # heads) on TP 3: greedy completions, plain and streamed, equal one process's `meshlm
 # generate`; SIGTERM to rank 0 drains it and ends every rank with exit 0; `meshlm chat` on TP
 # 3 answers two turns from stdin as one process does, and `meshlm accuracy` on TP 3 gives its
-# top-1/top-5. SKIP without
+# top-1/top-5 and the checksum of its logits (bit-identical to one process). SKIP without
 # mpirun, curl, jq or the model (scripts/get-model.sh).
 MESHLM=${MESHLM:-build/meshlm}
 MODEL=models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -105,11 +105,13 @@ if [ $rc -eq 0 ] && [ -s "$TMP/chat1" ] && cmp -s "$TMP/chat1" "$TMP/chat3"; the
 else
     notok "chat on TP 3" "exit $rc: '$(head -c 200 "$TMP/chat3")' vs '$(head -c 200 "$TMP/chat1")'"
 fi
-# token accuracy (teacher forcing against the model's .refpt) on TP 3 and in one process
+# token accuracy (teacher forcing against the model's .refpt) on TP 3 and in one process: the
+# same top-1/top-5 and the same checksum of every scored step's logits (bit-identical, the
+# row-parallel products' K chunks summed in one order on any mesh)
 acc3=$(timeout 300 $MPIRUN -np 3 "$MESHLM" accuracy -m "$MODEL" --tp 3 --threads 1 2>/dev/null | grep 'token accuracy')
 acc1=$("$MESHLM" accuracy -m "$MODEL" --threads 2 2>/dev/null | grep 'token accuracy')
-if [ -n "$acc1" ] && [ "$acc3" = "$acc1" ]; then
-    ok "accuracy on TP 3 gives one process's top-1/top-5: $(echo $acc1 | tr -s ' ')"
+if [ -n "$acc1" ] && [ "$acc3" = "$acc1" ] && echo "$acc1" | grep -q 'logits checksum'; then
+    ok "accuracy on TP 3 gives one process's top-1/top-5 and logits bit for bit: $(echo $acc1 | tr -s ' ')"
 else
     notok "accuracy on TP 3" "'$acc3' vs '$acc1'"
 fi

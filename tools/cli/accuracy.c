@@ -4,11 +4,21 @@
  * reference model's top 5 for token i + 1), and optionally prompt_len (default N / 2). The
  * first prompt_len tokens are prefilled; then at each step the model's argmax is scored
  * (top-1: equal to the reference's argmax top5[i][0]; top-5: among top5[i]) and the
- * reference's own next token is fed instead (teacher forcing). */
+ * reference's own next token is fed instead (teacher forcing). The scored logits' checksum
+ * (FNV-1a over their bytes) is printed too: runs that should agree bit for bit (threads,
+ * kernel levels, a mesh) are compared by it. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "demo.h"
+
+/* FNV-1a over N bytes of P, continuing from H: the logits' checksum, so two runs (one process
+ * and a mesh, two kernel levels) can be compared bit for bit. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    return h;
+}
 
 static int32_t argmax(const float *x, int32_t n) {
     int32_t best = 0;
@@ -82,6 +92,7 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
         rc = err.msg[0] ? cli_fail(&err) : CLI_RUNTIME;
     }
     int64_t hit1 = 0, hit5 = 0;
+    uint64_t sum = 1469598103934665603ull; /* of every scored step's logits */
     /* prefill, in steps */
     for (int64_t i = 0; !rc && i < prompt_len; i += xp.max_step_tokens) {
         int32_t k = (int32_t)(prompt_len - i < xp.max_step_tokens ? prompt_len - i : xp.max_step_tokens);
@@ -94,6 +105,7 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
     for (int64_t s = 0; !rc && s < steps; s++) {
         int64_t at = prompt_len - 1 + s; /* logits now predict token at + 1 */
         int32_t pred = argmax(logits, cfg->n_vocab);
+        sum = fnv1a(sum, logits, (size_t)cfg->n_vocab * sizeof *logits);
         hit1 += pred == top[at * 5];
         int in5 = 0;
         for (int k = 0; k < 5; k++) in5 |= pred == top[at * 5 + k];
@@ -107,8 +119,9 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
     if (!rc) {
         *top1 = steps ? (double)hit1 / (double)steps : 0;
         *top5 = steps ? (double)hit5 / (double)steps : 0;
-        printf("token accuracy: %s, prompt %lld tokens, %lld teacher-forced steps\n", path,
-               (long long)prompt_len, (long long)steps);
+        printf("token accuracy: %s, prompt %lld tokens, %lld teacher-forced steps, logits "
+               "checksum %016llx\n",
+               path, (long long)prompt_len, (long long)steps, (unsigned long long)sum);
     }
     mlm_exec_free(e);
     free(tokens), free(top), free(logits), free(step), free(want);
