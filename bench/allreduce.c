@@ -1,6 +1,8 @@
 /* bench/allreduce.c: the mesh's collectives by themselves, under mpirun: meshlm's fixed-order
  * all-reduce (mlm_comm_allreduce_sum) of one decode token's hidden state for the real models'
  * widths (2048: 1B, 3072: 3B, 4096: 8B, 5120: Phi-4, 8192: 70B) and of a prefill chunk, and
+ * the all-gather of the K-chunk partials of wo and w2 that the exact mesh runs instead (issue
+ * 22: every chunk's partial to every rank, summed there in chunk order), and
  * the gather of one token's logits (128256 / TP floats per rank), each after a barrier so no
  * rank waits for another's compute. Prints microseconds per call (median of the runs) and
  * the bytes each rank sends. Alone it says how to run it and exits 0.
@@ -64,6 +66,38 @@ int main(int argc, char **argv) {
                    n > 100000 ? "a 256-token prefill of 2048" : "one token's hidden state",
                    t[its / 2], (size_t)n * 4 * 2 * (size_t)(size - 1) / (size_t)size);
     }
+    /* What the exact mesh runs after wo and w2 instead of the all-reduce: every rank's K-chunk
+     * partials to every rank (8 chunks for Llama 3, 10 for Phi-4, split over the ranks), for
+     * one decode token and a 256-token prefill of the 1B */
+    static const struct {
+        int width, tokens, chunks;
+        const char *what;
+    } parts[] = {{2048, 1, 8, "1B"}, {4096, 1, 8, "8B"}, {5120, 1, 10, "Phi-4"},
+                 {8192, 1, 8, "70B"}, {2048, 256, 8, "1B, 256-token prefill"}};
+    size_t pmax = (size_t)2048 * 256 * 8;
+    float *pall = malloc(pmax * sizeof *pall), *pmine = malloc(pmax * sizeof *pmine);
+    size_t *pcounts = malloc((size_t)size * sizeof *pcounts);
+    if (!pall || !pmine || !pcounts) return 1;
+    memset(pmine, 0, pmax * sizeof *pmine);
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+        if (parts[k].chunks % size) continue; /* TP must divide the chunks */
+        size_t mine = (size_t)parts[k].width * (size_t)parts[k].tokens * (size_t)(parts[k].chunks / size);
+        int its = parts[k].tokens > 1 ? iters / 20 : iters;
+        for (int r = 0; r < size; r++) pcounts[r] = mine * sizeof(float);
+        for (int i = 0; i < its; i++) {
+            mlm_comm_barrier(w, NULL);
+            double t0 = now_us();
+            if (mlm_comm_allgatherv(w, pmine, pall, pcounts, &err)) mlm_comm_abort(w, 1);
+            t[i] = now_us() - t0;
+        }
+        qsort(t, (size_t)its, sizeof *t, cmp);
+        if (rank == 0)
+            printf("  all-gather of %d chunks' partials (%s, %d x %d) %9.1f us, %zu bytes sent "
+                   "per rank\n",
+                   parts[k].chunks, parts[k].what, parts[k].tokens, parts[k].width, t[its / 2],
+                   mine * 4 * (size_t)(size - 1));
+    }
+    free(pall), free(pmine), free(pcounts);
     /* one token's logits: each rank's vocabulary slice to every rank */
     int V = 128256, part = (V + size - 1) / size;
     size_t *counts = malloc((size_t)size * sizeof *counts);

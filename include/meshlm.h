@@ -496,7 +496,9 @@ int mlm_mesh_devices(const char *name);
 mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *cfg, int world,
                             int fake, mlm_mesh *out, mlm_error *err);
 /* INVALID_ARG naming the counts and a mesh that works when TP does not divide CFG's heads
- * and n_ff. MESH names the preset in the message (or NULL). */
+ * and n_ff, or (TP > 1) when n_ff does not cut into one K chunk per KV head: the mesh sums
+ * the row-parallel products' chunks in one order to give one process's bits. MESH names the
+ * preset in the message (or NULL). */
 mlm_status mlm_mesh_check_tp(const mlm_config *cfg, int tp, const char *mesh, mlm_error *err);
 
 /* This rank's place in a mesh (mlm_mesh_join): MESH holds the mesh's ranks, TP this rank's
@@ -529,6 +531,8 @@ void mlm_mesh_leave(mlm_mesh_comms *comms);
  * detected (key, sizes, checksums of the index and of every tensor) and rebuilt. */
 typedef struct mlm_model mlm_model;
 
+typedef enum mlm_tp_reduce { MLM_TP_EXACT = 0, MLM_TP_SUM } mlm_tp_reduce;
+
 typedef struct mlm_model_params {
     const char *optimizations; /* "performance", "accuracy", "bf16", "f32"; NULL = by dtype */
     mlm_dtype dtype;           /* with optimizations NULL: MLM_DTYPE_BF16 (default) or F32 */
@@ -541,8 +545,16 @@ typedef struct mlm_model_params {
      * Rank r of TP = size binds only its shard: heads [r H/TP, (r+1) H/TP) of q/k/v and
      * their wo columns, rows [r F/TP, ...) of w1/w3 and those columns of w2, and a slice of
      * the LM head's vocabulary; its cache file holds only that shard. The forward pass then
-     * all-reduces (in a fixed order) and gathers the logits, so every rank gets them all. */
+     * gathers every rank's partials of wo and w2 (one per K chunk, a KV head's share of the
+     * columns) and sums them in chunk order, as one process does, and gathers the logits: so
+     * every rank gets them all, bit-identical to one process's in every profile. */
     mlm_comm *tp;
+    /* How the ranks combine the row-parallel products: MLM_TP_EXACT (default) gathers every
+     * K chunk's partial and sums them in chunk order, one process's bits in every profile;
+     * MLM_TP_SUM all-reduces each rank's own sum of its chunks in rank order: n_kv_head / 2
+     * times fewer bytes (for a network between the ranks), but the last bits, and after a
+     * rounding step a token, may differ from one process's. Ignored alone. */
+    mlm_tp_reduce tp_reduce;
     /* Optional: told what loading does ("cache ...: stale (...); rebuilding") and how far a
      * conversion has got (DONE of TOTAL bytes). Called from the loading thread. */
     void (*on_message)(void *user, const char *message);

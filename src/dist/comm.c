@@ -144,6 +144,13 @@ static int largest_tp(const mlm_config *c, int tp) {
 }
 
 mlm_status mlm_mesh_check_tp(const mlm_config *c, int tp, const char *mesh, mlm_error *err) {
+    /* the mesh sums w2's K chunks (one per KV head) in one order: n_ff must cut into them */
+    if (tp > 1 && c->n_kv_head > 0 && c->n_ff % c->n_kv_head)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "mesh%s%s: the model's n_ff %d does not cut into its %d KV heads' K "
+                           "chunks, which a mesh needs to give one process's bits; run it on "
+                           "one device (N150)",
+                           mesh ? " " : "", mesh ? mesh : "", c->n_ff, c->n_kv_head);
     const char *what = c->n_kv_head % tp ? "KV heads" : c->n_head % tp ? "attention heads" : NULL;
     int n = c->n_kv_head % tp ? c->n_kv_head : c->n_head;
     if (!what && c->n_ff % tp) what = "MLP columns (n_ff)", n = c->n_ff;

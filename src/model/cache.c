@@ -326,39 +326,47 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
             mlm_hash_update(&hs, v, e->bytes);
             st = mlm_outfile_write(&f, v, e->bytes, err);
         } else {
-            const mlm_weight *whole = pl.w[i - pl.n_norms].w;
-            /* K chunk by K chunk (one for most weights), each a matrix of its own */
-            for (int32_t c = 0; c < mlm_weight_chunks(whole) && !st; c++) {
-                mlm_weight wc = mlm_weight_chunk(whole, c);
-                const mlm_weight *w = &wc;
-                int64_t row_bytes = mlm_wtype_row_bytes((mlm_wtype)e->type, w->cols);
-                /* pieces of whole 16-row panels (BFP matrices keep rows in panels of 16) */
-                int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1) / MLM_BFP_ROWS * MLM_BFP_ROWS;
-                if (rows_per < MLM_BFP_ROWS) rows_per = MLM_BFP_ROWS;
-                size_t need = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, rows_per, w->cols);
-                if (need > chunk_cap) { /* rows wider than 8 MB: one block at a time still fits */
-                    void *bigger = realloc(chunk, need);
-                    if (!bigger) {
-                        st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
-                        break;
-                    }
-                    chunk = bigger, chunk_cap = need;
+            const mlm_weight *w = pl.w[i - pl.n_norms].w;
+            int64_t row_bytes = mlm_wtype_row_bytes((mlm_wtype)e->type, e->cols);
+            /* pieces of whole 16-row panels (BFP matrices keep rows in panels of 16); a chunked
+             * weight (wo, w2) piece by piece of its layout: block by block, chunk by chunk */
+            int32_t chunks = mlm_weight_chunks(w);
+            int64_t rows_per = (int64_t)chunk_max / (row_bytes ? row_bytes : 1) / MLM_BFP_ROWS * MLM_BFP_ROWS;
+            if (rows_per < MLM_BFP_ROWS) rows_per = MLM_BFP_ROWS;
+            if (chunks > 1) rows_per = MLM_CHUNK_ROWS;
+            size_t need = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, rows_per, e->cols);
+            if (need > chunk_cap) { /* rows wider than 8 MB: one block at a time still fits */
+                void *bigger = realloc(chunk, need);
+                if (!bigger) {
+                    st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
+                    break;
                 }
-                for (int64_t r = 0; r < e->rows && !st; r += rows_per) {
-                    int64_t r1 = r + rows_per < e->rows ? r + rows_per : e->rows;
-                    size_t bytes = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, r1 - r, w->cols);
-                    if (w->type == (mlm_wtype)e->type) {
-                        const char *src = (const char *)w->data + r * row_bytes;
-                        mlm_hash_update(&hs, src, bytes);
-                        st = mlm_outfile_write(&f, src, bytes, err);
-                    } else {
-                        st = mlm_weight_convert_rows(w, (mlm_wtype)e->type, r, r1, chunk, m->load_pool, err);
-                        mlm_hash_update(&hs, chunk, bytes);
-                        if (!st) st = mlm_outfile_write(&f, chunk, bytes, err);
-                    }
-                    done += bytes;
-                    if (p->on_progress) p->on_progress(p->user, (int64_t)done, (int64_t)total);
+                chunk = bigger, chunk_cap = need;
+            }
+            int64_t n_pieces = chunks > 1 ? mlm_chunk_blocks(e->rows) * chunks
+                                          : (e->rows + rows_per - 1) / rows_per;
+            for (int64_t k = 0; k < n_pieces && !st; k++) {
+                /* the piece as a plain matrix: rows of W, or block k / chunks, chunk k % chunks */
+                mlm_weight piece = *w;
+                if (chunks > 1) {
+                    piece = mlm_weight_part(w, k / chunks, (int32_t)(k % chunks));
+                } else {
+                    int64_t r = k * rows_per, r1 = r + rows_per < e->rows ? r + rows_per : e->rows;
+                    piece.rows = r1 - r;
+                    piece.data = (const char *)w->data + mlm_wtype_bytes(w->type, r, w->cols);
                 }
+                size_t bytes = (size_t)mlm_wtype_bytes((mlm_wtype)e->type, piece.rows, piece.cols);
+                if (w->type == (mlm_wtype)e->type) {
+                    mlm_hash_update(&hs, piece.data, bytes);
+                    st = mlm_outfile_write(&f, piece.data, bytes, err);
+                } else {
+                    st = mlm_weight_convert_rows(&piece, (mlm_wtype)e->type, 0, piece.rows, chunk,
+                                                 m->load_pool, err);
+                    mlm_hash_update(&hs, chunk, bytes);
+                    if (!st) st = mlm_outfile_write(&f, chunk, bytes, err);
+                }
+                done += bytes;
+                if (p->on_progress) p->on_progress(p->user, (int64_t)done, (int64_t)total);
             }
         }
         e->hash = mlm_hash_final(&hs);

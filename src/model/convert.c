@@ -160,12 +160,26 @@ const void *mlm_weight_row(const mlm_weight *w, int64_t r, void *tmp) {
     size_t es = w->type == MLM_W_BF16 ? 2 : 4;
     int32_t n = mlm_weight_chunks(w);
     if (n == 1) return (const char *)w->data + (size_t)(r * w->cols) * es;
+    int64_t b = r / MLM_CHUNK_ROWS, i = r % MLM_CHUNK_ROWS;
     for (int32_t c = 0; c < n; c++) {
-        mlm_weight k = mlm_weight_chunk(w, c);
-        memcpy((char *)tmp + (size_t)(c * k.cols) * es, (const char *)k.data + (size_t)(r * k.cols) * es,
+        mlm_weight k = mlm_weight_part(w, b, c);
+        memcpy((char *)tmp + (size_t)(c * k.cols) * es, (const char *)k.data + (size_t)(i * k.cols) * es,
                (size_t)k.cols * es);
     }
     return tmp;
+}
+
+mlm_status mlm_weight_convert_chunked(const mlm_weight *src, mlm_wtype to, void *dst,
+                                      mlm_pool *pool, mlm_error *err) {
+    int32_t n = mlm_weight_chunks(src);
+    mlm_status st = MLM_OK;
+    for (int64_t b = 0; b < mlm_chunk_blocks(src->rows) && !st; b++)
+        for (int32_t c = 0; c < n && !st; c++) {
+            mlm_weight part = mlm_weight_part(src, b, c);
+            int64_t at = mlm_chunked_offset(to, src->rows, src->cols, n, b, c);
+            st = mlm_weight_convert_rows(&part, to, 0, part.rows, (char *)dst + at, pool, err);
+        }
+    return st;
 }
 
 mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error *err) {
@@ -184,13 +198,9 @@ mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error 
                              refs[i].name);
             break;
         }
-        /* chunk by chunk: each a matrix of its own in the new type */
-        for (int32_t c = 0; c < mlm_weight_chunks(w) && !st; c++) {
-            mlm_weight k = mlm_weight_chunk(w, c);
-            st = mlm_weight_convert_rows(&k, refs[i].want, 0, k.rows,
-                                         (char *)buf + c * mlm_wtype_bytes(refs[i].want, k.rows, k.cols),
-                                         m->load_pool, err);
-        }
+        st = mlm_weight_chunks(w) > 1
+                 ? mlm_weight_convert_chunked(w, refs[i].want, buf, m->load_pool, err)
+                 : mlm_weight_convert_rows(w, refs[i].want, 0, w->rows, buf, m->load_pool, err);
         if (st) {
             free(buf);
             break;

@@ -6,9 +6,11 @@
  * one preparation, as do gate and up. The pass is a sequence of jobs on the thread pool,
  * each split into tasks that the threads take first come, first served:
  *   per layer: norm + prepare (by tokens); q/k/v as one job over their rows; RoPE and the KV
- *   store (by tokens); flash attention (by sequence, KV head and query tile); prepare; wo
- *   with the residual add in its epilogue; norm + prepare; gate/up as one job with
- *   SiLU(gate) x up in its epilogue; prepare; w2 with the residual add.
+ *   store (by tokens); flash attention (by sequence, KV head and query tile); wo (a
+ *   row-parallel product: its input prepared chunk by chunk, its K chunks summed in order,
+ *   the residual add in its epilogue); norm + prepare; gate/up as one job with SiLU(gate) x
+ *   up in its epilogue; w2 as wo. Under TP the row-parallel products gather every rank's
+ *   chunk partials and sum them in the same order (row_parallel).
  * A job of one task (a decode step's token-wise work) runs on the caller without waking
  * anyone. Every token's numbers are computed the same way whatever else is in the batch and
  * whichever thread computes them, so batched and one-by-one runs agree bit for bit.
@@ -21,8 +23,10 @@
 #include "tensor/dtype.h"
 #include "tensor/q8.h"
 
-#define ROW_CHUNK 64 /* rows per matmul task: 4 BFP panels */
+#define ROW_CHUNK 64 /* rows per matmul task: 4 BFP panels; a chunked weight's block */
+_Static_assert(ROW_CHUNK == MLM_CHUNK_ROWS, "a row-parallel task is one block of its weight");
 #define TOK_CHUNK 4  /* tokens per token-wise task */
+#define GATHER_TOKENS 64 /* TP: tokens of K-chunk partials per all-gather (bounds its buffer) */
 
 // ---- scratch ----
 
@@ -47,8 +51,8 @@ enum {
     P_LOGG,
     P_AX,   /* a row-parallel product's f32 input, chunk-major */
     P_FOLD, /* per thread: one chunk's partial of a task's rows */
-    P_PART, /* TP: this rank's chunks' partials */
-    P_GATH, /* TP: every chunk's partials, gathered */
+    P_PART, /* TP: this rank's chunks' partials, (n, local chunks, d) */
+    P_GATH, /* TP: every rank's for GATHER_TOKENS tokens, (tp, tokens, local chunks, d) */
     N_PARTS
 };
 
@@ -110,7 +114,8 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     sizes[P_FOLD] = (size_t)n_threads * N * ROW_CHUNK * 4;
     size_t chunks = (size_t)c->n_kv_head; /* this rank's: the most either product has */
     sizes[P_PART] = tp > 1 ? chunks * N * d * 4 : 0;
-    sizes[P_GATH] = tp > 1 ? chunks * (size_t)tp * N * d * 4 : 0;
+    size_t slab = N < GATHER_TOKENS ? N : GATHER_TOKENS;
+    sizes[P_GATH] = tp > 1 ? chunks * (size_t)tp * slab * d * 4 : 0;
 }
 
 /* PART[i]: where part i of SCRATCH starts for a step of N tokens and L logits (each part
@@ -137,7 +142,7 @@ size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens,
 
 // ---- the step's state, shared by the tasks ----
 
-typedef enum { EPI_NONE, EPI_RESIDUAL, EPI_SWIGLU } epilogue;
+typedef enum { EPI_NONE, EPI_SWIGLU } epilogue;
 
 typedef struct seg { /* one matrix of a matmul job */
     const mlm_weight *w;
@@ -185,6 +190,7 @@ typedef struct fwd {
     float *rout;       /* (n, rows): the chunks' sum, or with TP the local chunks' partials */
     int rsum;          /* 1: fold the chunks into rout; 0: each chunk's partial apart (TP) */
     int ractive;       /* the residual add in the epilogue (alone) */
+    int32_t slab0, slab_n; /* TP: the tokens of the gathered partials being summed */
 } fwd;
 
 // ---- pieces ----
@@ -252,10 +258,7 @@ static void task_matmul(void *ctx, int64_t task, int thread) {
     }
     const seg *g = &f->segs[s];
     int64_t rows = g->w->rows, r0 = task * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
-    if (f->epi == EPI_RESIDUAL) {
-        for (int32_t t = 0; t < f->n; t++)
-            for (int64_t r = r0; r < r1; r++) f->x[t * rows + r] += g->out[t * rows + r];
-    } else if (f->epi == EPI_SWIGLU) {
+    if (f->epi == EPI_SWIGLU) {
         const float *up = f->segs[s + 1].out;
         for (int32_t t = 0; t < f->n; t++)
             for (int64_t r = r0; r < r1; r++)
@@ -407,6 +410,19 @@ static void task_prepare_chunks(void *ctx, int64_t task, int thread) {
         }
 }
 
+/* DST[t * DS + r] += SRC[t * SS + r] for N tokens of NR rows (two separate buffers). */
+static void add_rows(float *restrict dst, int64_t ds, const float *restrict src, int64_t ss,
+                     int64_t n, int64_t nr) {
+    for (int64_t t = 0; t < n; t++) {
+        float *restrict d = dst + t * ds;
+        const float *restrict s = src + t * ss;
+        if (nr == ROW_CHUNK) /* a whole block: a fixed count the compiler vectorizes */
+            for (int r = 0; r < ROW_CHUNK; r++) d[r] += s[r];
+        else
+            for (int64_t r = 0; r < nr; r++) d[r] += s[r];
+    }
+}
+
 /* Chunk C's input, as its kernel reads it. */
 static mlm_acts chunk_acts(const fwd *f, int32_t c) {
     int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
@@ -415,9 +431,9 @@ static mlm_acts chunk_acts(const fwd *f, int32_t c) {
                       .d = f->ad + c * n * (pc / MLM_Q8_BLOCK)};
 }
 
-/* Rows [r0, r0 + ROW_CHUNK) of every chunk: alone, partial 0 into rout, each further
+/* Block TASK (rows [r0, r0 + ROW_CHUNK)) of every chunk: alone, partial 0 into rout, each further
  * partial into this thread's fold buffer and added; then the residual add. Under TP, each
- * local chunk's partial into its own (n, rows) block of rout. */
+ * local chunk's partial apart, token-major in rout (n, chunks, rows). */
 static void task_row_parallel(void *ctx, int64_t task, int thread) {
     fwd *f = ctx;
     const mlm_weight *w = f->rw;
@@ -426,45 +442,50 @@ static void task_row_parallel(void *ctx, int64_t task, int thread) {
     float *tmp = f->fold + (size_t)thread * (size_t)n * ROW_CHUNK;
     mlm_matmul_fn mm = f->m->kernels->matmul[w->type];
     for (int32_t c = 0; c < mlm_weight_chunks(w); c++) {
-        mlm_weight k = mlm_weight_chunk(w, c);
+        /* block TASK, chunk C: a plain (nr, kc) matrix, the task's chunks one after another */
+        mlm_weight k = mlm_weight_part(w, task, c);
         mlm_acts a = chunk_acts(f, c);
-        /* the chunk's rows from r0 (a whole BFP panel: r0 is a multiple of 16) */
-        const void *wr = (const char *)k.data + mlm_wtype_bytes(k.type, r0, k.cols);
-        if (!f->rsum) {
-            mm(f->rout + c * n * rows + r0, rows, wr, &a, 0, nr);
+        const void *wr = k.data;
+        if (!f->rsum) { /* token-major: token t's chunk c at (t * chunks + c) * rows */
+            int32_t chunks = mlm_weight_chunks(w);
+            mm(f->rout + c * rows + r0, chunks * rows, wr, &a, 0, nr);
         } else if (c == 0) {
             mm(f->rout + r0, rows, wr, &a, 0, nr);
         } else {
             mm(tmp, ROW_CHUNK, wr, &a, 0, nr);
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t r = 0; r < nr; r++) f->rout[t * rows + r0 + r] += tmp[t * ROW_CHUNK + r];
+            add_rows(f->rout + r0, rows, tmp, ROW_CHUNK, n, nr);
         }
     }
-    if (f->ractive)
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t r = r0; r < r1; r++) f->x[t * rows + r] += f->rout[t * rows + r];
+    if (f->ractive) add_rows(f->x + r0, rows, f->rout + r0, rows, n, nr);
 }
 
-/* Tokens of the gathered partials (chunks x (n, d) at f->gath) summed in chunk order, then
+/* Tokens of the gathered slab (f->slab0 on, f->slab_n of them; rank r's chunks c at
+ * ((r * slab_n + t) * chunks + c) * d) summed in the global chunk order r * chunks + c, then
  * added to the residual (f->ractive) or stored in f->rout. */
 static void task_fold(void *ctx, int64_t task, int thread) {
     (void)thread;
     fwd *f = ctx;
-    int64_t d = f->rw->rows, n = f->rows, nd = n * d;
-    int32_t chunks = mlm_weight_chunks(f->rw) * f->m->tp_size;
-    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < n ? t0 + TOK_CHUNK : (int32_t)n;
-    for (int64_t i = t0 * d; i < t1 * d; i++) {
-        float sum = f->gath[i];
-        for (int32_t c = 1; c < chunks; c++) sum += f->gath[c * nd + i];
-        if (f->ractive) f->x[i] += sum;
-        else f->rout[i] = sum;
-    }
+    int64_t d = f->rw->rows, sn = f->slab_n;
+    int32_t chunks = mlm_weight_chunks(f->rw), tp = f->m->tp_size;
+    int64_t t0 = task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < sn ? t0 + TOK_CHUNK : sn;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t i = 0; i < d; i++) {
+            float sum = f->gath[t * chunks * d + i]; /* rank 0's chunk 0 */
+            for (int32_t r = 0; r < tp; r++)
+                for (int32_t c = r ? 0 : 1; c < chunks; c++)
+                    sum += f->gath[((r * sn + t) * chunks + c) * d + i];
+            int64_t at = (f->slab0 + t) * d + i;
+            if (f->ractive) f->x[at] += sum;
+            else f->rout[at] = sum;
+        }
 }
 
 /* OUT (n rows of W->rows) = W . SRC (n rows of W->cols) as the sum of W's K chunks in order
  * (above); with RESIDUAL the result is added to f->x instead (OUT is then scratch). Under TP,
- * W holds this rank's chunks: their partials are gathered from every rank (one all-gather of
- * n x rows x chunks floats) and summed in the same order on every rank. */
+ * W holds this rank's chunks: their partials are gathered from every rank (an all-gather of
+ * rows x chunks floats per token, GATHER_TOKENS tokens at a time) and summed in the same
+ * order on every rank; or, with MLM_TP_SUM,
+ * each rank sums its own chunks and the ranks' sums are all-reduced (not one process's bits). */
 static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, const float *src,
                                float *out, int residual, mlm_error *err) {
     const mlm_model *m = f->m;
@@ -474,17 +495,31 @@ static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, cons
     f->src = src, f->cols = w->cols, f->rows = n, f->forms = forms_of(m, w);
     f->cx = chunks > 1 ? f->ax : src;
     mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_prepare_chunks, f);
-    f->rsum = tp == 1, f->ractive = tp == 1 && residual;
-    f->rout = tp == 1 ? out : f->part;
+    int sum = tp > 1 && m->tp_reduce == MLM_TP_SUM; /* each rank's chunks summed, all-reduced */
+    f->rsum = tp == 1 || sum, f->ractive = tp == 1 && residual;
+    f->rout = tp == 1 || sum ? out : f->part;
     mlm_pool_run(pool, (w->rows + ROW_CHUNK - 1) / ROW_CHUNK, task_row_parallel, f);
     if (tp == 1) return MLM_OK;
+    if (sum) {
+        int64_t nd = (int64_t)n * w->rows;
+        mlm_status st = mlm_comm_allreduce_sum(m->tp, out, nd, err);
+        if (st || !residual) return st;
+        for (int64_t i = 0; i < nd; i++) f->x[i] += out[i];
+        return MLM_OK;
+    }
     size_t counts[256];
     if (tp > 256) return mlm_err_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
-    for (int r = 0; r < tp; r++) counts[r] = (size_t)chunks * (size_t)n * (size_t)w->rows * sizeof(float);
-    mlm_status st = mlm_comm_allgatherv(m->tp, f->part, f->gath, counts, err);
-    if (st) return st;
     f->rout = out, f->ractive = residual;
-    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_fold, f);
+    /* slabs of GATHER_TOKENS tokens: every rank's partials of the slab, then their sum */
+    for (int32_t t0 = 0; t0 < n; t0 += GATHER_TOKENS) {
+        f->slab0 = t0, f->slab_n = n - t0 < GATHER_TOKENS ? n - t0 : GATHER_TOKENS;
+        size_t floats = (size_t)f->slab_n * (size_t)chunks * (size_t)w->rows;
+        for (int r = 0; r < tp; r++) counts[r] = floats * sizeof(float);
+        mlm_status st = mlm_comm_allgatherv(
+            m->tp, f->part + (size_t)t0 * (size_t)chunks * (size_t)w->rows, f->gath, counts, err);
+        if (st) return st;
+        mlm_pool_run(pool, (f->slab_n + TOK_CHUNK - 1) / TOK_CHUNK, task_fold, f);
+    }
     return MLM_OK;
 }
 

@@ -294,8 +294,11 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
             if (lo >= hi) continue;
             read_cols(&v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
             for (int64_t c = lo; c < hi; c++) {
-                /* chunk-major: chunk k is a (rows, kc) matrix (one chunk: plain rows) */
-                int64_t j = c - s.col0, at = (j / kc) * s.rows * kc + i * kc + j % kc;
+                /* blocks of MLM_CHUNK_ROWS rows, each its chunks' (block rows, kc) matrices
+                 * one after another (model.h; one chunk: plain rows) */
+                int64_t j = c - s.col0, b0 = i / MLM_CHUNK_ROWS * MLM_CHUNK_ROWS;
+                int64_t br = s.rows - b0 < MLM_CHUNK_ROWS ? s.rows - b0 : MLM_CHUNK_ROWS;
+                int64_t at = b0 * s.cols + (j / kc) * br * kc + (i - b0) * kc + j % kc;
                 if (want == MLM_DTYPE_F32)
                     ((float *)buf)[at] = tmp[c - c0];
                 else
@@ -631,6 +634,11 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
                          "not on a mesh of %d",
                          dir, mlm_comm_size(p.tp));
     if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
+    if (!st && p.tp_reduce != MLM_TP_EXACT && p.tp_reduce != MLM_TP_SUM)
+        st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "model: tp_reduce %d is neither exact (0) nor "
+                                                   "sum (1)",
+                         (int)p.tp_reduce);
+    m->tp_reduce = p.tp_reduce;
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
     if (!st) {

@@ -13,10 +13,14 @@
 /* A weight matrix in compute layout: row-major (rows = out features, cols = in features);
  * BFP types hold rows in tensor/bfp.h's kernel layout. A row-parallel product (wo, w2) is
  * stored in K chunks: its columns cut in N_CHUNKS equal parts (one per KV head of the whole
- * model, so every legal TP holds whole chunks), each chunk a (rows, cols / n_chunks) matrix
- * in TYPE's layout, chunk after chunk. Its product is the sum, in chunk order, of each
- * chunk's product computed from zero: one process and every mesh add the same partials in
- * the same order (forward.c). */
+ * model, so every legal TP holds whole chunks). Its product is the sum, in chunk order, of
+ * each chunk's product computed from zero: one process and every mesh add the same partials
+ * in the same order (forward.c). Such a weight is stored in blocks of MLM_CHUNK_ROWS rows
+ * (the forward pass's row tasks), each block holding its N_CHUNKS chunk matrices (block rows,
+ * cols / n_chunks) in TYPE's layout one after another: a task reads one contiguous stretch.
+ * With one chunk this is the plain layout. */
+#define MLM_CHUNK_ROWS 64
+
 typedef struct mlm_weight {
     mlm_wtype type;
     int64_t rows, cols;
@@ -37,10 +41,24 @@ static inline int32_t mlm_weight_chunks(const mlm_weight *w) {
     return w->n_chunks > 1 ? w->n_chunks : 1;
 }
 
+/* Blocks of MLM_CHUNK_ROWS rows of a matrix of ROWS rows (the last one may be shorter). */
+static inline int64_t mlm_chunk_blocks(int64_t rows) {
+    return (rows + MLM_CHUNK_ROWS - 1) / MLM_CHUNK_ROWS;
+}
+
+/* Byte offset of block B, chunk C of a (ROWS, COLS) matrix of type T in CHUNKS K chunks. */
+static inline int64_t mlm_chunked_offset(mlm_wtype t, int64_t rows, int64_t cols, int32_t chunks,
+                                         int64_t b, int32_t c) {
+    int64_t kc = cols / chunks, r0 = b * MLM_CHUNK_ROWS;
+    int64_t br = rows - r0 < MLM_CHUNK_ROWS ? rows - r0 : MLM_CHUNK_ROWS;
+    return b * chunks * mlm_wtype_bytes(t, MLM_CHUNK_ROWS, kc) + c * mlm_wtype_bytes(t, br, kc);
+}
+
 /* Bytes of a (ROWS, COLS) matrix of type T stored in CHUNKS K chunks. */
 static inline int64_t mlm_chunked_bytes(mlm_wtype t, int64_t rows, int64_t cols, int32_t chunks) {
-    if (chunks < 1) chunks = 1;
-    return chunks * mlm_wtype_bytes(t, rows, cols / chunks);
+    if (chunks <= 1) return mlm_wtype_bytes(t, rows, cols);
+    int64_t nb = mlm_chunk_blocks(rows);
+    return nb ? mlm_chunked_offset(t, rows, cols, chunks, nb - 1, chunks) : 0;
 }
 
 /* Bytes of W's data. */
@@ -48,12 +66,17 @@ static inline int64_t mlm_weight_bytes(const mlm_weight *w) {
     return mlm_chunked_bytes(w->type, w->rows, w->cols, w->n_chunks);
 }
 
-/* Chunk C of W as a plain matrix (a view into W's data). */
-static inline mlm_weight mlm_weight_chunk(const mlm_weight *w, int32_t c) {
+/* Block B, chunk C of W as a plain (block rows, cols / n_chunks) matrix: a view into W's
+ * data. Of a one-chunk W: its rows [64 B, 64 B + 64). */
+static inline mlm_weight mlm_weight_part(const mlm_weight *w, int64_t b, int32_t c) {
     int32_t n = mlm_weight_chunks(w);
-    int64_t kc = w->cols / n;
-    return (mlm_weight){.type = w->type, .rows = w->rows, .cols = kc, .n_chunks = 1,
-                        .data = (const char *)w->data + c * mlm_wtype_bytes(w->type, w->rows, kc)};
+    int64_t r0 = b * MLM_CHUNK_ROWS;
+    return (mlm_weight){
+        .type = w->type,
+        .rows = w->rows - r0 < MLM_CHUNK_ROWS ? w->rows - r0 : MLM_CHUNK_ROWS,
+        .cols = w->cols / n,
+        .n_chunks = 1,
+        .data = (const char *)w->data + mlm_chunked_offset(w->type, w->rows, w->cols, n, b, c)};
 }
 
 /* Row R of the f32 or bf16 weight W: a pointer into W, or for a chunked W the row gathered
@@ -124,6 +147,7 @@ struct mlm_model {
      * equal to CFG, the whole vocabulary. */
     mlm_comm *tp; /* borrowed from the load params, NULL alone */
     int tp_rank, tp_size;
+    mlm_tp_reduce tp_reduce; /* from the load params */
     mlm_config local;
     int32_t vocab0, n_vocab_local;
     mlm_profile profile;  /* owned: each weight's type */
@@ -183,6 +207,11 @@ void mlm_model_vision_shapes(mlm_model *m);
  * the caller's alone). For BFP types R0 must be a multiple of 16 (a panel). */
 mlm_status mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
                                    void *dst, mlm_pool *pool, mlm_error *err);
+
+/* Converts the chunked weight SRC (f32 or bf16, n_chunks > 1) to type TO into DST
+ * (mlm_chunked_bytes of TO), block by block and chunk by chunk, on POOL's threads. */
+mlm_status mlm_weight_convert_chunked(const mlm_weight *src, mlm_wtype to, void *dst,
+                                      mlm_pool *pool, mlm_error *err);
 
 /* Converts every weight whose bound type differs from the profile's into owned buffers
  * (the in-memory path, without a cache). convert.c. */

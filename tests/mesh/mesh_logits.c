@@ -12,9 +12,9 @@
  * rank 0 prints them for every rank as one JSON line on stdout. With --smaps each rank also
  * prints, after loading, every mapping of /proc/self/smaps resident over 1 MB to stderr (which
  * files, and how much of each, its RssFile is made of).
- * --compare reads two such files (no MPI) and prints max |A - B| / max |B| for every
- * position; exit 0 when that is <= 1e-5 everywhere and every position's argmax agrees, 1 when
- * not, 2 for bad arguments or files. */
+ * --compare reads two such files (no MPI) and prints max |A - B| / max |B| and the argmaxes
+ * for every position; exit 0 when they are byte-identical (a mesh gives one process's bits),
+ * 1 when not, 2 for bad arguments or files. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,6 @@
 #include "meshlm.h"
 
 #define N_POS 8
-#define TOL 1e-5
 
 /* "<|begin_of_text|>The quick brown fox jumps over the" in Llama 3's vocabulary; taken
  * modulo n_vocab for smaller vocabularies. */
@@ -153,13 +152,13 @@ static int compare(const char *pa, const char *pb) {
         }
         double rel = mx > 0 ? d / mx : d;
         int ax = argmax(x, V), ay = argmax(y, V);
-        int ok = rel <= TOL && ax == ay;
+        int ok = !memcmp(x, y, (size_t)V * sizeof *x); /* byte-identical (the exact mesh) */
         bad += !ok;
         if (rel > worst) worst = rel;
         printf("position %d: max|A-B| %.3e, max|B| %.4f, ratio %.3e; argmax %d / %d%s\n", t, d, mx,
                rel, ax, ay, ok ? "" : "  <- differs");
     }
-    printf("max ratio %.3e (<= %.0e), %d of %d positions differ (n_vocab %lld)\n", worst, TOL, bad,
+    printf("max ratio %.3e, %d of %d positions not byte-identical (n_vocab %lld)\n", worst, bad,
            N_POS, (long long)V);
     free(a), free(b);
     return bad ? 1 : 0;

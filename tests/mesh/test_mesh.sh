@@ -1,8 +1,10 @@
 #!/bin/sh
 # tests/mesh/test_mesh.sh: tensor and data parallelism over MPI ranks on one machine, with
 # OpenMPI's mpirun (SKIP without it). The tiny fixtures of tests/data/mesh (Llama GQA 2:1 and
-# MHA, Phi-3 5:1, made by tests/fixtures/make_mesh_fixtures.py with transformers) run as:
-#   - mesh_tp (tests/mesh/mesh_tp.c) at TP 2, 4 and 8 in every profile, byte-identical to one
+# MHA, Phi-3 5:1 and 4:1 with 10 KV heads, made by tests/fixtures/make_mesh_fixtures.py with
+# transformers) run as:
+#   - mesh_tp (tests/mesh/mesh_tp.c) at TP 2, 4 and 8 (Phi-3: 2, 4; 2, 5, 10) in every profile,
+#     byte-identical to one
 #     process and against transformers' logits and greedy tokens; from Meta's 8-shard checkpoint;
 #     data-parallel lanes; and TP2 over MPI's TCP transport on loopback (--mca btl self,tcp);
 #   - `meshlm generate` on a mesh: transformers' greedy tokens under --tp 2, --mesh N300 and
@@ -58,6 +60,10 @@ mesh_tp 2 $DATA/phi3_5to1 --profiles $ALL
 # TP 4 cuts Phi-3's 320 attention columns in shards of 80, not whole blocks of the int8
 # activations (32): the chunks are quantized one by one in one process too, so still exact
 mesh_tp 4 $DATA/phi3_5to1 --profiles $ALL
+# Phi-4's head structure (40 heads, 10 KV heads: 4:1): TP 2, 5 and 10, as Phi-4 allows
+mesh_tp 2 $DATA/phi3_kv10 --profiles $ALL
+mesh_tp 5 $DATA/phi3_kv10 --profiles $ALL
+mesh_tp 10 $DATA/phi3_kv10 --profiles $ALL
 mesh_tp 4 $DATA/llama_gqa --dp 2 --profiles f32,performance
 mesh_tp 2 $DATA/llama_mha --dp 2 --profiles f32,performance
 MPIRUN_SAVED=$MPIRUN

@@ -3,7 +3,8 @@
  * LlamaForCausalLM models (GQA 4:1 and 1:1, tied and untied, head_dim 64 and 128, llama3
  * RoPE factor 32 and 8) saved as HF safetensors and as Meta consolidated.NN.pth (one and two
  * shards), with transformers' float32 logits at every position, at positions 9000+, and its
- * 64 greedy tokens. Also: paged KV invariance, capacity errors and bad checkpoints. */
+ * 64 greedy tokens. Also: paged KV and thread-count invariance, capacity errors and bad
+ * checkpoints. */
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -96,6 +97,7 @@ static mlm_model *load_profile(const char *dir, const char *name) {
 /* Runs TOKENS[0..n) as one sequence starting at START, in steps of CHUNK tokens, with the
  * given block size and (optionally) a shuffled page table; writes all logits to OUT. */
 static mlm_dtype kv_dtype = MLM_DTYPE_F32;
+static int n_threads = 2; /* the executor's */
 
 static int run_seq(const mlm_model *m, const int32_t *tokens, int n, int start, int chunk,
                    int block_size, int shuffle, float *out) {
@@ -105,7 +107,7 @@ static int run_seq(const mlm_model *m, const int32_t *tokens, int n, int start, 
     ep.block_size = block_size;
     ep.max_step_tokens = 128;
     ep.max_step_logits = 128;
-    ep.n_threads = 2;
+    ep.n_threads = n_threads;
     int n_blocks = (ep.max_seq_len + block_size - 1) / block_size;
     ep.max_num_blocks = n_blocks + (shuffle ? 7 : 0);
     mlm_exec *e = NULL;
@@ -389,6 +391,38 @@ TEST(paged_kv_invariance) {
     kv_dtype = MLM_DTYPE_F32;
 }
 
+/* The thread count does not change a bit: 1, 2 and 3 threads (more threads than cores, so
+ * tasks land on threads in changing orders) give the same logits, in f32, bf16 and the two
+ * BFP profiles, for a prefill in chunks and single-token decode steps. */
+TEST(threads_invariance) {
+    static const char *profiles[] = {"f32", "bf16", "accuracy", "performance"};
+    fixture f;
+    CHECK(fixture_load(&f, "llama/gqa4_hd64_tied_r32") == 0);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/hf", f.dir);
+    size_t n = (size_t)f.n_tokens * (size_t)f.vocab;
+    float *ref = calloc(n, 4), *out = calloc(n, 4);
+    for (int p = 0; p < 4; p++) {
+        mlm_model *m = load_profile(dir, profiles[p]);
+        if (!m) continue;
+        n_threads = 1;
+        run_seq(m, f.tokens, f.n_tokens, 0, 9, 16, 0, ref);
+        for (int t = 2; t <= 3; t++) {
+            n_threads = t;
+            for (int chunk = 1; chunk <= 9; chunk += 8) { /* decode steps, prefill chunks */
+                memset(out, 0, n * 4);
+                run_seq(m, f.tokens, f.n_tokens, 0, chunk, 16, 0, out);
+                CHECKF(!memcmp(ref, out, n * 4), "%s: %d threads (steps of %d) differ from 1",
+                       profiles[p], t, chunk);
+            }
+        }
+        mlm_model_free(m);
+    }
+    n_threads = 2;
+    free(ref), free(out);
+    fixture_free(&f);
+}
+
 TEST(capacity_and_bad_batches) {
     mlm_model *m = load(LLAMA "gqa4_hd64_tied_r32/hf", MLM_DTYPE_F32);
     if (!m) return;
@@ -462,6 +496,7 @@ int main(void) {
     RUN(bf16_top1_agreement);
     RUN(profiles_token_accuracy);
     RUN(paged_kv_invariance);
+    RUN(threads_invariance);
     RUN(capacity_and_bad_batches);
     RUN(bad_checkpoints_name_the_tensor);
     harness_rmtree(tmpdir);

@@ -46,6 +46,7 @@ typedef struct cli_precision {
     const char *decoder_config; /* per-layer overrides, or NULL */
     const char *mesh;           /* --mesh N150|N300|T3K|TG, or NULL */
     int tp, dp;                 /* --tp, --dp; 0 = from the mesh */
+    mlm_tp_reduce tp_reduce;    /* --tp-reduce exact|sum */
 } cli_precision;
 
 #define CLI_PRECISION_HELP                                                                         \
@@ -56,7 +57,10 @@ typedef struct cli_precision {
     "      --mesh M             run on a mesh of MPI ranks (under mpirun): N150 (1), N300\n"       \
     "                           (2), T3K (8) or TG (32: TP 8 x 4 lanes for Llama, TP 2 x 16\n"     \
     "                           for Phi-4); heads and MLP columns are split over TP ranks\n"       \
-    "      --tp N, --dp M       TP ranks per lane and data-parallel lanes (TP x DP ranks)\n"
+    "      --tp N, --dp M       TP ranks per lane and data-parallel lanes (TP x DP ranks)\n"       \
+    "      --tp-reduce R        exact (default: one process's bits, every K chunk's partial\n"     \
+    "                           gathered) or sum (all-reduce of each rank's sum: fewer\n"         \
+    "                           bytes over a network, last bits may differ)\n"
 
 /* Handles --optimizations, --dtype (f32|bf16, the older spelling) and --decoder-config with
  * VALUE; 0 after printing a usage error. */
@@ -75,7 +79,7 @@ void cli_precision_resolve(cli_precision *p, const char *dir);
 static inline int cli_is_precision_flag(const char *a) {
     return !strcmp(a, "--optimizations") || !strcmp(a, "--dtype") ||
            !strcmp(a, "--decoder-config") || !strcmp(a, "--mesh") || !strcmp(a, "--tp") ||
-           !strcmp(a, "--dp");
+           !strcmp(a, "--dp") || !strcmp(a, "--tp-reduce");
 }
 
 /* ---- the mesh (mesh.c) ---- */
@@ -90,7 +94,7 @@ int cli_rank(void);
 int cli_world_size(void);
 /* Where a rank's own error messages go (stderr on rank 0; the others' stderr is silenced). */
 FILE *cli_err_stream(void);
-/* --mesh, --tp and --dp with VALUE into P; 0 after a usage error. */
+/* --mesh, --tp, --dp and --tp-reduce with VALUE into P; 0 after a usage error. */
 int cli_mesh_flag(const char *cmd, const char *flag, const char *value, cli_precision *p);
 /* Resolves P's mesh (flags, or MESHLM_FAKE_DEVICE) for CFG on WORLD ranks into OUT. */
 mlm_status cli_mesh_resolve(const mlm_config *cfg, const cli_precision *p, int world, mlm_mesh *out,

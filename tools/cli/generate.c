@@ -543,7 +543,7 @@ int cmd_generate(int argc, char **argv) {
         double dec_s = t_end - t_first;
         double tps = g.out.n > 1 && dec_s > 0 ? (double)(g.out.n - 1) / dec_s : 0;
         /* on a mesh: this rank's time in the all-reduces and logit gathers per token */
-        char mesh[160] = "", mesh_json[200] = "";
+        char mesh[160] = "", mesh_json[320] = "";
         if (cli_mesh() && cli_mesh()->tp > 1) {
             mlm_comm_stats cs;
             mlm_comm_get_stats(cli_mesh_tp(), &cs);
@@ -551,8 +551,12 @@ int cmd_generate(int argc, char **argv) {
             double per = toks > 0 ? (cs.allreduce_s + cs.gather_s) / (double)toks * 1e3 : 0;
             snprintf(mesh, sizeof mesh, " | TP %d: collectives %.3f ms/token", cli_mesh()->tp, per);
             snprintf(mesh_json, sizeof mesh_json,
-                     ",\"tp\":%d,\"allreduce_calls\":%lld,\"allreduce_s\":%.6f,\"gather_s\":%.6f",
-                     cli_mesh()->tp, (long long)cs.allreduce_calls, cs.allreduce_s, cs.gather_s);
+                     ",\"tp\":%d,\"allreduce_calls\":%lld,\"allreduce_bytes\":%lld,"
+                     "\"allreduce_s\":%.6f,\"gather_calls\":%lld,\"gather_bytes\":%lld,"
+                     "\"gather_s\":%.6f",
+                     cli_mesh()->tp, (long long)cs.allreduce_calls, (long long)cs.allreduce_bytes,
+                     cs.allreduce_s, (long long)cs.gather_calls, (long long)cs.gather_bytes,
+                     cs.gather_s);
         }
         if (o.json) {
             printf("{\"prompt_ids\":[");

@@ -159,5 +159,6 @@ mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision 
     mp.on_progress = on_progress;
     mp.user = &pr;
     mp.tp = cli_mesh_tp();
+    mp.tp_reduce = p->tp_reduce;
     return mlm_model_load(dir, &mp, model, err);
 }

@@ -73,6 +73,14 @@ int cli_mesh_flag(const char *cmd, const char *flag, const char *value, cli_prec
         p->mesh = value;
         return 1;
     }
+    if (!strcmp(flag, "--tp-reduce")) {
+        if (strcmp(value, "exact") && strcmp(value, "sum")) {
+            cli_usage(cmd, "--tp-reduce is exact or sum, got '%s'", value);
+            return 0;
+        }
+        p->tp_reduce = strcmp(value, "sum") ? MLM_TP_EXACT : MLM_TP_SUM;
+        return 1;
+    }
     if (!cli_int(cmd, flag, value, 1, 1024, &v)) return 0;
     if (!strcmp(flag, "--tp"))
         p->tp = (int)v;
