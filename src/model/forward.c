@@ -445,14 +445,13 @@ static void task_row_parallel(void *ctx, int64_t task, int thread) {
         /* block TASK, chunk C: a plain (nr, kc) matrix, the task's chunks one after another */
         mlm_weight k = mlm_weight_part(w, task, c);
         mlm_acts a = chunk_acts(f, c);
-        const void *wr = k.data;
         if (!f->rsum) { /* token-major: token t's chunk c at (t * chunks + c) * rows */
             int32_t chunks = mlm_weight_chunks(w);
-            mm(f->rout + c * rows + r0, chunks * rows, wr, &a, 0, nr);
+            mm(f->rout + c * rows + r0, chunks * rows, k.data, &a, 0, nr);
         } else if (c == 0) {
-            mm(f->rout + r0, rows, wr, &a, 0, nr);
+            mm(f->rout + r0, rows, k.data, &a, 0, nr);
         } else {
-            mm(tmp, ROW_CHUNK, wr, &a, 0, nr);
+            mm(tmp, ROW_CHUNK, k.data, &a, 0, nr);
             add_rows(f->rout + r0, rows, tmp, ROW_CHUNK, n, nr);
         }
     }
@@ -484,8 +483,8 @@ static void task_fold(void *ctx, int64_t task, int thread) {
  * (above); with RESIDUAL the result is added to f->x instead (OUT is then scratch). Under TP,
  * W holds this rank's chunks: their partials are gathered from every rank (an all-gather of
  * rows x chunks floats per token, GATHER_TOKENS tokens at a time) and summed in the same
- * order on every rank; or, with MLM_TP_SUM,
- * each rank sums its own chunks and the ranks' sums are all-reduced (not one process's bits). */
+ * order on every rank; or, with MLM_TP_SUM, each rank sums its own chunks and the ranks' sums
+ * are all-reduced (fewer bytes, but not one process's bits). */
 static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, const float *src,
                                float *out, int residual, mlm_error *err) {
     const mlm_model *m = f->m;
