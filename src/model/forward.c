@@ -67,6 +67,12 @@ static int64_t widest_input(const mlm_config *c) {
     return q > w ? q : w;
 }
 
+/* Floats of one thread's fold buffer in a step of N tokens of width D: a row task's block
+ * of one chunk (N x ROW_CHUNK), or one token's sum over the gathered chunks (D). */
+static int64_t fold_floats(int64_t n, int64_t d) {
+    return n * ROW_CHUNK > d ? n * ROW_CHUNK : d;
+}
+
 /* Columns of one token's prepared int8 (Q8) or bf16 (BF16) input, the widest of the plain
  * inputs and the chunk-major inputs of wo and w2 (each chunk padded on its own). */
 static int64_t act_cols(const mlm_config *c, int bf16) {
@@ -111,7 +117,7 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     sizes[P_LOGL] = tp > 1 ? (size_t)l * (size_t)part * 4 : 0;
     sizes[P_LOGG] = tp > 1 ? (size_t)l * (size_t)part * (size_t)tp * 4 : 0;
     sizes[P_AX] = N * (q > f ? q : f) * 4;
-    sizes[P_FOLD] = (size_t)n_threads * N * ROW_CHUNK * 4;
+    sizes[P_FOLD] = (size_t)n_threads * (size_t)fold_floats(n, c->n_embd) * 4;
     size_t chunks = (size_t)c->n_kv_head; /* this rank's: the most either product has */
     sizes[P_PART] = tp > 1 ? chunks * N * d * 4 : 0;
     size_t slab = N < GATHER_TOKENS ? N : GATHER_TOKENS;
@@ -210,26 +216,33 @@ static int forms_of(const mlm_model *m, const mlm_weight *w) {
     return 1 << m->kernels->act[w->type];
 }
 
+/* ROW (COLS values) in the forms f->forms wants, as row AT of each form's buffer (a row of
+ * mlm_q8_cols(COLS) int8, of mlm_bf16_cols(COLS) bf16 padded with zeros). */
+static void prepare_row(const fwd *f, const float *row, int64_t cols, int64_t at) {
+    int64_t pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
+    if (f->forms & (1 << MLM_ACT_Q8))
+        f->m->kernels->quantize(row, cols, f->aq + at * pc, f->au + at * pc,
+                                f->ad + at * (pc / MLM_Q8_BLOCK));
+    if (f->forms & (1 << MLM_ACT_BF16)) {
+        uint16_t *h = f->ah + at * hc;
+        for (int64_t i = 0; i < cols; i++) h[i] = mlm_f32_to_bf16(row[i]);
+        for (int64_t i = cols; i < hc; i++) h[i] = 0;
+    }
+}
+
 static void task_prepare(void *ctx, int64_t task, int thread) {
     (void)thread;
     fwd *f = ctx;
     const mlm_config *c = &f->m->local;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->rows ? t0 + TOK_CHUNK : f->rows;
-    int64_t cols = f->cols, pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
+    int64_t cols = f->cols;
     for (int32_t t = t0; t < t1; t++) {
         const float *row = f->src + t * cols;
         if (f->norm) {
             rmsnorm(f->dst + t * cols, row, f->norm, cols, c->norm_eps);
             row = f->dst + t * cols;
         }
-        if (f->forms & (1 << MLM_ACT_Q8))
-            f->m->kernels->quantize(row, cols, f->aq + t * pc, f->au + t * pc,
-                                    f->ad + t * (pc / MLM_Q8_BLOCK));
-        if (f->forms & (1 << MLM_ACT_BF16)) {
-            uint16_t *h = f->ah + t * hc;
-            for (int64_t i = 0; i < cols; i++) h[i] = mlm_f32_to_bf16(row[i]);
-            for (int64_t i = cols; i < hc; i++) h[i] = 0;
-        }
+        prepare_row(f, row, cols, t);
     }
 }
 
@@ -391,7 +404,7 @@ static void task_prepare_chunks(void *ctx, int64_t task, int thread) {
     (void)thread;
     fwd *f = ctx;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->rows ? t0 + TOK_CHUNK : f->rows;
-    int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
+    int64_t kc = f->kc, n = f->rows;
     int32_t chunks = mlm_weight_chunks(f->rw);
     for (int32_t t = t0; t < t1; t++)
         for (int32_t c = 0; c < chunks; c++) {
@@ -399,28 +412,22 @@ static void task_prepare_chunks(void *ctx, int64_t task, int thread) {
             int64_t at = c * n + t;
             if (chunks > 1 && (f->forms & (1 << MLM_ACT_F32)))
                 memcpy(f->ax + at * kc, row, (size_t)kc * sizeof *row);
-            if (f->forms & (1 << MLM_ACT_Q8))
-                f->m->kernels->quantize(row, kc, f->aq + at * pc, f->au + at * pc,
-                                        f->ad + at * (pc / MLM_Q8_BLOCK));
-            if (f->forms & (1 << MLM_ACT_BF16)) {
-                uint16_t *h = f->ah + at * hc;
-                for (int64_t i = 0; i < kc; i++) h[i] = mlm_f32_to_bf16(row[i]);
-                for (int64_t i = kc; i < hc; i++) h[i] = 0;
-            }
+            prepare_row(f, row, kc, at);
         }
 }
 
+/* DST[i] += SRC[i] for LEN floats (two separate buffers), in blocks of ROW_CHUNK: a fixed
+ * count the compiler vectorizes. */
+static void add_vec(float *restrict dst, const float *restrict src, int64_t len) {
+    int64_t i = 0;
+    for (; i + ROW_CHUNK <= len; i += ROW_CHUNK)
+        for (int r = 0; r < ROW_CHUNK; r++) dst[i + r] += src[i + r];
+    for (; i < len; i++) dst[i] += src[i];
+}
+
 /* DST[t * DS + r] += SRC[t * SS + r] for N tokens of NR rows (two separate buffers). */
-static void add_rows(float *restrict dst, int64_t ds, const float *restrict src, int64_t ss,
-                     int64_t n, int64_t nr) {
-    for (int64_t t = 0; t < n; t++) {
-        float *restrict d = dst + t * ds;
-        const float *restrict s = src + t * ss;
-        if (nr == ROW_CHUNK) /* a whole block: a fixed count the compiler vectorizes */
-            for (int r = 0; r < ROW_CHUNK; r++) d[r] += s[r];
-        else
-            for (int64_t r = 0; r < nr; r++) d[r] += s[r];
-    }
+static void add_rows(float *dst, int64_t ds, const float *src, int64_t ss, int64_t n, int64_t nr) {
+    for (int64_t t = 0; t < n; t++) add_vec(dst + t * ds, src + t * ss, nr);
 }
 
 /* Chunk C's input, as its kernel reads it. */
@@ -439,7 +446,7 @@ static void task_row_parallel(void *ctx, int64_t task, int thread) {
     const mlm_weight *w = f->rw;
     int64_t rows = w->rows, r0 = task * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
     int64_t nr = r1 - r0, n = f->rows;
-    float *tmp = f->fold + (size_t)thread * (size_t)n * ROW_CHUNK;
+    float *tmp = f->fold + (size_t)thread * (size_t)fold_floats(n, rows);
     mlm_matmul_fn mm = f->m->kernels->matmul[w->type];
     for (int32_t c = 0; c < mlm_weight_chunks(w); c++) {
         /* block TASK, chunk C: a plain (nr, kc) matrix, the task's chunks one after another */
@@ -462,21 +469,21 @@ static void task_row_parallel(void *ctx, int64_t task, int thread) {
  * ((r * slab_n + t) * chunks + c) * d) summed in the global chunk order r * chunks + c, then
  * added to the residual (f->ractive) or stored in f->rout. */
 static void task_fold(void *ctx, int64_t task, int thread) {
-    (void)thread;
     fwd *f = ctx;
     int64_t d = f->rw->rows, sn = f->slab_n;
     int32_t chunks = mlm_weight_chunks(f->rw), tp = f->m->tp_size;
     int64_t t0 = task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < sn ? t0 + TOK_CHUNK : sn;
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t i = 0; i < d; i++) {
-            float sum = f->gath[t * chunks * d + i]; /* rank 0's chunk 0 */
-            for (int32_t r = 0; r < tp; r++)
-                for (int32_t c = r ? 0 : 1; c < chunks; c++)
-                    sum += f->gath[((r * sn + t) * chunks + c) * d + i];
-            int64_t at = (f->slab0 + t) * d + i;
-            if (f->ractive) f->x[at] += sum;
-            else f->rout[at] = sum;
-        }
+    float *sum = f->fold + (size_t)thread * (size_t)fold_floats(f->rows, d);
+    for (int64_t t = t0; t < t1; t++) {
+        /* rank 0's chunk 0, plus each further chunk in turn: per element, one process's adds */
+        memcpy(sum, f->gath + t * chunks * d, (size_t)d * sizeof *sum);
+        for (int32_t r = 0; r < tp; r++)
+            for (int32_t c = r ? 0 : 1; c < chunks; c++)
+                add_vec(sum, f->gath + ((r * sn + t) * chunks + c) * d, d);
+        float *at = (f->ractive ? f->x : f->rout) + (f->slab0 + t) * d;
+        if (f->ractive) add_vec(at, sum, d);
+        else memcpy(at, sum, (size_t)d * sizeof *sum);
+    }
 }
 
 /* OUT (n rows of W->rows) = W . SRC (n rows of W->cols) as the sum of W's K chunks in order
