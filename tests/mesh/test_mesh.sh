@@ -90,6 +90,8 @@ else
     }
     gen "generate --tp 2 gives transformers' greedy tokens" "" "-np 2" --tp 2
     gen "generate --mesh N300 gives transformers' greedy tokens" "" "-np 2" --mesh N300
+    gen "generate --tp 2 --tp-reduce sum (the plain all-reduce) gives them too" "" "-np 2" \
+        --tp 2 --tp-reduce sum
     gen "mpirun -np 4 without mesh flags runs TP 4" "" "-np 4"
     gen "generate --mesh T3K (TP 8) gives transformers' greedy tokens" "" "-np 8" --mesh T3K
     gen "MESHLM_FAKE_DEVICE=N300 on 4 ranks: TP 2, ranks 2 and 3 sit out" \
@@ -170,6 +172,8 @@ refuse "a world of 2 for T3K's 8 devices" "has 8 devices.*MPI world has 2 ranks"
 refuse "Phi-3's 4 KV heads on T3K" "mesh T3K: TP 8 does not divide the model's 4 KV heads" \
     "-np 8" $DATA/phi3_5to1/hf --mesh T3K
 refuse "an unknown mesh" "--mesh is N150, N300, T3K or TG" "-np 2" $HF --mesh N999
+refuse "an unknown --tp-reduce" "--tp-reduce is exact or sum, got 'fast'" "-np 2" $HF --tp 2 \
+    --tp-reduce fast
 refuse "--tp 2 without mpirun" "not under an MPI launcher.*mpirun -np 2" "" $HF --tp 2
 refuse "--dp 2 on 2 ranks for a command of one user" "one user" "-np 2" $HF --dp 2
 
