@@ -263,13 +263,13 @@ static mlm_status plan_make(mlm_model *m, size_t key_len, plan *pl, mlm_error *e
         if (i < pl->n_norms) {
             snprintf(e->name, sizeof e->name, "%s", pl->norms[i].name);
             e->type = MLM_W_F32, e->rows = 1, e->cols = pl->norms[i].len;
+            e->bytes = (uint64_t)mlm_wtype_bytes(MLM_W_F32, 1, e->cols);
         } else {
             const mlm_weight_ref *r = &pl->w[i - pl->n_norms];
             snprintf(e->name, sizeof e->name, "%s", r->name);
             e->type = r->want, e->rows = r->w->rows, e->cols = r->w->cols;
             e->bytes = (uint64_t)mlm_chunked_bytes(r->want, e->rows, e->cols, r->w->n_chunks);
         }
-        if (i < pl->n_norms) e->bytes = (uint64_t)mlm_wtype_bytes((mlm_wtype)e->type, e->rows, e->cols);
         e->offset = off;
         off = align_up(off + e->bytes);
     }

@@ -169,9 +169,10 @@ const void *mlm_weight_row(const mlm_weight *w, int64_t r, void *tmp) {
     return tmp;
 }
 
-mlm_status mlm_weight_convert_chunked(const mlm_weight *src, mlm_wtype to, void *dst,
-                                      mlm_pool *pool, mlm_error *err) {
+mlm_status mlm_weight_convert(const mlm_weight *src, mlm_wtype to, void *dst, mlm_pool *pool,
+                              mlm_error *err) {
     int32_t n = mlm_weight_chunks(src);
+    if (n == 1) return mlm_weight_convert_rows(src, to, 0, src->rows, dst, pool, err);
     mlm_status st = MLM_OK;
     for (int64_t b = 0; b < mlm_chunk_blocks(src->rows) && !st; b++)
         for (int32_t c = 0; c < n && !st; c++) {
@@ -198,10 +199,7 @@ mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error 
                              refs[i].name);
             break;
         }
-        st = mlm_weight_chunks(w) > 1
-                 ? mlm_weight_convert_chunked(w, refs[i].want, buf, m->load_pool, err)
-                 : mlm_weight_convert_rows(w, refs[i].want, 0, w->rows, buf, m->load_pool, err);
-        if (st) {
+        if ((st = mlm_weight_convert(w, refs[i].want, buf, m->load_pool, err))) {
             free(buf);
             break;
         }

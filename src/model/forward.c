@@ -448,12 +448,12 @@ static void task_row_parallel(void *ctx, int64_t task, int thread) {
     int64_t nr = r1 - r0, n = f->rows;
     float *tmp = f->fold + (size_t)thread * (size_t)fold_floats(n, rows);
     mlm_matmul_fn mm = f->m->kernels->matmul[w->type];
-    for (int32_t c = 0; c < mlm_weight_chunks(w); c++) {
+    int32_t chunks = mlm_weight_chunks(w);
+    for (int32_t c = 0; c < chunks; c++) {
         /* block TASK, chunk C: a plain (nr, kc) matrix, the task's chunks one after another */
         mlm_weight k = mlm_weight_part(w, task, c);
         mlm_acts a = chunk_acts(f, c);
         if (!f->rsum) { /* token-major: token t's chunk c at (t * chunks + c) * rows */
-            int32_t chunks = mlm_weight_chunks(w);
             mm(f->rout + c * rows + r0, chunks * rows, k.data, &a, 0, nr);
         } else if (c == 0) {
             mm(f->rout + r0, rows, k.data, &a, 0, nr);
@@ -509,9 +509,8 @@ static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, cons
     if (sum) {
         int64_t nd = (int64_t)n * w->rows;
         mlm_status st = mlm_comm_allreduce_sum(m->tp, out, nd, err);
-        if (st || !residual) return st;
-        for (int64_t i = 0; i < nd; i++) f->x[i] += out[i];
-        return MLM_OK;
+        if (!st && residual) add_vec(f->x, out, nd);
+        return st;
     }
     size_t counts[256];
     if (tp > 256) return mlm_err_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);

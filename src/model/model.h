@@ -208,10 +208,10 @@ void mlm_model_vision_shapes(mlm_model *m);
 mlm_status mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t r0, int64_t r1,
                                    void *dst, mlm_pool *pool, mlm_error *err);
 
-/* Converts the chunked weight SRC (f32 or bf16, n_chunks > 1) to type TO into DST
- * (mlm_chunked_bytes of TO), block by block and chunk by chunk, on POOL's threads. */
-mlm_status mlm_weight_convert_chunked(const mlm_weight *src, mlm_wtype to, void *dst,
-                                      mlm_pool *pool, mlm_error *err);
+/* Converts the whole weight SRC (f32 or bf16) to type TO into DST (mlm_chunked_bytes of TO,
+ * the same chunks), on POOL's threads: a chunked one block by block and chunk by chunk. */
+mlm_status mlm_weight_convert(const mlm_weight *src, mlm_wtype to, void *dst, mlm_pool *pool,
+                              mlm_error *err);
 
 /* Converts every weight whose bound type differs from the profile's into owned buffers
  * (the in-memory path, without a cache). convert.c. */
