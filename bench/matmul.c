@@ -85,7 +85,7 @@ int main(void) {
         const mlm_kernels *k = mlm_kernels_get(mlm_kernel_levels[li], NULL);
         if (!k) continue;
         int ref = !strcmp(k->name, "ref");
-        for (int wt = 0; wt < MLM_W_COUNT; wt++) {
+        for (int wt = 0; wt <= MLM_W_BFP4; wt++) {
             job j = {k, (mlm_wtype)wt, ws[wt],
                      {.cols = cols, .x = x, .h = xh, .q = xq, .u = xu, .d = xd}, out, rows};
             double t1 = run(pool, &j, 1, ref ? 1 : 5);

@@ -66,7 +66,11 @@ typedef struct mlm_kernel_level {
     const char *name;
     int available;          /* this CPU and OS run it */
     const char *missing;    /* when not: the missing CPU or OS feature (static text) */
-    const char *matmul[4];  /* the kernels for f32, bf16, bfp8, bfp4 weights (NULL if n/a) */
+    /* the matmul kernel of each weight type: weight_type[i] ("f32", "bf16", "bfp8", "bfp4",
+     * then the native GGUF types "q8_0" ... "iq4_xs") runs matmul[i]; n_matmul entries */
+    int n_matmul;
+    const char *weight_type[16];
+    const char *matmul[16];
     const char *attention;  /* the attention kernel */
     const char *gelu;       /* the GELU kernel (the vision encoder's MLP) */
 } mlm_kernel_level;

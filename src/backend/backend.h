@@ -12,13 +12,38 @@
 #include "meshlm.h"
 
 /* Weight element types the kernels take. f32 and bf16 matrices are row-major; BFP8 and BFP4
- * matrices are in tensor/bfp.h's panel layout and multiply int8 activations (tensor/q8.h). */
-typedef enum mlm_wtype { MLM_W_F32 = 0, MLM_W_BF16, MLM_W_BFP8, MLM_W_BFP4, MLM_W_COUNT } mlm_wtype;
+ * matrices are in tensor/bfp.h's panel layout; the native GGUF types (Q8_0 .. IQ4_XS, in
+ * tensor/qpanel.h's mlm_qkind order) in tensor/qpanel.h's. BFP and native matrices multiply
+ * int8 activations (tensor/q8.h). */
+typedef enum mlm_wtype {
+    MLM_W_F32 = 0, MLM_W_BF16, MLM_W_BFP8, MLM_W_BFP4,
+    MLM_W_Q8_0, MLM_W_Q4_0, MLM_W_Q4_1, MLM_W_Q5_0, MLM_W_Q5_1, MLM_W_Q4_K, MLM_W_Q5_K,
+    MLM_W_Q6_K, MLM_W_IQ4_NL, MLM_W_IQ4_XS,
+    MLM_W_COUNT
+} mlm_wtype;
 
-/* "f32", "bf16", "bfp8", "bfp4". */
+/* Whether T is a native GGUF type, and its tensor/qpanel.h kind (an int to keep this header
+ * free of the layout's). */
+static inline int mlm_wtype_is_native(mlm_wtype t) { return t >= MLM_W_Q8_0 && t < MLM_W_COUNT; }
+static inline int mlm_wtype_qkind(mlm_wtype t) { return (int)t - (int)MLM_W_Q8_0; }
+
+/* The traits of every weight type (backend/wtype.c): one table. */
+typedef struct mlm_wtype_traits {
+    const char *name;    /* "f32", "bf16", "bfp8", "bfp4", "q8_0", ..., "iq4_xs" */
+    uint32_t ggml;       /* the ggml type a native type runs (0 for the others: unused) */
+    int kv;              /* usable as a KV cache type (one lone row per entry) */
+} mlm_wtype_traits;
+extern const mlm_wtype_traits mlm_wtypes[MLM_W_COUNT];
+
+/* "f32", "bf16", "bfp8", "bfp4", "q4_k", ... ("?" for a value out of range). */
 const char *mlm_wtype_name(mlm_wtype t);
-/* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout (BFP matrices pad the row
- * count to a multiple of 16), and of one lone row in the row layout (a KV entry). */
+/* The type named NAME, or -1. */
+int mlm_wtype_from_name(const char *name);
+/* The native type that runs ggml type GGML, or -1. */
+int mlm_wtype_of_ggml(uint32_t ggml);
+/* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout (BFP and native matrices
+ * pad the row count to a multiple of 16), and of one lone row in the row layout (a KV entry;
+ * for a native type, what one row of a panel costs). */
 int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols);
 int64_t mlm_wtype_row_bytes(mlm_wtype t, int64_t cols);
 
@@ -139,6 +164,40 @@ void mlm_gelu_avx512(float *x, int64_t n);
 #define MLM_GELU_LO (-14.0f)      /* below: -0 */
 #define MLM_GELU_NQ 12
 extern const float mlm_gelu_q[MLM_GELU_NQ]; /* the polynomial in u, lowest degree first */
+
+/* cpu/matmul_q_ref.c and its SIMD twins: native GGUF weights (tensor/qpanel.h) against int8
+ * activations. Per row and block of 32 columns, with the exact int32 sums I = sum c * q
+ * (I0, I1 over columns 0-15 and 16-31) and S = sum q of the token's codes q:
+ *   q6_k:            v = fma((float)I1, scale1, (float)I0 * scale0)
+ *   types with a min: v = fma((float)I, scale, -((float)S * min))
+ *   the others:       v = (float)I * scale
+ * then acc = fma(v, d, acc) over the blocks in column order, d the token's scale of the
+ * block, acc from +0. One order for every level: all levels agree bit for bit. */
+#define MLM_Q_KERNELS(isa)                                                                      \
+    void mlm_matmul_q8_0_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_q4_0_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_q4_1_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_q5_0_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_q5_1_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_q4_k_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_q5_k_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_q6_k_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
+                                  int64_t);                                                     \
+    void mlm_matmul_iq4_nl_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t, \
+                                    int64_t);                                                   \
+    void mlm_matmul_iq4_xs_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t, \
+                                    int64_t);
+MLM_Q_KERNELS(ref)
+MLM_Q_KERNELS(avx2)
+MLM_Q_KERNELS(avxvnni)
+MLM_Q_KERNELS(avx512)
 
 /* A kernel table: one ISA level. */
 typedef struct mlm_kernels {

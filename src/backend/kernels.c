@@ -19,14 +19,24 @@
 
 const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "ref", NULL};
 
-#define TABLE(nm, f32, bf16, bf16act, bfp8, bfp4, att, quant, gel)                              \
+/* The native types' kernels of level ISA (an entry of each of the three arrays). */
+#define NATIVE(isa, f)                                                                          \
+    f(Q8_0, q8_0, isa) f(Q4_0, q4_0, isa) f(Q4_1, q4_1, isa) f(Q5_0, q5_0, isa)                 \
+        f(Q5_1, q5_1, isa) f(Q4_K, q4_k, isa) f(Q5_K, q5_k, isa) f(Q6_K, q6_k, isa)             \
+            f(IQ4_NL, iq4_nl, isa) f(IQ4_XS, iq4_xs, isa)
+#define N_FN(T, t, isa) [MLM_W_##T] = mlm_matmul_##t##_q8_##isa,
+#define N_ACT(T, t, isa) [MLM_W_##T] = MLM_ACT_Q8,
+#define N_NAME(T, t, isa) [MLM_W_##T] = #t "_q8_" #isa,
+
+#define TABLE(nm, f32, bf16, bf16act, bfp8, bfp4, att, quant, gel, nat)                         \
     {.name = nm,                                                                                \
      .matmul = {[MLM_W_F32] = mlm_matmul_##f32, [MLM_W_BF16] = mlm_matmul_##bf16,              \
-                [MLM_W_BFP8] = mlm_matmul_##bfp8, [MLM_W_BFP4] = mlm_matmul_##bfp4},           \
+                [MLM_W_BFP8] = mlm_matmul_##bfp8, [MLM_W_BFP4] = mlm_matmul_##bfp4,            \
+                NATIVE(nat, N_FN)},                                                             \
      .act = {[MLM_W_F32] = MLM_ACT_F32, [MLM_W_BF16] = bf16act, [MLM_W_BFP8] = MLM_ACT_Q8,     \
-             [MLM_W_BFP4] = MLM_ACT_Q8},                                                        \
+             [MLM_W_BFP4] = MLM_ACT_Q8, NATIVE(nat, N_ACT)},                                    \
      .matmul_name = {[MLM_W_F32] = #f32, [MLM_W_BF16] = #bf16, [MLM_W_BFP8] = #bfp8,           \
-                     [MLM_W_BFP4] = #bfp4},                                                     \
+                     [MLM_W_BFP4] = #bfp4, NATIVE(nat, N_NAME)},                                \
      .attention = mlm_attention_##att,                                                          \
      .attention_name = #att,                                                                    \
      .quantize = mlm_quantize_q8_##quant,                                                       \
@@ -35,17 +45,18 @@ const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "re
 
 static const mlm_kernels tables[] = {
     TABLE("amx", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_amx, bfp4_q8_amx,
-          flash_avx512, avx512, avx512),
+          flash_avx512, avx512, avx512, avx512),
     TABLE("avx512", f32_avx512, bf16_bf16_avx512, MLM_ACT_BF16, bfp8_q8_avx512, bfp4_q8_avx512,
-          flash_avx512, avx512, avx512),
+          flash_avx512, avx512, avx512, avx512),
     /* AVX-512 with VNNI but without BF16 (Ice Lake): bf16 widened to f32 */
     TABLE("avx512", f32_avx512, bf16_avx512, MLM_ACT_F32, bfp8_q8_avx512, bfp4_q8_avx512,
-          flash_avx512, avx512, avx512),
+          flash_avx512, avx512, avx512, avx512),
     TABLE("avxvnni", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avxvnni, bfp4_q8_avxvnni,
-          flash_avx2, avx2, avx2),
+          flash_avx2, avx2, avx2, avxvnni),
     TABLE("avx2", f32_avx2, bf16_avx2, MLM_ACT_F32, bfp8_q8_avx2, bfp4_q8_avx2, flash_avx2,
-          avx2, avx2),
-    TABLE("ref", f32_ref, bf16_ref, MLM_ACT_F32, bfp8_q8_ref, bfp4_q8_ref, flash_ref, ref, ref),
+          avx2, avx2, avx2),
+    TABLE("ref", f32_ref, bf16_ref, MLM_ACT_F32, bfp8_q8_ref, bfp4_q8_ref, flash_ref, ref, ref,
+          ref),
 };
 
 /* The first feature level NAME needs that this machine lacks, or NULL. */
@@ -53,6 +64,7 @@ static const char *missing(const char *name, const mlm_cpu_flags *f) {
     if (!strcmp(name, "ref")) return NULL;
     if (!f->avx2) return "the CPU has no AVX2";
     if (!f->fma) return "the CPU has no FMA";
+    if (!f->f16c) return "the CPU has no F16C";
     if (!f->os_avx) return "the OS does not enable AVX state (XCR0)";
     if (!strcmp(name, "avx2")) return NULL;
     if (!strcmp(name, "avxvnni")) return f->avx_vnni ? NULL : "the CPU has no AVX-VNNI";
@@ -125,29 +137,6 @@ mlm_status mlm_kernels_pick(const mlm_kernels **out, mlm_error *err) {
     return pick_err.status;
 }
 
-const char *mlm_wtype_name(mlm_wtype t) {
-    static const char *names[] = {"f32", "bf16", "bfp8", "bfp4"};
-    return t >= 0 && t < MLM_W_COUNT ? names[t] : "?";
-}
-
-int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols) {
-    switch (t) {
-    case MLM_W_F32: return rows * cols * 4;
-    case MLM_W_BF16: return rows * cols * 2;
-    case MLM_W_BFP8: return mlm_bfp_matrix_bytes(rows, cols, 8);
-    default: return mlm_bfp_matrix_bytes(rows, cols, 4);
-    }
-}
-
-int64_t mlm_wtype_row_bytes(mlm_wtype t, int64_t cols) {
-    switch (t) {
-    case MLM_W_F32: return cols * 4;
-    case MLM_W_BF16: return cols * 2;
-    case MLM_W_BFP8: return mlm_bfp_row_bytes(cols, 8);
-    default: return mlm_bfp_row_bytes(cols, 4);
-    }
-}
-
 // ---- the public description (meshlm.h) ----
 
 int mlm_kernel_levels_count(void) {
@@ -166,7 +155,12 @@ void mlm_kernel_level_info(int i, mlm_kernel_level *out) {
         for (size_t t = 0; t < sizeof tables / sizeof tables[0] && !k; t++)
             if (!strcmp(tables[t].name, out->name)) k = &tables[t];
     }
-    for (int w = 0; w < MLM_W_COUNT && k; w++) out->matmul[w] = k->matmul_name[w];
+    out->n_matmul = MLM_W_COUNT;
+    for (int w = 0; w < MLM_W_COUNT; w++) {
+        out->weight_type[w] = mlm_wtypes[w].name;
+        out->matmul[w] = k ? k->matmul_name[w] : NULL;
+    }
+    _Static_assert(MLM_W_COUNT <= sizeof out->matmul / sizeof out->matmul[0], "matmul names");
     out->attention = k ? k->attention_name : NULL;
     out->gelu = k ? k->gelu_name : NULL;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tensor/dtype.h"
+#include "tensor/qpanel.h" /* mlm_iq4_values */
 
 #define QK 32    /* elements per block of the 32-element types */
 #define QK_K 256 /* elements per super-block of the k-quants */
@@ -95,6 +96,20 @@ typedef struct {
     uint8_t d[2];             /* f16 scale of the scales */
 } block_q6_K;
 _Static_assert(sizeof(block_q6_K) == 210, "q6_K block is 210 bytes");
+
+typedef struct {
+    uint8_t d[2];       /* f16 delta */
+    uint8_t qs[QK / 2]; /* table indices, as q4_0's codes */
+} block_iq4_nl;
+_Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
+
+typedef struct {
+    uint8_t d[2];             /* f16 scale of the scales */
+    uint8_t scales_h[2];      /* little-endian u16: bits 2s..2s+1 the high bits of scale s */
+    uint8_t scales_l[QK_K / 64]; /* nibble s % 2 of byte s / 2: the low bits of scale s */
+    uint8_t qs[QK_K / 2];     /* sub-block s: 16 bytes, as iq4_nl's */
+} block_iq4_xs;
+_Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
 
 static inline uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
@@ -303,6 +318,36 @@ static void dequant_q6_K(const block_q6_K *b, int64_t nb, float *y) {
     }
 }
 
+// ---- non-linear 4-bit ----
+
+/* y = d * kv[q] */
+static void dequant_iq4_nl(const block_iq4_nl *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++, y += QK) {
+        float d = f16_at(b->d);
+        for (int j = 0; j < QK / 2; j++) {
+            y[j] = d * (float)mlm_iq4_values[b->qs[j] & 0x0f];
+            y[j + QK / 2] = d * (float)mlm_iq4_values[b->qs[j] >> 4];
+        }
+    }
+}
+
+/* Sub-block s: dl = d * (ls - 32) with the 6-bit ls from scales_l and scales_h; y = dl * kv[q]. */
+static void dequant_iq4_xs(const block_iq4_xs *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b++) {
+        float d = f16_at(b->d);
+        uint16_t sh = le16(b->scales_h);
+        for (int s = 0; s < QK_K / 32; s++, y += 32) {
+            int ls = ((b->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((sh >> (2 * s)) & 3) << 4;
+            float dl = d * (float)(ls - 32);
+            const uint8_t *qs = b->qs + 16 * s;
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)mlm_iq4_values[qs[j] & 0x0f];
+                y[j + 16] = dl * (float)mlm_iq4_values[qs[j] >> 4];
+            }
+        }
+    }
+}
+
 // ---- dispatch ----
 
 int mlm_ggml_can_dequantize(uint32_t type) {
@@ -319,7 +364,9 @@ int mlm_ggml_can_dequantize(uint32_t type) {
     case MLM_GGML_T_Q3_K:
     case MLM_GGML_T_Q4_K:
     case MLM_GGML_T_Q5_K:
-    case MLM_GGML_T_Q6_K: return 1;
+    case MLM_GGML_T_Q6_K:
+    case MLM_GGML_T_IQ4_NL:
+    case MLM_GGML_T_IQ4_XS: return 1;
     default: return 0;
     }
 }
@@ -340,6 +387,8 @@ void mlm_ggml_dequantize(uint32_t type, const void *src, int64_t n, float *dst) 
     case MLM_GGML_T_Q4_K: dequant_q4_K(src, n / QK_K, dst); break;
     case MLM_GGML_T_Q5_K: dequant_q5_K(src, n / QK_K, dst); break;
     case MLM_GGML_T_Q6_K: dequant_q6_K(src, n / QK_K, dst); break;
+    case MLM_GGML_T_IQ4_NL: dequant_iq4_nl(src, n / QK, dst); break;
+    case MLM_GGML_T_IQ4_XS: dequant_iq4_xs(src, n / QK_K, dst); break;
     default: break; /* the caller checked mlm_ggml_can_dequantize */
     }
 }

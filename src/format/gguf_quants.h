@@ -3,7 +3,8 @@
  * operations in the same order).
  *
  * Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (blocks of 32) and the k-quants
- * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (super-blocks of 256). The block structs and their sizes are
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (super-blocks of 256), and the non-linear IQ4_NL (blocks of
+ * 32) and IQ4_XS (super-blocks of 256). The block structs and their sizes are
  * in gguf_quants.c, checked with static_assert. */
 #ifndef MESHLM_FORMAT_GGUF_QUANTS_H
 #define MESHLM_FORMAT_GGUF_QUANTS_H
@@ -24,6 +25,8 @@ enum {
     MLM_GGML_T_Q4_K = 12,
     MLM_GGML_T_Q5_K = 13,
     MLM_GGML_T_Q6_K = 14,
+    MLM_GGML_T_IQ4_NL = 20,
+    MLM_GGML_T_IQ4_XS = 23,
     MLM_GGML_T_BF16 = 30
 };
 

@@ -135,7 +135,7 @@ static mlm_status check(const binder *b, const char *name, int64_t rows, int64_t
         if (t->dtype == MLM_DTYPE_GGML && !mlm_ggml_can_dequantize(t->ggml_type))
             return mlm_err_set(b->err, MLM_ERR_UNSUPPORTED,
                                "model: tensor '%s' has ggml type %s, which meshlm does not read "
-                               "(f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k..q6_k)",
+                               "(f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k..q6_k, iq4_nl, iq4_xs)",
                                name, mlm_ggml_type_name(t->ggml_type));
         if (!is_float(t->dtype) && t->dtype != MLM_DTYPE_GGML)
             return mlm_err_set(b->err, MLM_ERR_FORMAT,

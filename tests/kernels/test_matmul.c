@@ -15,7 +15,9 @@
 #include "harness.h"
 #include "tensor/bfp.h"
 #include "tensor/dtype.h"
+#include "format/gguf_quants.h"
 #include "tensor/q8.h"
+#include "tensor/qpanel.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -286,7 +288,7 @@ static void check_shards_level(const mlm_kernels *kt) {
                                       {64, 192}, {100, 192}, {0, 192}, {191, 192}};
     static const int64_t cols_list[] = {64, 100, 320}, n_list[] = {1, 3, 13};
     const int64_t rows = 192;
-    for (int wt = 0; wt < MLM_W_COUNT; wt++)
+    for (int wt = 0; wt <= MLM_W_BFP4; wt++) /* the native types: check_native_level */
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
             for (size_t ni = 0; ni < sizeof n_list / sizeof *n_list; ni++) {
                 int64_t cols = cols_list[ci], n = n_list[ni];
@@ -321,6 +323,116 @@ LEVEL_TEST(check_shards_level, avx2)
 LEVEL_TEST(check_shards_level, avxvnni)
 LEVEL_TEST(check_shards_level, avx512)
 LEVEL_TEST(check_shards_level, amx)
+
+// ---- native GGUF types ----
+
+/* ROWS rows of COLS values of kind K as a file holds them: random code bytes, and f16 scale
+ * fields of moderate size and either sign (one in 16 zero). */
+static uint8_t *file_rows(mlm_qkind k, int64_t rows, int64_t cols) {
+    const mlm_qtype *t = &mlm_qtypes[k];
+    int64_t nb = rows * cols / t->src_block;
+    uint8_t *src = malloc((size_t)(nb * t->src_bytes));
+    for (int64_t i = 0; i < nb * t->src_bytes; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        src[i] = (uint8_t)(rng >> 32);
+    }
+    int f16_at[2] = {k == MLM_QK_Q6_K ? 208 : 0, mlm_qhas_min(k) ? 2 : -1};
+    for (int64_t b = 0; b < nb; b++)
+        for (int f = 0; f < 2; f++) {
+            if (f16_at[f] < 0) continue;
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            unsigned e = 3 + (unsigned)(rng >> 60) % 10, m = (unsigned)(rng >> 20) & 0x3ff;
+            uint16_t h = (rng >> 40) % 16 == 0 ? 0 : (uint16_t)((rng >> 50 & 1) << 15 | e << 10 | m);
+            src[b * t->src_bytes + f16_at[f]] = (uint8_t)h;
+            src[b * t->src_bytes + f16_at[f] + 1] = (uint8_t)(h >> 8);
+        }
+    return src;
+}
+
+/* Rows [R0, R1) of the file rows SRC (COLS values each) repacked as a matrix of their own. */
+static uint8_t *native_matrix(mlm_qkind k, const uint8_t *src, int64_t cols, int64_t r0, int64_t r1) {
+    int64_t row_bytes = cols / mlm_qtypes[k].src_block * mlm_qtypes[k].src_bytes;
+    uint8_t *w = calloc(1, (size_t)mlm_qpanel_bytes(k, r1 - r0, cols));
+    for (int64_t r = r0; r < r1; r++) mlm_qpanel_pack_row(k, src + r * row_bytes, 0, cols, r - r0, w);
+    return w;
+}
+
+static const int64_t q_cols[] = {32, 64, 96, 256, 288, 512, 768, 2304};
+static const int64_t q_rows[] = {1, 3, 16, 17, 40, 64, 100};
+static const int64_t q_n[] = {1, 2, 4, 5, 6, 7, 13, 33};
+
+/* The reference against the file's values (gguf-py's dequantization, format/gguf_quants.c)
+ * times the int8 activations, in double, relative to the sum of |terms|. */
+TEST(native_ref_matches_file_values) {
+    for (int k = 0; k < MLM_QK_COUNT; k++)
+        for (size_t ci = 0; ci < sizeof q_cols / sizeof *q_cols; ci++) {
+            int64_t cols = q_cols[ci], rows = 20, n = 3, pc = mlm_q8_cols(cols);
+            if (cols % mlm_qtypes[k].src_block) continue;
+            uint8_t *src = file_rows((mlm_qkind)k, rows, cols), *w = native_matrix((mlm_qkind)k, src, cols, 0, rows);
+            float *x = random_x(n, cols), *wf = malloc((size_t)cols * 4), *a = malloc((size_t)(n * rows) * 4);
+            mlm_acts acts = make_acts(x, n, cols);
+            mlm_kernels_get("ref", NULL)->matmul[MLM_W_Q8_0 + k](a, rows, w, &acts, 0, rows);
+            double worst = 0;
+            int64_t row_bytes = cols / mlm_qtypes[k].src_block * mlm_qtypes[k].src_bytes;
+            for (int64_t r = 0; r < rows; r++) {
+                mlm_ggml_dequantize(mlm_qtypes[k].ggml, src + r * row_bytes, cols, wf);
+                for (int64_t t = 0; t < n; t++) {
+                    double sum = 0, mag = 1e-30;
+                    for (int64_t c = 0; c < cols; c++) {
+                        double xv = (double)acts.q[t * pc + c] * acts.d[t * pc / 32 + c / 32];
+                        sum += (double)wf[c] * xv, mag += fabs((double)wf[c] * xv);
+                    }
+                    double e = fabs(sum - a[t * rows + r]) / mag;
+                    if (e > worst) worst = e;
+                }
+            }
+            CHECKF(worst <= 1e-6, "ref %s cols %lld: relative error %g vs the file's values",
+                   mlm_qtypes[k].name, (long long)cols, worst);
+            free(src), free(w), free(x), free(wf), free(a);
+            free_acts(&acts);
+        }
+}
+
+/* The level's native kernels equal the reference bit for bit, are invariant to batching and
+ * row ranges, and rows [a, b) repacked as their own matrix give the whole matrix's bits. */
+static void check_native_level(const mlm_kernels *kt) {
+    const mlm_kernels *ref = mlm_kernels_get("ref", NULL);
+    for (int k = 0; k < MLM_QK_COUNT; k++)
+        for (size_t ci = 0; ci < sizeof q_cols / sizeof *q_cols; ci++)
+            for (size_t ri = 0; ri < sizeof q_rows / sizeof *q_rows; ri++)
+                for (size_t ni = 0; ni < sizeof q_n / sizeof *q_n; ni++) {
+                    int64_t cols = q_cols[ci], rows = q_rows[ri], n = q_n[ni];
+                    if (cols % mlm_qtypes[k].src_block || rows * cols * n > 3000000) continue;
+                    uint8_t *src = file_rows((mlm_qkind)k, rows, cols);
+                    uint8_t *w = native_matrix((mlm_qkind)k, src, cols, 0, rows);
+                    float *x = random_x(n, cols);
+                    mlm_acts acts = make_acts(x, n, cols);
+                    float *a = malloc((size_t)(n * rows) * 4), *b = malloc((size_t)(n * rows) * 4);
+                    float *c = malloc((size_t)(n * rows) * 4);
+                    int wt = MLM_W_Q8_0 + k;
+                    ref->matmul[wt](a, rows, w, &acts, 0, rows);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s rows %lld cols %lld n %lld", kt->matmul_name[wt],
+                             (long long)rows, (long long)cols, (long long)n);
+                    run_both(kt->matmul[wt], w, &acts, rows, b, c, what);
+                    CHECKF(!memcmp(a, b, (size_t)(n * rows) * 4), "%s: differs from the reference", what);
+                    if (rows > 17) { /* rows [5, 17 + 5) as their own matrix */
+                        uint8_t *sub = native_matrix((mlm_qkind)k, src, cols, 5, 22);
+                        kt->matmul[wt](c, 17, sub, &acts, 0, 17);
+                        int same = 1;
+                        for (int64_t t = 0; t < n; t++) same &= !memcmp(c + t * 17, a + t * rows + 5, 17 * 4);
+                        CHECKF(same, "%s: rows [5, 22) as their own matrix differ", what);
+                        free(sub);
+                    }
+                    free(src), free(w), free(x), free(a), free(b), free(c);
+                    free_acts(&acts);
+                }
+}
+
+TEST(native_ref_is_invariant) { check_native_level(mlm_kernels_get("ref", NULL)); }
+LEVEL_TEST(check_native_level, avx2)
+LEVEL_TEST(check_native_level, avxvnni)
+LEVEL_TEST(check_native_level, avx512)
 
 // ---- activation quantization ----
 
@@ -370,6 +482,11 @@ int main(void) {
     RUN(check_float_level_avx2);
     RUN(check_float_level_avx512);
     RUN(check_bf16_denormals_avx512);
+    RUN(native_ref_matches_file_values);
+    RUN(native_ref_is_invariant);
+    RUN(check_native_level_avx2);
+    RUN(check_native_level_avxvnni);
+    RUN(check_native_level_avx512);
     RUN(shards_ref);
     RUN(check_shards_level_avx2);
     RUN(check_shards_level_avxvnni);

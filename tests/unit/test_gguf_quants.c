@@ -10,6 +10,7 @@
 #include "format/gguf.h"
 #include "format/gguf_quants.h"
 #include "harness.h"
+#include "tensor/qpanel.h"
 
 #define DIR "tests/data/gguf/quants/"
 
@@ -33,6 +34,8 @@ static const quant_case cases[] = {
     {"q4_k", MLM_GGML_T_Q4_K, 256, 144},
     {"q5_k", MLM_GGML_T_Q5_K, 256, 176},
     {"q6_k", MLM_GGML_T_Q6_K, 256, 210},
+    {"iq4_nl", MLM_GGML_T_IQ4_NL, 32, 18},
+    {"iq4_xs", MLM_GGML_T_IQ4_XS, 256, 136},
     {"q8_0_normal", MLM_GGML_T_Q8_0, 32, 34},
     {"q4_0_normal", MLM_GGML_T_Q4_0, 32, 18},
     {"q4_1_normal", MLM_GGML_T_Q4_1, 32, 20},
@@ -120,11 +123,49 @@ TEST(block_sizes_agree_with_the_gguf_reader) {
 }
 
 TEST(other_types_are_refused) {
-    /* Q4_2/Q4_3 (removed), Q8_1, Q8_K, IQ2_XXS, IQ4_NL, I8..F64, TQ1_0, TQ2_0, MXFP4, unknown */
-    static const uint32_t no[] = {4,  5,  9,  15, 16, 17, 18, 19, 20, 21, 22,   23,        24,
+    /* Q4_2/Q4_3 (removed), Q8_1, Q8_K, IQ2_XXS .. IQ2_S but IQ4_NL/IQ4_XS, I8..F64, TQ1_0,
+     * TQ2_0, MXFP4, unknown */
+    static const uint32_t no[] = {4,  5,  9,  15, 16, 17, 18, 19, 21, 22,   24,
                                   25, 26, 27, 28, 29, 31, 34, 35, 39, 40, 1000, UINT32_MAX};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
         CHECKF(!mlm_ggml_can_dequantize(no[i]), "type %u accepted", no[i]);
+}
+
+/* The native types' panels (tensor/qpanel.h) hold the file's values unchanged: each fixture,
+ * read as rows of 256 (or 32) values, repacked and decoded, gives gguf-py's floats bit for
+ * bit; and so does every column cut a K chunk can make (32 columns on, or a whole super-block
+ * on). */
+TEST(native_panels_keep_gguf_py_values) {
+    for (int i = 0; i < N_CASES; i++) {
+        const quant_case *c = &cases[i];
+        int kind = mlm_qkind_of_ggml(c->type);
+        if (kind < 0) continue;
+        char path[256];
+        size_t n_raw = 0, n_want = 0;
+        snprintf(path, sizeof path, DIR "%s.bin", c->name);
+        char *raw = harness_read_file(path, &n_raw);
+        snprintf(path, sizeof path, DIR "%s.f32", c->name);
+        char *want = harness_read_file(path, &n_want);
+        CHECKF(raw && want, "%s: fixture missing", c->name);
+        int64_t row = 512, n_rows = (int64_t)(n_raw / c->bytes) * c->block / row; /* 512 values a row */
+        for (int64_t c0 = 0; raw && want && c0 < row; c0 += c->block == 256 ? 128 : 96) {
+            int64_t cols = row - c0, row_bytes = row / c->block * c->bytes;
+            if (!mlm_qpanel_fits((mlm_qkind)kind, c0, cols)) continue;
+            uint8_t *w = calloc(1, (size_t)mlm_qpanel_bytes((mlm_qkind)kind, n_rows, cols));
+            float *got = malloc((size_t)cols * 4);
+            int64_t bad = 0;
+            for (int64_t r = 0; r < n_rows; r++)
+                mlm_qpanel_pack_row((mlm_qkind)kind, raw + r * row_bytes, c0, cols, r, w);
+            for (int64_t r = 0; r < n_rows; r++) {
+                mlm_qpanel_decode_row((mlm_qkind)kind, w, cols, r, got);
+                bad += memcmp(got, want + (r * row + c0) * 4, (size_t)cols * 4) != 0;
+            }
+            CHECKF(bad == 0, "%s: columns from %lld: %lld of %lld rows differ from gguf-py",
+                   c->name, (long long)c0, (long long)bad, (long long)n_rows);
+            free(w), free(got);
+        }
+        free(raw), free(want);
+    }
 }
 
 int main(void) {
@@ -132,5 +173,6 @@ int main(void) {
     RUN(misaligned_source_gives_the_same_bits);
     RUN(block_sizes_agree_with_the_gguf_reader);
     RUN(other_types_are_refused);
+    RUN(native_panels_keep_gguf_py_values);
     return HARNESS_END();
 }

@@ -211,7 +211,6 @@ static int system_info(int json) {
     mlm_error err = {0};
     const char *chosen = NULL;
     mlm_status st = mlm_kernels_chosen(&chosen, &err);
-    static const char *wnames[4] = {"f32", "bf16", "bfp8", "bfp4"};
     if (json) {
         printf("{\"cpu\":");
         cli_json_string(stdout, mlm_cpu_name(), strlen(mlm_cpu_name()));
@@ -233,13 +232,16 @@ static int system_info(int json) {
                 printf(",\"missing\":");
                 cli_json_string(stdout, l.missing, strlen(l.missing));
             }
-            for (int w = 0; w < 4; w++) printf(",\"%s\":\"%s\"", wnames[w], l.matmul[w] ? l.matmul[w] : "");
+            for (int w = 0; w < l.n_matmul; w++)
+                printf(",\"%s\":\"%s\"", l.weight_type[w], l.matmul[w] ? l.matmul[w] : "");
             printf(",\"attention\":\"%s\",\"gelu\":\"%s\"}", l.attention ? l.attention : "",
                    l.gelu ? l.gelu : "");
         } else {
             printf("  %-8s %s\n", l.name, l.available ? "runs here" : l.missing);
-            printf("           f32 %s, bf16 %s, bfp8 %s, bfp4 %s, attention %s, gelu %s\n",
-                   l.matmul[0], l.matmul[1], l.matmul[2], l.matmul[3], l.attention, l.gelu);
+            printf("          ");
+            for (int w = 0; w < l.n_matmul; w++)
+                printf(" %s %s,%s", l.weight_type[w], l.matmul[w], w % 4 == 3 ? "\n          " : "");
+            printf(" attention %s, gelu %s\n", l.attention, l.gelu);
         }
     }
     const char *forced = getenv("MESHLM_KERNELS");

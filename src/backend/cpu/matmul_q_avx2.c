@@ -1,0 +1,304 @@
+/* backend/cpu/matmul_q_avx2.c: native GGUF weights (tensor/qpanel.h) against int8 activations
+ * with AVX2 + FMA + F16C, and (compiled a second time by matmul_q_avxvnni.c with MLM_AVXVNNI)
+ * with AVX-VNNI.
+ *
+ * A 32-byte half of a code vector is 8 rows x 4 columns: lane i of an 8-lane int32 sum is
+ * row i. AVX-VNNI multiplies as the AVX-512 kernel does (vpdpbusd of unsigned codes against
+ * the signed activations, the code offset taken off with the token's column sum). Plain AVX2
+ * uses vpmaddubsw, which saturates pairs at 16 bits: codes of 4 to 6 bits go in unsigned (a
+ * pair is at most 2 x 63 x 127, and as many pairs are added in 16 bits as stay below 32767),
+ * q8_0 and iq4 as |c| against the activations with c's sign (at most 2 x 128 x 127), then
+ * vpmaddwd adds pairs. Either way each block's sums are exact and get the canonical epilogue
+ * (backend.h), so this file agrees bit for bit with the reference. A tile is half a panel (8
+ * rows) x T tokens; decode reads 2 panels' halves side by side. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "tensor/q8.h"
+#include "tensor/qpanel.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define TMAX 4
+
+#ifdef MLM_AVXVNNI
+#define NAME(f) f##_avxvnni
+#define VNNI 1
+#else
+#define NAME(f) f##_avx2
+#define VNNI 0
+#endif
+
+/* q8_0 and iq4 go in signed (plain AVX2) or as value + 128 (VNNI). */
+INLINE int is_signed(mlm_qkind k) {
+    return k == MLM_QK_Q8_0 || k == MLM_QK_IQ4_NL || k == MLM_QK_IQ4_XS;
+}
+INLINE int off_of(mlm_qkind k) { return is_signed(k) ? (VNNI ? 128 : 0) : mlm_qoff(k); }
+
+/* Half HF (rows 8hf..8hf+7) of block BB's 8 code vectors, as the product below takes them. */
+INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb, int hf,
+                       __m256i wv[8]) {
+    const int bits = mlm_qbits(k);
+    if (bits == 8) {
+        const uint8_t *p = grp + bb * 512 + 32 * hf;
+        _Pragma("GCC unroll 8")
+        for (int h = 0; h < 8; h++) {
+            wv[h] = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+            if (VNNI) wv[h] = _mm256_xor_si256(wv[h], _mm256_set1_epi8((char)0x80));
+        }
+        return;
+    }
+    const __m256i m15 = _mm256_set1_epi8(0x0f);
+    const uint8_t *p = grp + bb * 256 + 32 * hf;
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < 4; h++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+        wv[h] = _mm256_and_si256(v, m15);
+        wv[4 + h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
+    }
+    if (k == MLM_QK_IQ4_NL || k == MLM_QK_IQ4_XS) {
+        const __m128i kv = VNNI ? _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129,
+                                                (char)141, (char)153, (char)166, (char)181,
+                                                (char)197, (char)217, (char)241)
+                                : _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+                                                25, 38, 53, 69, 89, 113);
+        const __m256i lut = _mm256_broadcastsi128_si256(kv);
+        _Pragma("GCC unroll 8")
+        for (int h = 0; h < 8; h++) wv[h] = _mm256_shuffle_epi8(lut, wv[h]);
+    } else if (bits == 5) {
+        __m256i hb = _mm256_loadu_si256((const __m256i *)(grp + g->high + bb * 64 + 32 * hf));
+        _Pragma("GCC unroll 8")
+        for (int h = 0; h < 8; h++) {
+            __m256i bit = _mm256_and_si256(hb, _mm256_set1_epi8((char)(1 << h)));
+            bit = h < 4 ? _mm256_slli_epi16(bit, 4 - h) : _mm256_srli_epi16(bit, h - 4);
+            wv[h] = _mm256_or_si256(wv[h], bit);
+        }
+    } else if (bits == 6) {
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        _Pragma("GCC unroll 2")
+        for (int v = 0; v < 2; v++) {
+            __m256i hv = _mm256_loadu_si256((const __m256i *)(grp + g->high + bb * 128 + 64 * v + 32 * hf));
+            wv[4 * v + 0] = _mm256_or_si256(wv[4 * v + 0], _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
+            wv[4 * v + 1] = _mm256_or_si256(wv[4 * v + 1], _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));
+            wv[4 * v + 2] = _mm256_or_si256(wv[4 * v + 2], _mm256_and_si256(hv, m30));
+            wv[4 * v + 3] = _mm256_or_si256(wv[4 * v + 3], _mm256_and_si256(_mm256_srli_epi16(hv, 2), m30));
+        }
+    }
+}
+
+INLINE __m256 cvt8(const uint8_t *p, int is_signed8) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    __m128i b = _mm_cvtsi64_si128(v);
+    return _mm256_cvtepi32_ps(is_signed8 ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+}
+
+/* Half HF of block BB's row scales and mins (qpanel.h's mlm_qblock). */
+INLINE void load_scales(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb, int hf,
+                        __m256 *s0, __m256 *s1, __m256 *mn) {
+    int unit = g->units == 1 ? 0 : bb;
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + g->d + unit * 32 + 16 * hf)));
+    const uint8_t *sub = grp + g->subs + bb * 16 * mlm_qsub_bytes(k) + 8 * hf;
+    *s0 = *s1 = d;
+    *mn = _mm256_setzero_ps();
+    if (mlm_qhas_min(k)) {
+        __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + g->m + unit * 32 + 16 * hf)));
+        if (k == MLM_QK_Q4_1 || k == MLM_QK_Q5_1) {
+            *mn = _mm256_xor_ps(m, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
+        } else {
+            *s0 = _mm256_mul_ps(d, cvt8(sub, 0));
+            *mn = _mm256_mul_ps(m, cvt8(sub + 16, 0));
+        }
+    } else if (k == MLM_QK_Q6_K) {
+        *s0 = _mm256_mul_ps(d, cvt8(sub, 1));
+        *s1 = _mm256_mul_ps(d, cvt8(sub + 16, 1));
+    } else if (k == MLM_QK_IQ4_XS) {
+        *s0 = _mm256_mul_ps(d, cvt8(sub, 1));
+    }
+}
+
+INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* The exact int32 sum over quads H0..H0+3 (16 columns) of codes WV against activations at Q. */
+INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
+#if VNNI
+    __m256i s = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < 4; h++) s = _mm256_dpbusd_avx_epi32(s, wv[h], bcast4(q + 4 * h));
+    (void)k;
+    return s;
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (is_signed(k)) {
+        __m256i s = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
+        for (int h = 0; h < 4; h++) {
+            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv[h]),
+                                             _mm256_sign_epi8(bcast4(q + 4 * h), wv[h]));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+        }
+        return s;
+    }
+    /* pairs of at most 2 x (2^bits - 1) x 127 added in 16 bits: 4, 4, 2 at a time */
+    const int per = mlm_qbits(k) == 6 ? 2 : 4;
+    __m256i s = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < 4; h += per) {
+        __m256i p = _mm256_maddubs_epi16(wv[h], bcast4(q + 4 * h));
+        _Pragma("GCC unroll 4")
+        for (int j = 1; j < per; j++)
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[h + j], bcast4(q + 4 * (h + j))));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+    }
+    return s;
+#endif
+}
+
+/* The sums of the token's codes per 16 columns, from the unsigned codes U = q + 128. */
+static inline void token_sums(const uint8_t *u, int64_t pc, int16_t *s16) {
+    for (int64_t j = 0; j < pc; j += 32) {
+        uint64_t s[4];
+        _mm256_storeu_si256((__m256i *)s, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i *)(u + j)),
+                                                          _mm256_setzero_si256()));
+        for (int i = 0; i < 2; i++) s16[j / 16 + i] = (int16_t)(s[2 * i] + s[2 * i + 1] - 2048);
+    }
+}
+
+INLINE __m256 block_value(mlm_qkind k, __m256i i0, __m256i i1, int s0, int s1, __m256 sc0,
+                          __m256 sc1, __m256 mn) {
+    const int off = off_of(k);
+    if (k == MLM_QK_Q6_K) {
+        i0 = _mm256_sub_epi32(i0, _mm256_set1_epi32(off * s0));
+        i1 = _mm256_sub_epi32(i1, _mm256_set1_epi32(off * s1));
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), sc1,
+                               _mm256_mul_ps(_mm256_cvtepi32_ps(i0), sc0));
+    }
+    __m256i i = _mm256_add_epi32(i0, i1);
+    if (off) i = _mm256_sub_epi32(i, _mm256_set1_epi32(off * (s0 + s1)));
+    if (mlm_qhas_min(k))
+        return _mm256_fmsub_ps(_mm256_cvtepi32_ps(i), sc0,
+                               _mm256_mul_ps(_mm256_set1_ps((float)(s0 + s1)), mn));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(i), sc0);
+}
+
+INLINE void store_rows(float *dst, int nr, __m256 v) {
+    if (nr >= 8) {
+        _mm256_storeu_ps(dst, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    memcpy(dst, tmp, (size_t)nr * sizeof(float));
+}
+
+/* Rows [R, R + NR) (NR <= 8, half HF of a panel) for tokens [T0, T0 + T). */
+INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *panel,
+                 const mlm_qgeom *g, const mlm_acts *x, int64_t pc, int64_t r, int nr, int hf,
+                 int64_t t0, int T, const int16_t *s16) {
+    const int64_t nd = pc / MLM_Q8_BLOCK, ns = pc / 16;
+    const int8_t *q = x->q + t0 * pc;
+    const float *d = x->d + t0 * nd;
+    __m256 acc[TMAX];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t gi = 0; gi < g->n_groups; gi++) {
+        const uint8_t *grp = panel + gi * g->group_bytes;
+        _mm_prefetch((const char *)(grp + 2 * g->group_bytes), _MM_HINT_T0);
+        for (int bb = 0; bb < g->g; bb++) {
+            const int64_t b = gi * g->g + bb;
+            __m256i wv[8];
+            load_codes(k, grp, g, bb, hf, wv);
+            __m256 sc0, sc1, mn;
+            load_scales(k, grp, g, bb, hf, &sc0, &sc1, &mn);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) {
+                const int8_t *qt = q + t * pc + 32 * b;
+                __m256i i0 = dot16(k, wv, qt), i1 = dot16(k, wv + 4, qt + 16);
+                __m256 v = block_value(k, i0, i1, s16[t * ns + 2 * b], s16[t * ns + 2 * b + 1],
+                                       sc0, sc1, mn);
+                acc[t] = _mm256_fmadd_ps(v, _mm256_set1_ps(d[t * nd + b]), acc[t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) store_rows(out + (t0 + t) * out_stride + r, nr, acc[t]);
+}
+
+/* Decode: 2 whole panels from row R (4 halves side by side) for one token. */
+INLINE void gemv2(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeom *g,
+                  const mlm_acts *x, int64_t r, const int16_t *s16) {
+    __m256 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 4; p++) acc[p] = _mm256_setzero_ps();
+    for (int64_t gi = 0; gi < g->n_groups; gi++) {
+        _Pragma("GCC unroll 2")
+        for (int p = 0; p < 2; p++) {
+            const uint8_t *ahead = panel0 + p * g->panel_bytes + (gi + 2) * g->group_bytes;
+            for (int64_t c = 0; c < g->group_bytes; c += 64)
+                _mm_prefetch((const char *)(ahead + c), _MM_HINT_T0);
+        }
+        for (int bb = 0; bb < g->g; bb++) {
+            const int64_t b = gi * g->g + bb;
+            __m256 d = _mm256_set1_ps(x->d[b]);
+            const int8_t *qb = x->q + 32 * b;
+            _Pragma("GCC unroll 4")
+            for (int p = 0; p < 4; p++) {
+                const uint8_t *grp = panel0 + (p / 2) * g->panel_bytes + gi * g->group_bytes;
+                __m256i wv[8];
+                load_codes(k, grp, g, bb, p % 2, wv);
+                __m256 sc0, sc1, mn;
+                load_scales(k, grp, g, bb, p % 2, &sc0, &sc1, &mn);
+                __m256i i0 = dot16(k, wv, qb), i1 = dot16(k, wv + 4, qb + 16);
+                __m256 v = block_value(k, i0, i1, s16[2 * b], s16[2 * b + 1], sc0, sc1, mn);
+                acc[p] = _mm256_fmadd_ps(v, d, acc[p]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 4; p++) _mm256_storeu_ps(out + r + 8 * p, acc[p]);
+}
+
+INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
+                     const mlm_acts *x, int64_t r0, int64_t r1) {
+    const int64_t pc = mlm_q8_cols(x->cols), ns = pc / 16;
+    const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
+    int16_t s16[TMAX * (MLM_QP_MAX_COLS / 16)]; /* the tile's tokens' column sums */
+    for (int64_t t0 = 0; t0 < x->n; t0 += TMAX) {
+        int T = x->n - t0 < TMAX ? (int)(x->n - t0) : TMAX;
+        for (int t = 0; t < T; t++) token_sums(x->u + (t0 + t) * pc, pc, s16 + t * ns);
+        int64_t r = r0;
+        if (x->n == 1) /* decode: whole panels two at a time */
+            for (; r + 2 * MLM_QP_ROWS <= r1; r += 2 * MLM_QP_ROWS)
+                gemv2(k, out, (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes, &g, x, r, s16);
+        for (; r < r1; r += 8) {
+            const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
+            int nr = r1 - r < 8 ? (int)(r1 - r) : 8, hf = (int)(r % MLM_QP_ROWS / 8);
+            switch (T) {
+            case 1: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 1, s16); break;
+            case 2: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 2, s16); break;
+            case 3: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 3, s16); break;
+            default: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, TMAX, s16);
+            }
+        }
+    }
+}
+
+#define Q_AVX2(t, K)                                                                            \
+    void NAME(mlm_matmul_##t##_q8)(float *out, int64_t out_stride, const void *w,               \
+                                   const mlm_acts *x, int64_t r0, int64_t r1) {                 \
+        matmul_q(K, out, out_stride, w, x, r0, r1);                                             \
+    }
+Q_AVX2(q8_0, MLM_QK_Q8_0)
+Q_AVX2(q4_0, MLM_QK_Q4_0)
+Q_AVX2(q4_1, MLM_QK_Q4_1)
+Q_AVX2(q5_0, MLM_QK_Q5_0)
+Q_AVX2(q5_1, MLM_QK_Q5_1)
+Q_AVX2(q4_k, MLM_QK_Q4_K)
+Q_AVX2(q5_k, MLM_QK_Q5_K)
+Q_AVX2(q6_k, MLM_QK_Q6_K)
+Q_AVX2(iq4_nl, MLM_QK_IQ4_NL)
+Q_AVX2(iq4_xs, MLM_QK_IQ4_XS)
