@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "model/forward.h"
 #include "tensor/dtype.h"
+#include "tensor/qpanel.h"
 #include "tensor/q8.h"
 
 #define ROW_CHUNK 64 /* rows per matmul task: 4 BFP panels; a chunked weight's block */
@@ -382,6 +383,8 @@ static void embed(const mlm_model *m, float *x, const int32_t *tokens, int32_t n
             memset(xt, 0, (size_t)e->cols * sizeof *xt);
         } else if (e->type == MLM_W_F32) {
             memcpy(xt, (const float *)e->data + r * e->cols, (size_t)e->cols * sizeof *xt);
+        } else if (mlm_wtype_is_native(e->type)) { /* the file's values, exactly */
+            mlm_qpanel_decode_row((mlm_qkind)mlm_wtype_qkind(e->type), e->data, e->cols, r, xt);
         } else {
             const uint16_t *row = (const uint16_t *)e->data + r * e->cols;
             for (int64_t i = 0; i < e->cols; i++) xt[i] = mlm_bf16_to_f32(row[i]);

@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "tensor/bfp.h"
 #include "tensor/dtype.h"
+#include "tensor/qpanel.h"
 
 // ---- names ----
 
@@ -189,7 +190,7 @@ static void read_cols(const mlm_tensor_view *t, int64_t r, int64_t c0, int64_t c
  * is f32 or bf16; for BFP the exact source values (bf16 stays bf16, anything else f32), which
  * the conversion to BFP reads afterwards. */
 static mlm_wtype bind_type(mlm_wtype want, mlm_dtype src) {
-    if (want == MLM_W_F32 || want == MLM_W_BF16) return want;
+    if (want == MLM_W_F32 || want == MLM_W_BF16 || mlm_wtype_is_native(want)) return want;
     return src == MLM_DTYPE_BF16 ? MLM_W_BF16 : MLM_W_F32;
 }
 
@@ -237,6 +238,54 @@ mlm_status mlm_bind_view(binder *b, const char *name, const mlm_tensor_view *v, 
     return bind_views(b, name, v, want, s, 0, 0, out);
 }
 
+/* Binds slice S of the GGUF tensor V of tensor NAME in its own native type: each row's
+ * blocks repacked, bits unchanged, into the kernels' panels (tensor/qpanel.h), chunk by chunk
+ * for a row-parallel weight. */
+static mlm_status bind_native(binder *b, const char *name, const mlm_tensor_view *v, slice s,
+                              int perm_heads, mlm_weight *out) {
+    mlm_model *m = b->m;
+    mlm_qkind k = (mlm_qkind)mlm_wtype_qkind(out->type);
+    int32_t chunks = out->n_chunks;
+    int64_t kc = s.cols / chunks;
+    if (b->n_shards != 1 || v->dtype != MLM_DTYPE_GGML || v->ggml_type != mlm_qtypes[k].ggml)
+        return mlm_err_set(b->err, MLM_ERR_INTERNAL, "model: '%s' is not a %s tensor", name,
+                           mlm_qtypes[k].name);
+    for (int32_t c = 0; c < chunks; c++)
+        if (!mlm_qpanel_fits(k, s.col0 + c * kc, kc))
+            return mlm_err_set(b->err, MLM_ERR_UNSUPPORTED,
+                               "model: '%s' (%s): columns [%lld, %lld) of a K chunk do not cut "
+                               "its blocks (multiples of 32, whole super-blocks of 256, at most "
+                               "%d columns); use another --optimizations profile",
+                               name, mlm_qtypes[k].name, (long long)(s.col0 + c * kc),
+                               (long long)(s.col0 + (c + 1) * kc), MLM_QP_MAX_COLS);
+    int64_t bytes = mlm_chunked_bytes(out->type, s.rows, s.cols, chunks);
+    uint8_t *buf = calloc(1, bytes ? (size_t)bytes : 1);
+    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
+    mlm_status st = mlm_model_own(m, buf, (size_t)bytes, b->err);
+    if (st) return st;
+    int64_t row_bytes = v->shape[1] / mlm_qtypes[k].src_block * mlm_qtypes[k].src_bytes;
+    int hd = m->cfg.head_dim;
+    for (int64_t i = 0; i < s.rows; i++) {
+        int64_t src = i;
+        if (perm_heads) { /* as bind_views */
+            int64_t h = i / hd, j = i % hd;
+            src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+        }
+        const uint8_t *row = (const uint8_t *)v->data + (src + s.row0) * row_bytes;
+        int64_t blk = i / MLM_CHUNK_ROWS;
+        for (int32_t c = 0; c < chunks; c++) {
+            mlm_weight part = *out;
+            part.data = buf;
+            if (chunks > 1) part = mlm_weight_part(&part, blk, c);
+            int64_t r = chunks > 1 ? i - blk * MLM_CHUNK_ROWS : i;
+            mlm_qpanel_pack_row(k, row, s.col0 + c * kc, kc, r, (uint8_t *)part.data);
+        }
+    }
+    out->data = buf;
+    if (mlm_checkpoint_mapped(m->ckpt)) mlm_mapfile_release(v->data, view_bytes(v));
+    return MLM_OK;
+}
+
 /* Binds slice S of the checked views V (one per shard) of tensor NAME. */
 static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view *v,
                              mlm_wtype want_type, slice s, int split_cols, int perm_heads,
@@ -255,6 +304,7 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
     out->rows = s.rows;
     out->cols = s.cols;
     out->n_chunks = chunks;
+    if (mlm_wtype_is_native(out->type)) return bind_native(b, name, v, s, perm_heads, out);
     mlm_dtype want = out->type == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     size_t es = mlm_dtype_size(want);
     const mlm_tensor_view *t = &v[0];
@@ -482,6 +532,62 @@ const char *mlm_model_params_profile(const mlm_model_params *p) {
     return p->dtype == MLM_DTYPE_F32 ? "f32" : "bf16";
 }
 
+/* The type the native profile runs GGUF tensor T in: its own native type, f32 for F32, bf16
+ * for F16 and BF16; UNSUPPORTED naming the tensor for any other. */
+static mlm_status native_type(const char *name, const mlm_tensor_view *t, mlm_wtype *out,
+                              mlm_error *err) {
+    if (t->dtype == MLM_DTYPE_F32 || t->dtype == MLM_DTYPE_F16 || t->dtype == MLM_DTYPE_BF16) {
+        *out = t->dtype == MLM_DTYPE_F32 ? MLM_W_F32 : MLM_W_BF16;
+        return MLM_OK;
+    }
+    int w = t->dtype == MLM_DTYPE_GGML ? mlm_wtype_of_ggml(t->ggml_type) : -1;
+    if (w < 0)
+        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
+                           "model: tensor '%s' has type %s, which the native profile does not run "
+                           "(q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f32, "
+                           "f16, bf16); use --optimizations bf16",
+                           name, t->dtype == MLM_DTYPE_GGML ? mlm_ggml_type_name(t->ggml_type)
+                                                            : mlm_dtype_name(t->dtype));
+    *out = (mlm_wtype)w;
+    return MLM_OK;
+}
+
+/* The native profile: each matrix of M's profile takes the type its GGUF file in DIR stores
+ * it in (a tied LM head the embedding's). */
+static mlm_status resolve_native(mlm_model *m, const char *dir, mlm_error *err) {
+    if (!m->gguf_path[0])
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "model: %s: the native profile runs GGUF files; this checkpoint is %s",
+                           dir, m->cfg.source);
+    mlm_checkpoint *ck = NULL;
+    mlm_status st = mlm_checkpoint_open(dir, &ck, err);
+    if (st) return st;
+    binder b = {.m = m, .err = err, .gguf = 1, .phi3 = m->cfg.family == MLM_FAMILY_PHI3,
+                .n_shards = 1};
+    static const role roles[] = {R_WQ, R_WK, R_WV, R_WO, R_W1, R_W2, R_W3};
+    static const mlm_role mroles[] = {MLM_ROLE_WQ, MLM_ROLE_WK, MLM_ROLE_WV, MLM_ROLE_WO,
+                                      MLM_ROLE_W1, MLM_ROLE_W2, MLM_ROLE_W3};
+    mlm_profile *p = &m->profile;
+    char name[256];
+    for (int l = -1; l < m->cfg.n_layer && !st; l++)
+        for (int i = 0; i < (l < 0 ? 2 : 7) && !st; i++) {
+            role r = l < 0 ? (i ? R_OUT : R_EMB) : roles[i];
+            role_name(&b, name, sizeof name, r, l < 0 ? 0 : l);
+            const mlm_tensor_view *t = mlm_checkpoint_find(ck, name);
+            mlm_wtype w = MLM_W_BF16;
+            if (!t) { /* the binder reports a missing tensor; no LM head: the tied embedding */
+                if (r == R_OUT) p->head = p->emb;
+                continue;
+            }
+            st = native_type(name, t, &w, err);
+            if (r == R_EMB) p->emb = w;
+            else if (r == R_OUT) p->head = w;
+            else p->layer[l][mroles[i]] = w;
+        }
+    mlm_checkpoint_free(ck);
+    return st;
+}
+
 /* Binds the checkpoint in DIR: f32/bf16 roles in their types, BFP roles in the source's. */
 static mlm_status bind_checkpoint(mlm_model *m, const char *dir, mlm_error *err) {
     mlm_status st = mlm_checkpoint_open(dir, &m->ckpt, err);
@@ -641,6 +747,7 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     m->tp_reduce = p.tp_reduce;
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
+    if (!st && !strcmp(name, "native")) st = resolve_native(m, dir, err);
     if (!st) {
         mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);

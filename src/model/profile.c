@@ -10,7 +10,7 @@
 #include "format/json.h"
 #include "model/model.h"
 
-const char *const mlm_profile_names[] = {"performance", "accuracy", "bf16", "f32", NULL};
+const char *const mlm_profile_names[] = {"performance", "accuracy", "bf16", "f32", "native", NULL};
 
 /* The seeds' model_params/Llama-3.1-8B-Instruct/performance_decoder_config.json. */
 static const char llama31_8b_performance[] =
@@ -107,11 +107,14 @@ mlm_status mlm_profile_init(mlm_profile *p, const char *name, const mlm_config *
         int perf = !strcmp(name, "performance") || is_llama_size(c, 80, 8192); /* 70B: seeds */
         mat = MLM_W_BFP8, ff13 = perf ? MLM_W_BFP4 : MLM_W_BFP8, kv = MLM_W_BFP8;
         emb = MLM_W_BF16, head = MLM_W_BFP8;
-    } else if (!strcmp(name, "bf16") || !strcmp(name, "f32")) {
-        mat = ff13 = kv = emb = head = name[0] == 'b' ? MLM_W_BF16 : MLM_W_F32;
+    } else if (!strcmp(name, "bf16") || !strcmp(name, "f32") || !strcmp(name, "native")) {
+        /* native: bf16 until the loader gives each matrix its file's type
+         * (mlm_profile_set_native) */
+        mat = ff13 = kv = emb = head = name[0] == 'f' ? MLM_W_F32 : MLM_W_BF16;
     } else {
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "optimizations '%s' is not one of performance, accuracy, bf16, f32",
+                           "optimizations '%s' is not one of performance, accuracy, bf16, f32, "
+                           "native",
                            name);
     }
     snprintf(p->name, sizeof p->name, "%s", name);

@@ -4,6 +4,9 @@
  *   performance  wq wk wv wo w2 bfp8, w1 w3 bfp4, KV bfp8, LM head bfp8, embedding bf16
  *   accuracy     every matrix bfp8 (Llama 3.1-70B: w1 w3 bfp4, as the seeds), KV bfp8
  *   bf16, f32    everything in that type
+ *   native       (GGUF files) every matrix in the type its file stores it in: the native
+ *                GGUF types at their own bits, F32 as f32, F16/BF16 as bf16; KV bf16. The
+ *                loader fills in the types from the file (model/load.c).
  * Llama 3.2 Vision's vision tower (encoder and projector) takes BFP8 in both BFP profiles, its
  * tile positional table the embedding's bf16; its cross-attention layers are decoder layers
  * like the others.

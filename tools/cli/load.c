@@ -8,13 +8,13 @@
 
 int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli_precision *p) {
     if (!strcmp(flag, "--optimizations")) {
-        static const char *names[] = {"performance", "accuracy", "bf16", "f32"};
-        for (int i = 0; i < 4; i++)
+        static const char *names[] = {"performance", "accuracy", "bf16", "f32", "native"};
+        for (int i = 0; i < 5; i++)
             if (!strcmp(value, names[i])) {
                 p->optimizations = names[i];
                 return 1;
             }
-        cli_usage(cmd, "--optimizations is performance, accuracy, bf16 or f32, got '%s'", value);
+        cli_usage(cmd, "--optimizations is performance, accuracy, bf16, f32 or native, got '%s'", value);
         return 0;
     }
     if (!strcmp(flag, "--dtype")) { /* the older spelling of the bf16 and f32 profiles */
