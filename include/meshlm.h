@@ -582,10 +582,15 @@ mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimization
                                  const char *decoder_config, char *buf, size_t size,
                                  mlm_error *err);
 
-/* The profile to run the model at PATH in when the user names none: "bf16" for a GGUF file
- * (its weights are already quantized, often to 4 bits; BFP would round them a second time
- * and give a worse model than llama.cpp gives from the same file, while bf16 keeps them
- * within bf16 rounding), else "performance" (the seeds' default). */
+/* As mlm_profile_types_for, for the model at PATH: the native profile's types are its file's. */
+mlm_status mlm_profile_types_at(const char *path, const char *optimizations,
+                                const char *decoder_config, char *buf, size_t size,
+                                mlm_error *err);
+
+/* The profile to run the model at PATH in when the user names none: "native" for a GGUF file
+ * (each matrix at the file's own bits, q4_k, q6_k, q8_0, ...: BFP would round them a second
+ * time, bf16 reads 2 bytes a weight), else "performance" (the seeds' default). Optimizations
+ * "native" is only for GGUF files. */
 const char *mlm_model_default_profile(const char *path);
 
 /* The model's config (borrowed). */

@@ -522,9 +522,27 @@ mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimization
     return MLM_OK;
 }
 
+static mlm_status resolve_native(mlm_model *m, const char *dir, mlm_error *err);
+
+mlm_status mlm_profile_types_at(const char *path, const char *optimizations,
+                                const char *decoder_config, char *buf, size_t size,
+                                mlm_error *err) {
+    mlm_model *m = calloc(1, sizeof *m);
+    if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+    mlm_status st = mlm_config_load(path, &m->cfg, err);
+    if (!st && !mlm_gguf_model_file(path, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
+    m->local = m->cfg;
+    if (!st) st = mlm_profile_init(&m->profile, optimizations, &m->cfg, decoder_config, err);
+    if (!st && !strcmp(optimizations, "native")) st = resolve_native(m, path, err);
+    if (!st) mlm_profile_describe(&m->profile, buf, size);
+    mlm_profile_deinit(&m->profile);
+    free(m);
+    return st;
+}
+
 const char *mlm_model_default_profile(const char *path) {
     char gguf[1024];
-    return mlm_gguf_model_file(path, gguf, sizeof gguf) ? "bf16" : "performance";
+    return mlm_gguf_model_file(path, gguf, sizeof gguf) ? "native" : "performance";
 }
 
 const char *mlm_model_params_profile(const mlm_model_params *p) {
@@ -552,8 +570,20 @@ static mlm_status native_type(const char *name, const mlm_tensor_view *t, mlm_wt
     return MLM_OK;
 }
 
+/* Whether the K chunks of wo (WO) or w2 of M cut whole blocks of kind K on every rank. */
+static int chunks_fit(const mlm_model *m, mlm_qkind k, int wo) {
+    const mlm_config *c = &m->cfg, *l = &m->local;
+    int64_t cols = wo ? (int64_t)l->n_head * l->head_dim : l->n_ff;
+    int32_t n = wo ? mlm_wo_chunks(l) : mlm_w2_chunks(l);
+    int64_t kc = cols / n, all = wo ? (int64_t)c->n_head * c->head_dim : c->n_ff;
+    for (int64_t c0 = 0; c0 < all; c0 += kc)
+        if (!mlm_qpanel_fits(k, c0, kc)) return 0;
+    return 1;
+}
+
 /* The native profile: each matrix of M's profile takes the type its GGUF file in DIR stores
- * it in (a tied LM head the embedding's). */
+ * it in (a tied LM head the embedding's); wo and w2 in f32 where their K chunks would cut the
+ * type's blocks (a model whose heads or MLP columns per KV head are not multiples of 32). */
 static mlm_status resolve_native(mlm_model *m, const char *dir, mlm_error *err) {
     if (!m->gguf_path[0])
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
@@ -580,6 +610,9 @@ static mlm_status resolve_native(mlm_model *m, const char *dir, mlm_error *err) 
                 continue;
             }
             st = native_type(name, t, &w, err);
+            if (!st && mlm_wtype_is_native(w) && (r == R_WO || r == R_W2) &&
+                !chunks_fit(m, (mlm_qkind)mlm_wtype_qkind(w), r == R_WO))
+                w = MLM_W_F32; /* the file's values exactly, where its blocks cannot be cut */
             if (r == R_EMB) p->emb = w;
             else if (r == R_OUT) p->head = w;
             else p->layer[l][mroles[i]] = w;

@@ -52,8 +52,8 @@ typedef struct cli_precision {
 #define CLI_PRECISION_HELP                                                                         \
     "      --optimizations P    precision profile: performance (BFP4 MLP up/gate, BFP8\n"          \
     "                           elsewhere; the default for checkpoints), accuracy (all\n"          \
-    "                           BFP8), bf16 (the default for GGUF files), f32, or native\n"        \
-    "                           (GGUF files: each matrix in the file's own type, q4_k,\n"        \
+    "                           BFP8), bf16, f32, or native (the default for GGUF\n"                \
+    "                           files: each matrix in the file's own type, q4_k,\n"         \
     "                           q6_k, q8_0, ... at its own bits, with int8 activations)\n"       \
     "      --decoder-config F   per-layer precision overrides (the seeds' JSON format)\n"          \
     "      --mesh M             run on a mesh of MPI ranks (under mpirun): N150 (1), N300\n"       \
@@ -75,7 +75,7 @@ static inline int cli_is_sampling_flag(const char *a) {
            !strcmp(a, "--seed");
 }
 /* Fills P's profile, when no flag named one, with the model's default
- * (mlm_model_default_profile: bf16 for GGUF files, else performance). */
+ * (mlm_model_default_profile: native for GGUF files, else performance). */
 void cli_precision_resolve(cli_precision *p, const char *dir);
 /* Whether FLAG is one of those. */
 static inline int cli_is_precision_flag(const char *a) {

@@ -302,8 +302,8 @@ int cmd_info(int argc, char **argv) {
     }
     if (in.have_cfg && in.have_ckpt) {
         in.profile = mlm_model_default_profile(in.path);
-        if (mlm_profile_types_for(&in.cfg, in.profile, NULL, in.profile_types,
-                                  sizeof in.profile_types, &err) != MLM_OK)
+        if (mlm_profile_types_at(in.path, in.profile, NULL, in.profile_types,
+                                 sizeof in.profile_types, &err) != MLM_OK)
             in.profile = NULL;
     }
     if (dir && !in.have_cfg && !in.have_ckpt) {
