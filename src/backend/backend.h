@@ -51,7 +51,7 @@ int64_t mlm_wtype_row_bytes(mlm_wtype t, int64_t cols);
 typedef enum mlm_act_kind {
     MLM_ACT_F32 = 0, /* x only */
     MLM_ACT_BF16,    /* h: x rounded to bf16 (nearest even), rows padded with zeros to 32 */
-    MLM_ACT_Q8       /* q, u, d: tensor/q8.h */
+    MLM_ACT_Q8       /* q, u, d, s: tensor/q8.h */
 } mlm_act_kind;
 
 /* Columns of a bf16 activation row: COLS rounded up to a multiple of 32. */
@@ -65,6 +65,8 @@ typedef struct mlm_acts {
     const int8_t *q;   /* (n, mlm_q8_cols(cols)) */
     const uint8_t *u;  /* (n, mlm_q8_cols(cols)): q + 128 */
     const float *d;    /* (n, mlm_q8_cols(cols) / 32) */
+    const int16_t *s;  /* (n, mlm_q8_cols(cols) / 16): mlm_q8_sums of q, for the native
+                          kernels (NULL where none reads these activations) */
 } mlm_acts;
 
 /* OUT[t * out_stride + r] = sum_k W[r, k] * X[t, k], for the X->n tokens t and rows r in

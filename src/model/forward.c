@@ -44,6 +44,7 @@ enum {
     P_AQ,
     P_AU,
     P_AD,
+    P_AS,
     P_AH,
     P_ATTS,
     P_JOBS,
@@ -109,6 +110,7 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     sizes[P_AQ] = N * pc;
     sizes[P_AU] = N * pc;
     sizes[P_AD] = N * (pc / MLM_Q8_BLOCK) * 4;
+    sizes[P_AS] = N * (pc / 16) * 2;
     sizes[P_AH] = N * hc * 2;
     sizes[P_ATTS] = (size_t)n_threads * MLM_ATT_SCRATCH * 4;
     sizes[P_JOBS] = (size_t)max_att_tiles(c, n) * sizeof(att_tile);
@@ -167,6 +169,7 @@ typedef struct fwd {
     int8_t *aq;
     uint8_t *au;
     float *ad;
+    int16_t *as;
     uint16_t *ah;
     float *att_scratch;
     att_tile *tiles, *xtiles; /* the step's self-attention and cross-attention tasks */
@@ -221,9 +224,11 @@ static int forms_of(const mlm_model *m, const mlm_weight *w) {
  * mlm_q8_cols(COLS) int8, of mlm_bf16_cols(COLS) bf16 padded with zeros). */
 static void prepare_row(const fwd *f, const float *row, int64_t cols, int64_t at) {
     int64_t pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
-    if (f->forms & (1 << MLM_ACT_Q8))
+    if (f->forms & (1 << MLM_ACT_Q8)) {
         f->m->kernels->quantize(row, cols, f->aq + at * pc, f->au + at * pc,
                                 f->ad + at * (pc / MLM_Q8_BLOCK));
+        mlm_q8_sums(f->aq + at * pc, 1, cols, f->as + at * (pc / 16));
+    }
     if (f->forms & (1 << MLM_ACT_BF16)) {
         uint16_t *h = f->ah + at * hc;
         for (int64_t i = 0; i < cols; i++) h[i] = mlm_f32_to_bf16(row[i]);
@@ -254,7 +259,7 @@ static void prepare(fwd *f, mlm_pool *pool, const float *src, const float *norm,
     f->src = src, f->norm = norm, f->dst = dst, f->rows = rows, f->cols = cols, f->forms = forms;
     mlm_pool_run(pool, (rows + TOK_CHUNK - 1) / TOK_CHUNK, task_prepare, f);
     f->acts = (mlm_acts){.n = rows, .cols = cols, .x = norm ? dst : src, .h = f->ah, .q = f->aq,
-                         .u = f->au, .d = f->ad};
+                         .u = f->au, .d = f->ad, .s = f->as};
 }
 
 static void task_matmul(void *ctx, int64_t task, int thread) {
@@ -438,7 +443,7 @@ static mlm_acts chunk_acts(const fwd *f, int32_t c) {
     int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
     return (mlm_acts){.n = n, .cols = kc, .x = f->cx + c * n * kc, .h = f->ah + c * n * hc,
                       .q = f->aq + c * n * pc, .u = f->au + c * n * pc,
-                      .d = f->ad + c * n * (pc / MLM_Q8_BLOCK)};
+                      .d = f->ad + c * n * (pc / MLM_Q8_BLOCK), .s = f->as + c * n * (pc / 16)};
 }
 
 /* Block TASK (rows [r0, r0 + ROW_CHUNK)) of every chunk: alone, partial 0 into rout, each further
@@ -646,6 +651,7 @@ void mlm_forward_cross_kv(const mlm_model *m, const float *x, int64_t n, const m
              .aq = (int8_t *)part[P_AQ],
              .au = (uint8_t *)part[P_AU],
              .ad = (float *)part[P_AD],
+             .as = (int16_t *)part[P_AS],
              .ah = (uint16_t *)part[P_AH],
              .xblocks = blocks};
     int forms = 0;
@@ -694,6 +700,7 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
              .aq = (int8_t *)part[P_AQ],
              .au = (uint8_t *)part[P_AU],
              .ad = (float *)part[P_AD],
+             .as = (int16_t *)part[P_AS],
              .ah = (uint16_t *)part[P_AH],
              .att_scratch = (float *)part[P_ATTS],
              .tiles = (att_tile *)part[P_JOBS],

@@ -254,10 +254,10 @@ static mlm_status bind_native(binder *b, const char *name, const mlm_tensor_view
         if (!mlm_qpanel_fits(k, s.col0 + c * kc, kc))
             return mlm_err_set(b->err, MLM_ERR_UNSUPPORTED,
                                "model: '%s' (%s): columns [%lld, %lld) of a K chunk do not cut "
-                               "its blocks (multiples of 32, whole super-blocks of 256, at most "
-                               "%d columns); use another --optimizations profile",
+                               "its blocks (multiples of 32, whole super-blocks of 256); use "
+                               "another --optimizations profile",
                                name, mlm_qtypes[k].name, (long long)(s.col0 + c * kc),
-                               (long long)(s.col0 + (c + 1) * kc), MLM_QP_MAX_COLS);
+                               (long long)(s.col0 + (c + 1) * kc));
     int64_t bytes = mlm_chunked_bytes(out->type, s.rows, s.cols, chunks);
     uint8_t *buf = calloc(1, bytes ? (size_t)bytes : 1);
     if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);

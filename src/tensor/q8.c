@@ -3,6 +3,15 @@
 
 #include <math.h>
 
+void mlm_q8_sums(const int8_t *q, int64_t n, int64_t cols, int16_t *s) {
+    int64_t pc = mlm_q8_cols(cols);
+    for (int64_t j = 0; j < n * pc / 16; j++) {
+        int sum = 0;
+        for (int k = 0; k < 16; k++) sum += q[16 * j + k];
+        s[j] = (int16_t)sum;
+    }
+}
+
 void mlm_q8_quantize(const float *x, int64_t n, int64_t cols, int8_t *q, uint8_t *u, float *d) {
     int64_t pc = mlm_q8_cols(cols);
     for (int64_t t = 0; t < n; t++) {

@@ -17,4 +17,9 @@ static inline int64_t mlm_q8_cols(int64_t cols) { return (cols + 63) / 64 * 64; 
  * (the same codes + 128 as uint8, or NULL) and D (N x mlm_q8_cols(COLS) / 32 scales). */
 void mlm_q8_quantize(const float *x, int64_t n, int64_t cols, int8_t *q, uint8_t *u, float *d);
 
+/* The sums of the codes of N rows (as mlm_q8_quantize wrote them into Q) over every 16
+ * columns: S[t * mlm_q8_cols(COLS) / 16 + j] = sum of q over columns 16j..16j+15 of row t
+ * (|S| <= 2032). The native kernels take their blocks' code offsets and mins off with them. */
+void mlm_q8_sums(const int8_t *q, int64_t n, int64_t cols, int16_t *s);
+
 #endif

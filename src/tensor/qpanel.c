@@ -55,7 +55,7 @@ int64_t mlm_qpanel_bytes(mlm_qkind k, int64_t rows, int64_t cols) {
 }
 
 int mlm_qpanel_fits(mlm_qkind k, int64_t c0, int64_t cols) {
-    if (c0 % MLM_QP_BLOCK || cols % MLM_QP_BLOCK || cols <= 0 || cols > MLM_QP_MAX_COLS) return 0;
+    if (c0 % MLM_QP_BLOCK || cols % MLM_QP_BLOCK || cols <= 0) return 0;
     /* a group of 8 blocks shares one d: it must be one super-block of the file */
     return mlm_qpanel_geom(k, cols).g == 2 || c0 % 256 == 0;
 }

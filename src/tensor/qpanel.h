@@ -45,7 +45,6 @@
 
 #define MLM_QP_ROWS 16  /* rows per panel */
 #define MLM_QP_BLOCK 32 /* columns per block */
-#define MLM_QP_MAX_COLS 65536 /* columns of a matrix at most (the kernels' stack buffers) */
 
 /* The native types, in backend.h's mlm_wtype order from MLM_W_Q8_0. */
 typedef enum mlm_qkind {
@@ -89,8 +88,7 @@ mlm_qgeom mlm_qpanel_geom(mlm_qkind k, int64_t cols);
 int64_t mlm_qpanel_bytes(mlm_qkind k, int64_t rows, int64_t cols);
 
 /* Whether a matrix of COLS columns cut out of a file's rows at column C0 can be repacked:
- * both multiples of 32 (and of the file's block when that is 256, unless G = 2 repeats d),
- * COLS at most MLM_QP_MAX_COLS. */
+ * both multiples of 32 (and of the file's block when that is 256, unless G = 2 repeats d). */
 int mlm_qpanel_fits(mlm_qkind k, int64_t c0, int64_t cols);
 
 /* Writes row R of a (rows, COLS) matrix at DST from columns [C0, C0 + COLS) of one row of the

@@ -158,16 +158,6 @@ INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
 #endif
 }
 
-/* The sums of the token's codes per 16 columns, from the unsigned codes U = q + 128. */
-static inline void token_sums(const uint8_t *u, int64_t pc, int16_t *s16) {
-    for (int64_t j = 0; j < pc; j += 32) {
-        uint64_t s[4];
-        _mm256_storeu_si256((__m256i *)s, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i *)(u + j)),
-                                                          _mm256_setzero_si256()));
-        for (int i = 0; i < 2; i++) s16[j / 16 + i] = (int16_t)(s[2 * i] + s[2 * i + 1] - 2048);
-    }
-}
-
 INLINE __m256 block_value(mlm_qkind k, __m256i i0, __m256i i1, int s0, int s1, __m256 sc0,
                           __m256 sc1, __m256 mn) {
     const int off = off_of(k);
@@ -198,10 +188,11 @@ INLINE void store_rows(float *dst, int nr, __m256 v) {
 /* Rows [R, R + NR) (NR <= 8, half HF of a panel) for tokens [T0, T0 + T). */
 INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *panel,
                  const mlm_qgeom *g, const mlm_acts *x, int64_t pc, int64_t r, int nr, int hf,
-                 int64_t t0, int T, const int16_t *s16) {
+                 int64_t t0, int T) {
     const int64_t nd = pc / MLM_Q8_BLOCK, ns = pc / 16;
     const int8_t *q = x->q + t0 * pc;
     const float *d = x->d + t0 * nd;
+    const int16_t *s16 = x->s + t0 * ns; /* the tokens' sums per 16 columns */
     __m256 acc[TMAX];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
@@ -230,7 +221,7 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
 
 /* Decode: 2 whole panels from row R (4 halves side by side) for one token. */
 INLINE void gemv2(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeom *g,
-                  const mlm_acts *x, int64_t r, const int16_t *s16) {
+                  const mlm_acts *x, int64_t r) {
     __m256 acc[4];
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 4; p++) acc[p] = _mm256_setzero_ps();
@@ -253,7 +244,7 @@ INLINE void gemv2(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
                 __m256 sc0, sc1, mn;
                 load_scales(k, grp, g, bb, p % 2, &sc0, &sc1, &mn);
                 __m256i i0 = dot16(k, wv, qb), i1 = dot16(k, wv + 4, qb + 16);
-                __m256 v = block_value(k, i0, i1, s16[2 * b], s16[2 * b + 1], sc0, sc1, mn);
+                __m256 v = block_value(k, i0, i1, x->s[2 * b], x->s[2 * b + 1], sc0, sc1, mn);
                 acc[p] = _mm256_fmadd_ps(v, d, acc[p]);
             }
         }
@@ -264,26 +255,21 @@ INLINE void gemv2(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
 
 INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
                      const mlm_acts *x, int64_t r0, int64_t r1) {
-    const int64_t pc = mlm_q8_cols(x->cols), ns = pc / 16;
+    const int64_t pc = mlm_q8_cols(x->cols);
     const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
-    int16_t s16[TMAX * (MLM_QP_MAX_COLS / 16)]; /* the tile's tokens' column sums */
-    for (int64_t t0 = 0; t0 < x->n; t0 += TMAX) {
-        int T = x->n - t0 < TMAX ? (int)(x->n - t0) : TMAX;
-        for (int t = 0; t < T; t++) token_sums(x->u + (t0 + t) * pc, pc, s16 + t * ns);
-        int64_t r = r0;
-        if (x->n == 1) /* decode: whole panels two at a time */
-            for (; r + 2 * MLM_QP_ROWS <= r1; r += 2 * MLM_QP_ROWS)
-                gemv2(k, out, (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes, &g, x, r, s16);
-        for (; r < r1; r += 8) {
-            const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
-            int nr = r1 - r < 8 ? (int)(r1 - r) : 8, hf = (int)(r % MLM_QP_ROWS / 8);
-            switch (T) {
-            case 1: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 1, s16); break;
-            case 2: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 2, s16); break;
-            case 3: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 3, s16); break;
-            default: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, TMAX, s16);
+    if (x->n == 1) /* decode: whole panels two at a time */
+        for (; r0 + 2 * MLM_QP_ROWS <= r1; r0 += 2 * MLM_QP_ROWS)
+            gemv2(k, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+    for (int64_t r = r0; r < r1; r += 8) { /* half panels */
+        const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
+        int nr = r1 - r < 8 ? (int)(r1 - r) : 8, hf = (int)(r % MLM_QP_ROWS / 8);
+        for (int64_t t0 = 0; t0 < x->n; t0 += TMAX)
+            switch (x->n - t0 < TMAX ? x->n - t0 : TMAX) {
+            case 1: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 1); break;
+            case 2: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 2); break;
+            case 3: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 3); break;
+            default: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, TMAX);
             }
-        }
     }
 }
 

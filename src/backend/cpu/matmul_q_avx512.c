@@ -103,17 +103,6 @@ INLINE __m512i bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* The sums of the token's codes Q per 16 columns (S16[j] over columns 16j..16j+15), from the
- * unsigned codes U = q + 128. */
-static inline void token_sums(const uint8_t *u, int64_t pc, int16_t *s16) {
-    for (int64_t j = 0; j < pc; j += 64) {
-        uint64_t s[8];
-        _mm512_storeu_si512((void *)s, _mm512_sad_epu8(_mm512_loadu_si512((const void *)(u + j)),
-                                                        _mm512_setzero_si512()));
-        for (int i = 0; i < 4; i++) s16[j / 16 + i] = (int16_t)(s[2 * i] + s[2 * i + 1] - 2048);
-    }
-}
-
 /* The block value v (backend.h) from the unsigned sums I0, I1 (columns 0-15, 16-31) and the
  * token's column sums. */
 INLINE __m512 block_value(mlm_qkind k, __m512i i0, __m512i i1, int s0, int s1, __m512 sc0,
@@ -133,13 +122,14 @@ INLINE __m512 block_value(mlm_qkind k, __m512i i0, __m512i i1, int s0, int s1, _
     return _mm512_mul_ps(_mm512_cvtepi32_ps(i), sc0);
 }
 
-/* Rows [R, R + NR) of one panel for tokens [T0, T0 + T); S16 holds the T tokens' sums. */
+/* Rows [R, R + NR) of one panel for tokens [T0, T0 + T). */
 INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *panel,
                  const mlm_qgeom *g, const mlm_acts *x, int64_t pc, int64_t r, int nr, int64_t t0,
-                 int T, const int16_t *s16) {
+                 int T) {
     const int64_t nd = pc / MLM_Q8_BLOCK, ns = pc / 16;
     const int8_t *q = x->q + t0 * pc;
     const float *d = x->d + t0 * nd;
+    const int16_t *s16 = x->s + t0 * ns; /* the tokens' sums per 16 columns */
     __m512 acc[TMAX];
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -177,7 +167,7 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
 
 /* Decode: 4 whole panels from row R for one token, read side by side. */
 INLINE void gemv4(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeom *g,
-                  const mlm_acts *x, int64_t r, const int16_t *s16) {
+                  const mlm_acts *x, int64_t r) {
     __m512 acc[4];
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 4; p++) acc[p] = _mm512_setzero_ps();
@@ -207,7 +197,7 @@ INLINE void gemv4(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
                     i0 = _mm512_dpbusd_epi32(i0, wv[h], xv[h]);
                     i1 = _mm512_dpbusd_epi32(i1, wv[4 + h], xv[4 + h]);
                 }
-                __m512 v = block_value(k, i0, i1, s16[2 * b], s16[2 * b + 1], sc0, sc1, mn);
+                __m512 v = block_value(k, i0, i1, x->s[2 * b], x->s[2 * b + 1], sc0, sc1, mn);
                 acc[p] = _mm512_fmadd_ps(v, d, acc[p]);
             }
         }
@@ -218,28 +208,23 @@ INLINE void gemv4(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
 
 INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
                      const mlm_acts *x, int64_t r0, int64_t r1) {
-    const int64_t pc = mlm_q8_cols(x->cols), ns = pc / 16;
+    const int64_t pc = mlm_q8_cols(x->cols);
     const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
-    int16_t s16[TMAX * (MLM_QP_MAX_COLS / 16)]; /* the tile's tokens' column sums */
-    for (int64_t t0 = 0; t0 < x->n; t0 += TMAX) {
-        int T = x->n - t0 < TMAX ? (int)(x->n - t0) : TMAX;
-        for (int t = 0; t < T; t++) token_sums(x->u + (t0 + t) * pc, pc, s16 + t * ns);
-        int64_t r = r0;
-        if (x->n == 1) /* decode: whole panels four at a time */
-            for (; r + 4 * MLM_QP_ROWS <= r1; r += 4 * MLM_QP_ROWS)
-                gemv4(k, out, (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes, &g, x, r, s16);
-        for (; r < r1; r += MLM_QP_ROWS) {
-            const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
-            int nr = r1 - r < MLM_QP_ROWS ? (int)(r1 - r) : MLM_QP_ROWS;
-            switch (T) {
-            case 1: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 1, s16); break;
-            case 2: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 2, s16); break;
-            case 3: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 3, s16); break;
-            case 4: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 4, s16); break;
-            case 5: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 5, s16); break;
-            default: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, TMAX, s16);
+    if (x->n == 1) /* decode: whole panels four at a time */
+        for (; r0 + 4 * MLM_QP_ROWS <= r1; r0 += 4 * MLM_QP_ROWS)
+            gemv4(k, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+    for (int64_t r = r0; r < r1; r += MLM_QP_ROWS) {
+        const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
+        int nr = r1 - r < MLM_QP_ROWS ? (int)(r1 - r) : MLM_QP_ROWS;
+        for (int64_t t0 = 0; t0 < x->n; t0 += TMAX)
+            switch (x->n - t0 < TMAX ? x->n - t0 : TMAX) {
+            case 1: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 1); break;
+            case 2: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 2); break;
+            case 3: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 3); break;
+            case 4: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 4); break;
+            case 5: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 5); break;
+            default: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, TMAX);
             }
-        }
     }
 }
 
