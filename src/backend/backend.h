@@ -27,18 +27,8 @@ typedef enum mlm_wtype {
 static inline int mlm_wtype_is_native(mlm_wtype t) { return t >= MLM_W_Q8_0 && t < MLM_W_COUNT; }
 static inline int mlm_wtype_qkind(mlm_wtype t) { return (int)t - (int)MLM_W_Q8_0; }
 
-/* The traits of every weight type (backend/wtype.c): one table. */
-typedef struct mlm_wtype_traits {
-    const char *name;    /* "f32", "bf16", "bfp8", "bfp4", "q8_0", ..., "iq4_xs" */
-    uint32_t ggml;       /* the ggml type a native type runs (0 for the others: unused) */
-    int kv;              /* usable as a KV cache type (one lone row per entry) */
-} mlm_wtype_traits;
-extern const mlm_wtype_traits mlm_wtypes[MLM_W_COUNT];
-
-/* "f32", "bf16", "bfp8", "bfp4", "q4_k", ... ("?" for a value out of range). */
+/* "f32", "bf16", "bfp8", "bfp4", "q4_k", ... ("?" for a value out of range). backend/wtype.c */
 const char *mlm_wtype_name(mlm_wtype t);
-/* The type named NAME, or -1. */
-int mlm_wtype_from_name(const char *name);
 /* The native type that runs ggml type GGML, or -1. */
 int mlm_wtype_of_ggml(uint32_t ggml);
 /* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout (BFP and native matrices

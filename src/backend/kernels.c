@@ -157,7 +157,7 @@ void mlm_kernel_level_info(int i, mlm_kernel_level *out) {
     }
     out->n_matmul = MLM_W_COUNT;
     for (int w = 0; w < MLM_W_COUNT; w++) {
-        out->weight_type[w] = mlm_wtypes[w].name;
+        out->weight_type[w] = mlm_wtype_name((mlm_wtype)w);
         out->matmul[w] = k ? k->matmul_name[w] : NULL;
     }
     _Static_assert(MLM_W_COUNT <= sizeof out->matmul / sizeof out->matmul[0], "matmul names");

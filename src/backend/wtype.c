@@ -1,42 +1,23 @@
-/* backend/wtype.c: the weight types' traits table and sizes. */
-#include <string.h>
-
+/* backend/wtype.c: the weight types' names and sizes. */
 #include "backend/backend.h"
 #include "format/gguf_quants.h"
 #include "tensor/bfp.h"
 #include "tensor/qpanel.h"
 
-const mlm_wtype_traits mlm_wtypes[MLM_W_COUNT] = {
-    [MLM_W_F32] = {"f32", MLM_GGML_T_F32, 1},
-    [MLM_W_BF16] = {"bf16", MLM_GGML_T_BF16, 1},
-    [MLM_W_BFP8] = {"bfp8", 0, 1},
-    [MLM_W_BFP4] = {"bfp4", 0, 1},
-    [MLM_W_Q8_0] = {"q8_0", MLM_GGML_T_Q8_0, 0},
-    [MLM_W_Q4_0] = {"q4_0", MLM_GGML_T_Q4_0, 0},
-    [MLM_W_Q4_1] = {"q4_1", MLM_GGML_T_Q4_1, 0},
-    [MLM_W_Q5_0] = {"q5_0", MLM_GGML_T_Q5_0, 0},
-    [MLM_W_Q5_1] = {"q5_1", MLM_GGML_T_Q5_1, 0},
-    [MLM_W_Q4_K] = {"q4_k", MLM_GGML_T_Q4_K, 0},
-    [MLM_W_Q5_K] = {"q5_k", MLM_GGML_T_Q5_K, 0},
-    [MLM_W_Q6_K] = {"q6_k", MLM_GGML_T_Q6_K, 0},
-    [MLM_W_IQ4_NL] = {"iq4_nl", MLM_GGML_T_IQ4_NL, 0},
-    [MLM_W_IQ4_XS] = {"iq4_xs", MLM_GGML_T_IQ4_XS, 0},
+static const char *const names[MLM_W_COUNT] = {
+    [MLM_W_F32] = "f32",       [MLM_W_BF16] = "bf16",     [MLM_W_BFP8] = "bfp8",
+    [MLM_W_BFP4] = "bfp4",     [MLM_W_Q8_0] = "q8_0",     [MLM_W_Q4_0] = "q4_0",
+    [MLM_W_Q4_1] = "q4_1",     [MLM_W_Q5_0] = "q5_0",     [MLM_W_Q5_1] = "q5_1",
+    [MLM_W_Q4_K] = "q4_k",     [MLM_W_Q5_K] = "q5_k",     [MLM_W_Q6_K] = "q6_k",
+    [MLM_W_IQ4_NL] = "iq4_nl", [MLM_W_IQ4_XS] = "iq4_xs",
 };
 
 _Static_assert(MLM_W_COUNT - MLM_W_Q8_0 == MLM_QK_COUNT, "one native wtype per qpanel kind");
 
-const char *mlm_wtype_name(mlm_wtype t) {
-    return (unsigned)t < MLM_W_COUNT ? mlm_wtypes[t].name : "?";
-}
-
-int mlm_wtype_from_name(const char *name) {
-    for (int t = 0; t < MLM_W_COUNT; t++)
-        if (!strcmp(name, mlm_wtypes[t].name)) return t;
-    return -1;
-}
+const char *mlm_wtype_name(mlm_wtype t) { return (unsigned)t < MLM_W_COUNT ? names[t] : "?"; }
 
 int mlm_wtype_of_ggml(uint32_t ggml) {
-    int k = mlm_qkind_of_ggml(ggml);
+    int k = mlm_ggml_qkind(ggml);
     return k < 0 ? -1 : MLM_W_Q8_0 + k;
 }
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "tensor/dtype.h"
-#include "tensor/qpanel.h" /* mlm_iq4_values */
+#include "tensor/qpanel.h"
 
 #define QK 32    /* elements per block of the 32-element types */
 #define QK_K 256 /* elements per super-block of the k-quants */
@@ -142,14 +142,23 @@ static void dequant_bf16(const uint8_t *src, int64_t n, float *dst) {
 
 // ---- blocks of 32 ----
 
+/* Codes U of the 32 elements of a q4_0-style byte array QS (element j low nibble of qs[j],
+ * j + 16 its high nibble), with a fifth bit from QH when given (bit j of the u32). */
+static void nibbles(const uint8_t *qs, const uint8_t *qh, uint8_t u[32]) {
+    uint32_t h = qh ? le32(qh) : 0;
+    for (int j = 0; j < 16; j++) {
+        u[j] = (uint8_t)((qs[j] & 0x0f) | ((h >> j) & 1) << 4);
+        u[j + 16] = (uint8_t)((qs[j] >> 4) | ((h >> (j + 16)) & 1) << 4);
+    }
+}
+
 /* y = d * (q - 8) */
 static void dequant_q4_0(const block_q4_0 *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++, y += QK) {
         float d = f16_at(b->d);
-        for (int j = 0; j < QK / 2; j++) {
-            y[j] = d * (float)((b->qs[j] & 0x0f) - 8);
-            y[j + QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
-        }
+        uint8_t u[QK];
+        nibbles(b->qs, NULL, u);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)(u[j] - 8);
     }
 }
 
@@ -157,11 +166,11 @@ static void dequant_q4_0(const block_q4_0 *b, int64_t nb, float *y) {
 static void dequant_q4_1(const block_q4_1 *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++, y += QK) {
         float d = f16_at(b->d), m = f16_at(b->m);
-        for (int j = 0; j < QK / 2; j++) {
-            float lo = d * (float)(b->qs[j] & 0x0f);
-            float hi = d * (float)(b->qs[j] >> 4);
-            y[j] = lo + m;
-            y[j + QK / 2] = hi + m;
+        uint8_t u[QK];
+        nibbles(b->qs, NULL, u);
+        for (int j = 0; j < QK; j++) {
+            float p = d * (float)u[j];
+            y[j] = p + m;
         }
     }
 }
@@ -170,13 +179,9 @@ static void dequant_q4_1(const block_q4_1 *b, int64_t nb, float *y) {
 static void dequant_q5_0(const block_q5_0 *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++, y += QK) {
         float d = f16_at(b->d);
-        uint32_t qh = le32(b->qh);
-        for (int j = 0; j < QK / 2; j++) {
-            int lo = (b->qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
-            int hi = (b->qs[j] >> 4) | (int)((qh >> (j + QK / 2)) & 1) << 4;
-            y[j] = d * (float)(lo - 16);
-            y[j + QK / 2] = d * (float)(hi - 16);
-        }
+        uint8_t u[QK];
+        nibbles(b->qs, b->qh, u);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)(u[j] - 16);
     }
 }
 
@@ -184,14 +189,11 @@ static void dequant_q5_0(const block_q5_0 *b, int64_t nb, float *y) {
 static void dequant_q5_1(const block_q5_1 *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++, y += QK) {
         float d = f16_at(b->d), m = f16_at(b->m);
-        uint32_t qh = le32(b->qh);
-        for (int j = 0; j < QK / 2; j++) {
-            int lo = (b->qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
-            int hi = (b->qs[j] >> 4) | (int)((qh >> (j + QK / 2)) & 1) << 4;
-            float plo = d * (float)lo;
-            float phi = d * (float)hi;
-            y[j] = plo + m;
-            y[j + QK / 2] = phi + m;
+        uint8_t u[QK];
+        nibbles(b->qs, b->qh, u);
+        for (int j = 0; j < QK; j++) {
+            float p = d * (float)u[j];
+            y[j] = p + m;
         }
     }
 }
@@ -263,7 +265,16 @@ static void scale_min_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
     }
 }
 
-/* Sub-block s (32 elements) = nibble s % 2 of qs[(s / 2) * 32 + l]; y = (d*sc)*q - dmin*m. */
+/* The codes U of sub-block S (32 elements) of a q4_K / q5_K super-block: nibble s % 2 of
+ * qs[(s / 2) * 32 + l], with q5_K's fifth bit in bit s of qh[l] (QH NULL for q4_K). */
+static void k_codes(const uint8_t *qs, const uint8_t *qh, int s, uint8_t u[32]) {
+    for (int l = 0; l < 32; l++) {
+        int lo = (qs[(s / 2) * 32 + l] >> (4 * (s % 2))) & 0x0f;
+        u[l] = (uint8_t)(lo | (qh ? ((qh[l] >> s) & 1) << 4 : 0));
+    }
+}
+
+/* y = (d*sc)*q - dmin*m, per sub-block of 32. */
 static void dequant_q4_K(const block_q4_K *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
         float d = f16_at(b->d), dmin = f16_at(b->dmin);
@@ -272,9 +283,10 @@ static void dequant_q4_K(const block_q4_K *b, int64_t nb, float *y) {
         for (int s = 0; s < 8; s++) {
             float ds = d * (float)sc[s];
             float dm = dmin * (float)mn[s];
+            uint8_t u[32];
+            k_codes(b->qs, NULL, s, u);
             for (int l = 0; l < 32; l++) {
-                int q = (b->qs[(s / 2) * 32 + l] >> (4 * (s % 2))) & 0x0f;
-                float p = ds * (float)q;
+                float p = ds * (float)u[l];
                 y[s * 32 + l] = p - dm;
             }
         }
@@ -290,31 +302,40 @@ static void dequant_q5_K(const block_q5_K *b, int64_t nb, float *y) {
         for (int s = 0; s < 8; s++) {
             float ds = d * (float)sc[s];
             float dm = dmin * (float)mn[s];
+            uint8_t u[32];
+            k_codes(b->qs, b->qh, s, u);
             for (int l = 0; l < 32; l++) {
-                int lo = (b->qs[(s / 2) * 32 + l] >> (4 * (s % 2))) & 0x0f;
-                int q = lo | ((b->qh[l] >> s) & 1) << 4;
-                float p = ds * (float)q;
+                float p = ds * (float)u[l];
                 y[s * 32 + l] = p - dm;
             }
         }
     }
 }
 
-/* Element e = h * 128 + r: low 4 bits are nibble r / 64 of ql[h * 64 + r % 64], high 2 bits
- * are bits 2 * (r / 32) of qh[h * 32 + r % 32]; y = (d * scales[e / 16]) * (q - 32). */
+/* The 6-bit codes U of sub-block S (elements e = 32s + l) of a q6_K super-block: with
+ * e = h * 128 + r, the low 4 bits are nibble r / 64 of ql[h * 64 + r % 64], the high 2 bits
+ * bits 2 * (r / 32) of qh[h * 32 + r % 32]. */
+static void q6_codes(const block_q6_K *b, int s, uint8_t u[32]) {
+    for (int l = 0; l < 32; l++) {
+        int e = 32 * s + l, h = e / 128, r = e % 128;
+        int lo = (b->ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0x0f;
+        int hi = (b->qh[h * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
+        u[l] = (uint8_t)(lo | hi << 4);
+    }
+}
+
+/* y = (d * scales[e / 16]) * (q - 32). */
 static void dequant_q6_K(const block_q6_K *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
         float d = f16_at(b->d);
         float dl[QK_K / 16];
         for (int s = 0; s < QK_K / 16; s++)
             dl[s] = d * (float)b->scales[s];
-        for (int h = 0; h < 2; h++)
-            for (int r = 0; r < 128; r++) {
-                int lo = (b->ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0x0f;
-                int hi = (b->qh[h * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
-                int e = h * 128 + r;
-                y[e] = dl[e / 16] * (float)((lo | hi << 4) - 32);
-            }
+        for (int s = 0; s < QK_K / 32; s++) {
+            uint8_t u[32];
+            q6_codes(b, s, u);
+            for (int l = 0; l < 32; l++) y[32 * s + l] = dl[(32 * s + l) / 16] * (float)(u[l] - 32);
+        }
     }
 }
 
@@ -324,31 +345,131 @@ static void dequant_q6_K(const block_q6_K *b, int64_t nb, float *y) {
 static void dequant_iq4_nl(const block_iq4_nl *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++, y += QK) {
         float d = f16_at(b->d);
-        for (int j = 0; j < QK / 2; j++) {
-            y[j] = d * (float)mlm_iq4_values[b->qs[j] & 0x0f];
-            y[j + QK / 2] = d * (float)mlm_iq4_values[b->qs[j] >> 4];
-        }
+        uint8_t u[QK];
+        nibbles(b->qs, NULL, u);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)mlm_iq4_values[u[j]];
     }
 }
 
-/* Sub-block s: dl = d * (ls - 32) with the 6-bit ls from scales_l and scales_h; y = dl * kv[q]. */
+/* Sub-block S's scale ls - 32: the 6-bit ls from nibble s % 2 of scales_l[s / 2] and bits
+ * 2s..2s+1 of scales_h. */
+static int iq4_xs_scale(const block_iq4_xs *b, int s) {
+    int ls = ((b->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((le16(b->scales_h) >> (2 * s)) & 3) << 4;
+    return ls - 32;
+}
+
+/* Sub-block s: dl = d * (ls - 32); y = dl * kv[q], the codes as iq4_nl's. */
 static void dequant_iq4_xs(const block_iq4_xs *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b++) {
         float d = f16_at(b->d);
-        uint16_t sh = le16(b->scales_h);
         for (int s = 0; s < QK_K / 32; s++, y += 32) {
-            int ls = ((b->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((sh >> (2 * s)) & 3) << 4;
-            float dl = d * (float)(ls - 32);
-            const uint8_t *qs = b->qs + 16 * s;
-            for (int j = 0; j < 16; j++) {
-                y[j] = dl * (float)mlm_iq4_values[qs[j] & 0x0f];
-                y[j + 16] = dl * (float)mlm_iq4_values[qs[j] >> 4];
-            }
+            float dl = d * (float)iq4_xs_scale(b, s);
+            uint8_t u[32];
+            nibbles(b->qs + 16 * s, NULL, u);
+            for (int j = 0; j < 32; j++) y[j] = dl * (float)mlm_iq4_values[u[j]];
         }
     }
 }
 
 // ---- dispatch ----
+
+// ---- native panels ----
+
+/* The ggml type of each native kind (tensor/qpanel.h's order). */
+static const uint32_t qkind_type[MLM_QK_COUNT] = {
+    [MLM_QK_Q8_0] = MLM_GGML_T_Q8_0, [MLM_QK_Q4_0] = MLM_GGML_T_Q4_0,
+    [MLM_QK_Q4_1] = MLM_GGML_T_Q4_1, [MLM_QK_Q5_0] = MLM_GGML_T_Q5_0,
+    [MLM_QK_Q5_1] = MLM_GGML_T_Q5_1, [MLM_QK_Q4_K] = MLM_GGML_T_Q4_K,
+    [MLM_QK_Q5_K] = MLM_GGML_T_Q5_K, [MLM_QK_Q6_K] = MLM_GGML_T_Q6_K,
+    [MLM_QK_IQ4_NL] = MLM_GGML_T_IQ4_NL, [MLM_QK_IQ4_XS] = MLM_GGML_T_IQ4_XS,
+};
+
+int mlm_ggml_qkind(uint32_t type) {
+    for (int k = 0; k < MLM_QK_COUNT; k++)
+        if (qkind_type[k] == type) return k;
+    return -1;
+}
+
+uint32_t mlm_ggml_qkind_type(mlm_qkind k) { return qkind_type[k]; }
+
+/* The block of 32 at column C (a multiple of 32) of a row of TYPE's blocks at ROW, as the
+ * native panels take it: the same codes and fields the dequantizers above read. */
+static void qraw(uint32_t type, const uint8_t *row, int64_t c, mlm_qraw *out) {
+    memset(out, 0, sizeof *out);
+    int s = (int)(c % QK_K / QK); /* sub-block of a super-block */
+    switch (type) {
+    case MLM_GGML_T_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)row + c / QK;
+        out->d = le16(b->d);
+        memcpy(out->u, b->qs, QK);
+        break;
+    }
+    case MLM_GGML_T_Q4_0:
+    case MLM_GGML_T_IQ4_NL: { /* the same block: d, then 16 bytes of nibbles */
+        const block_q4_0 *b = (const block_q4_0 *)row + c / QK;
+        out->d = le16(b->d);
+        nibbles(b->qs, NULL, out->u);
+        break;
+    }
+    case MLM_GGML_T_Q4_1: {
+        const block_q4_1 *b = (const block_q4_1 *)row + c / QK;
+        out->d = le16(b->d), out->m = le16(b->m);
+        nibbles(b->qs, NULL, out->u);
+        break;
+    }
+    case MLM_GGML_T_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)row + c / QK;
+        out->d = le16(b->d);
+        nibbles(b->qs, b->qh, out->u);
+        break;
+    }
+    case MLM_GGML_T_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)row + c / QK;
+        out->d = le16(b->d), out->m = le16(b->m);
+        nibbles(b->qs, b->qh, out->u);
+        break;
+    }
+    case MLM_GGML_T_Q4_K:
+    case MLM_GGML_T_Q5_K: { /* q5_K is q4_K's layout plus qh */
+        const block_q4_K *b4 = (const block_q4_K *)row + c / QK_K;
+        const block_q5_K *b5 = (const block_q5_K *)row + c / QK_K;
+        int five = type == MLM_GGML_T_Q5_K;
+        const uint8_t *qs = five ? b5->qs : b4->qs;
+        uint8_t sc[8], mn[8];
+        scale_min_k4(five ? b5->scales : b4->scales, sc, mn);
+        out->d = le16(five ? b5->d : b4->d), out->m = le16(five ? b5->dmin : b4->dmin);
+        out->sub[0] = sc[s], out->sub[1] = mn[s];
+        k_codes(qs, five ? b5->qh : NULL, s, out->u);
+        break;
+    }
+    case MLM_GGML_T_Q6_K: {
+        const block_q6_K *b = (const block_q6_K *)row + c / QK_K;
+        out->d = le16(b->d);
+        out->sub[0] = (uint8_t)b->scales[2 * s], out->sub[1] = (uint8_t)b->scales[2 * s + 1];
+        q6_codes(b, s, out->u);
+        break;
+    }
+    case MLM_GGML_T_IQ4_XS: {
+        const block_iq4_xs *b = (const block_iq4_xs *)row + c / QK_K;
+        out->d = le16(b->d);
+        out->sub[0] = (uint8_t)(int8_t)iq4_xs_scale(b, s);
+        nibbles(b->qs + 16 * s, NULL, out->u);
+        break;
+    }
+    default: break;
+    }
+}
+
+void mlm_ggml_qpanel_row(uint32_t type, const void *row, int64_t c0, int64_t cols, int64_t r,
+                         uint8_t *dst) {
+    mlm_qkind k = (mlm_qkind)mlm_ggml_qkind(type);
+    const mlm_qgeom g = mlm_qpanel_geom(k, cols);
+    for (int64_t b = 0; b < cols / QK; b++) {
+        mlm_qraw raw;
+        qraw(type, row, c0 + QK * b, &raw);
+        mlm_qpanel_put(k, &g, r, b, &raw, dst);
+    }
+}
 
 int mlm_ggml_can_dequantize(uint32_t type) {
     switch (type) {

@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "tensor/qpanel.h"
+
 /* ggml type numbers (ggml.h's enum ggml_type) of the types meshlm reads. */
 enum {
     MLM_GGML_T_F32 = 0,
@@ -39,5 +41,16 @@ int mlm_ggml_can_dequantize(uint32_t type);
  * (little-endian ggml blocks) needs no alignment; DST receives exactly N floats. No
  * allocation and no state: safe to call from any thread. */
 void mlm_ggml_dequantize(uint32_t type, const void *src, int64_t n, float *dst);
+
+/* The native kind (tensor/qpanel.h) of ggml type TYPE, or -1 if it has none; and back. */
+int mlm_ggml_qkind(uint32_t type);
+uint32_t mlm_ggml_qkind_type(mlm_qkind k);
+
+/* Repacks columns [C0, C0 + COLS) of one row of TYPE's blocks at ROW (TYPE one with a native
+ * kind; C0 and COLS multiples of 32 that mlm_qpanel_fits accepts) as row R of a (rows, COLS)
+ * native matrix at DST, whose bytes for that row must be zero beforehand: the file's codes
+ * and fields unchanged, so the matrix holds the values mlm_ggml_dequantize gives. */
+void mlm_ggml_qpanel_row(uint32_t type, const void *row, int64_t c0, int64_t cols, int64_t r,
+                         uint8_t *dst);
 
 #endif

@@ -194,14 +194,17 @@ static mlm_wtype bind_type(mlm_wtype want, mlm_dtype src) {
     return src == MLM_DTYPE_BF16 ? MLM_W_BF16 : MLM_W_F32;
 }
 
-/* The profile's type for ROLE of layer L. */
-static mlm_wtype role_type(const binder *b, role r, int l) {
+/* Profile P's type for matrix ROLE of layer L (where the loader reads and sets it). */
+static mlm_wtype *role_slot(mlm_profile *p, role r, int l) {
     static const mlm_role roles[] = {[R_WQ] = MLM_ROLE_WQ, [R_WK] = MLM_ROLE_WK,
                                      [R_WV] = MLM_ROLE_WV, [R_WO] = MLM_ROLE_WO,
                                      [R_W1] = MLM_ROLE_W1, [R_W2] = MLM_ROLE_W2,
                                      [R_W3] = MLM_ROLE_W3};
-    const mlm_profile *p = &b->m->profile;
-    return r == R_EMB ? p->emb : r == R_OUT ? p->head : p->layer[l][roles[r]];
+    return r == R_EMB ? &p->emb : r == R_OUT ? &p->head : &p->layer[l][roles[r]];
+}
+
+static mlm_wtype role_type(const binder *b, role r, int l) {
+    return *role_slot(&b->m->profile, r, l);
 }
 
 /* Binds slice S of the tensor of ROLE in layer L. Meta shards are concatenated on dim 0
@@ -245,25 +248,26 @@ static mlm_status bind_native(binder *b, const char *name, const mlm_tensor_view
                               int perm_heads, mlm_weight *out) {
     mlm_model *m = b->m;
     mlm_qkind k = (mlm_qkind)mlm_wtype_qkind(out->type);
+    const char *tname = mlm_wtype_name(out->type);
     int32_t chunks = out->n_chunks;
     int64_t kc = s.cols / chunks;
-    if (b->n_shards != 1 || v->dtype != MLM_DTYPE_GGML || v->ggml_type != mlm_qtypes[k].ggml)
+    if (b->n_shards != 1 || v->dtype != MLM_DTYPE_GGML || mlm_ggml_qkind(v->ggml_type) != (int)k)
         return mlm_err_set(b->err, MLM_ERR_INTERNAL, "model: '%s' is not a %s tensor", name,
-                           mlm_qtypes[k].name);
+                           tname);
     for (int32_t c = 0; c < chunks; c++)
         if (!mlm_qpanel_fits(k, s.col0 + c * kc, kc))
             return mlm_err_set(b->err, MLM_ERR_UNSUPPORTED,
                                "model: '%s' (%s): columns [%lld, %lld) of a K chunk do not cut "
                                "its blocks (multiples of 32, whole super-blocks of 256); use "
                                "another --optimizations profile",
-                               name, mlm_qtypes[k].name, (long long)(s.col0 + c * kc),
+                               name, tname, (long long)(s.col0 + c * kc),
                                (long long)(s.col0 + (c + 1) * kc));
     int64_t bytes = mlm_chunked_bytes(out->type, s.rows, s.cols, chunks);
     uint8_t *buf = calloc(1, bytes ? (size_t)bytes : 1);
     if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
     mlm_status st = mlm_model_own(m, buf, (size_t)bytes, b->err);
     if (st) return st;
-    int64_t row_bytes = v->shape[1] / mlm_qtypes[k].src_block * mlm_qtypes[k].src_bytes;
+    int64_t row_bytes = (int64_t)(view_bytes(v) / (size_t)v->shape[0]);
     int hd = m->cfg.head_dim;
     for (int64_t i = 0; i < s.rows; i++) {
         int64_t src = i;
@@ -278,7 +282,7 @@ static mlm_status bind_native(binder *b, const char *name, const mlm_tensor_view
             part.data = buf;
             if (chunks > 1) part = mlm_weight_part(&part, blk, c);
             int64_t r = chunks > 1 ? i - blk * MLM_CHUNK_ROWS : i;
-            mlm_qpanel_pack_row(k, row, s.col0 + c * kc, kc, r, (uint8_t *)part.data);
+            mlm_ggml_qpanel_row(v->ggml_type, row, s.col0 + c * kc, kc, r, (uint8_t *)part.data);
         }
     }
     out->data = buf;
@@ -522,21 +526,19 @@ mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimization
     return MLM_OK;
 }
 
-static mlm_status resolve_native(mlm_model *m, const char *dir, mlm_error *err);
+static mlm_status resolve_native(mlm_profile *p, const mlm_config *cfg, const mlm_config *local,
+                                 const char *dir, mlm_error *err);
 
 mlm_status mlm_profile_types_at(const char *path, const char *optimizations,
                                 const char *decoder_config, char *buf, size_t size,
                                 mlm_error *err) {
-    mlm_model *m = calloc(1, sizeof *m);
-    if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
-    mlm_status st = mlm_config_load(path, &m->cfg, err);
-    if (!st && !mlm_gguf_model_file(path, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
-    m->local = m->cfg;
-    if (!st) st = mlm_profile_init(&m->profile, optimizations, &m->cfg, decoder_config, err);
-    if (!st && !strcmp(optimizations, "native")) st = resolve_native(m, path, err);
-    if (!st) mlm_profile_describe(&m->profile, buf, size);
-    mlm_profile_deinit(&m->profile);
-    free(m);
+    mlm_config cfg;
+    mlm_profile p;
+    mlm_status st = mlm_config_load(path, &cfg, err);
+    if (st || (st = mlm_profile_init(&p, optimizations, &cfg, decoder_config, err))) return st;
+    if (!strcmp(optimizations, "native")) st = resolve_native(&p, &cfg, &cfg, path, err);
+    if (!st) mlm_profile_describe(&p, buf, size);
+    mlm_profile_deinit(&p);
     return st;
 }
 
@@ -570,9 +572,9 @@ static mlm_status native_type(const char *name, const mlm_tensor_view *t, mlm_wt
     return MLM_OK;
 }
 
-/* Whether the K chunks of wo (WO) or w2 of M cut whole blocks of kind K on every rank. */
-static int chunks_fit(const mlm_model *m, mlm_qkind k, int wo) {
-    const mlm_config *c = &m->cfg, *l = &m->local;
+/* Whether the K chunks of wo (WO) or w2 of a model of config C, LOCAL a rank's shard of it,
+ * cut whole blocks of kind K on every rank. */
+static int chunks_fit(const mlm_config *c, const mlm_config *l, mlm_qkind k, int wo) {
     int64_t cols = wo ? (int64_t)l->n_head * l->head_dim : l->n_ff;
     int32_t n = wo ? mlm_wo_chunks(l) : mlm_w2_chunks(l);
     int64_t kc = cols / n, all = wo ? (int64_t)c->n_head * c->head_dim : c->n_ff;
@@ -581,25 +583,24 @@ static int chunks_fit(const mlm_model *m, mlm_qkind k, int wo) {
     return 1;
 }
 
-/* The native profile: each matrix of M's profile takes the type its GGUF file in DIR stores
- * it in (a tied LM head the embedding's); wo and w2 in f32 where their K chunks would cut the
- * type's blocks (a model whose heads or MLP columns per KV head are not multiples of 32). */
-static mlm_status resolve_native(mlm_model *m, const char *dir, mlm_error *err) {
-    if (!m->gguf_path[0])
+/* The native profile: each matrix of profile P (a model of config CFG, LOCAL this rank's
+ * shard of it) takes the type its GGUF file in DIR stores it in (a tied LM head the
+ * embedding's); wo and w2 in f32 where their K chunks would cut the type's blocks (a model
+ * whose heads or MLP columns per KV head are not multiples of 32). */
+static mlm_status resolve_native(mlm_profile *p, const mlm_config *cfg, const mlm_config *local,
+                                 const char *dir, mlm_error *err) {
+    char gguf[1024];
+    if (!mlm_gguf_model_file(dir, gguf, sizeof gguf))
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
                            "model: %s: the native profile runs GGUF files; this checkpoint is %s",
-                           dir, m->cfg.source);
+                           dir, cfg->source);
     mlm_checkpoint *ck = NULL;
     mlm_status st = mlm_checkpoint_open(dir, &ck, err);
     if (st) return st;
-    binder b = {.m = m, .err = err, .gguf = 1, .phi3 = m->cfg.family == MLM_FAMILY_PHI3,
-                .n_shards = 1};
+    binder b = {.err = err, .gguf = 1, .phi3 = cfg->family == MLM_FAMILY_PHI3, .n_shards = 1};
     static const role roles[] = {R_WQ, R_WK, R_WV, R_WO, R_W1, R_W2, R_W3};
-    static const mlm_role mroles[] = {MLM_ROLE_WQ, MLM_ROLE_WK, MLM_ROLE_WV, MLM_ROLE_WO,
-                                      MLM_ROLE_W1, MLM_ROLE_W2, MLM_ROLE_W3};
-    mlm_profile *p = &m->profile;
     char name[256];
-    for (int l = -1; l < m->cfg.n_layer && !st; l++)
+    for (int l = -1; l < cfg->n_layer && !st; l++)
         for (int i = 0; i < (l < 0 ? 2 : 7) && !st; i++) {
             role r = l < 0 ? (i ? R_OUT : R_EMB) : roles[i];
             role_name(&b, name, sizeof name, r, l < 0 ? 0 : l);
@@ -611,11 +612,9 @@ static mlm_status resolve_native(mlm_model *m, const char *dir, mlm_error *err) 
             }
             st = native_type(name, t, &w, err);
             if (!st && mlm_wtype_is_native(w) && (r == R_WO || r == R_W2) &&
-                !chunks_fit(m, (mlm_qkind)mlm_wtype_qkind(w), r == R_WO))
+                !chunks_fit(cfg, local, (mlm_qkind)mlm_wtype_qkind(w), r == R_WO))
                 w = MLM_W_F32; /* the file's values exactly, where its blocks cannot be cut */
-            if (r == R_EMB) p->emb = w;
-            else if (r == R_OUT) p->head = w;
-            else p->layer[l][mroles[i]] = w;
+            *role_slot(p, r, l < 0 ? 0 : l) = w;
         }
     mlm_checkpoint_free(ck);
     return st;
@@ -780,7 +779,8 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     m->tp_reduce = p.tp_reduce;
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
-    if (!st && !strcmp(name, "native")) st = resolve_native(m, dir, err);
+    if (!st && !strcmp(name, "native"))
+        st = resolve_native(&m->profile, &m->cfg, &m->local, dir, err);
     if (!st) {
         mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);

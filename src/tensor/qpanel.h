@@ -52,25 +52,8 @@ typedef enum mlm_qkind {
     MLM_QK_Q5_K, MLM_QK_Q6_K, MLM_QK_IQ4_NL, MLM_QK_IQ4_XS, MLM_QK_COUNT
 } mlm_qkind;
 
-/* A type's facts. */
-typedef struct mlm_qtype {
-    const char *name;     /* "q4_k" */
-    uint32_t ggml;        /* its ggml type number */
-    int src_block;        /* elements per block in the file: 32 or 256 */
-    int src_bytes;        /* bytes per block in the file */
-    int bits;             /* code width: 4, 5, 6, 8 */
-    int off;              /* c = u - off (0 where c = u; q8_0 and iq4 use their own map) */
-    int has_min;          /* w = scale * c - min */
-    int sub_bytes;        /* per row and block: 0, 1 (iq4_xs) or 2 (q4_k, q5_k, q6_k) */
-} mlm_qtype;
-
-extern const mlm_qtype mlm_qtypes[MLM_QK_COUNT];
-
 /* iq4_nl / iq4_xs values of the 16 codes. */
 extern const int8_t mlm_iq4_values[16];
-
-/* The kind of ggml type GGML, or -1 if it has no native kernels. */
-int mlm_qkind_of_ggml(uint32_t ggml);
 
 /* A matrix's geometry: which parts sit where in a group. */
 typedef struct mlm_qgeom {
@@ -91,10 +74,18 @@ int64_t mlm_qpanel_bytes(mlm_qkind k, int64_t rows, int64_t cols);
  * both multiples of 32 (and of the file's block when that is 256, unless G = 2 repeats d). */
 int mlm_qpanel_fits(mlm_qkind k, int64_t c0, int64_t cols);
 
-/* Writes row R of a (rows, COLS) matrix at DST from columns [C0, C0 + COLS) of one row of the
- * file's blocks at SRC (C0 a multiple of 32). The matrix's padding must be zero beforehand. */
-void mlm_qpanel_pack_row(mlm_qkind k, const void *src, int64_t c0, int64_t cols, int64_t r,
-                         uint8_t *dst);
+/* One row's block of 32 as its file holds it (format/gguf_quants.c reads it out of the ggml
+ * blocks): the codes, the f16 fields and the sub-scale bytes (the subs part's, for one row). */
+typedef struct mlm_qraw {
+    uint8_t u[MLM_QP_BLOCK];
+    uint16_t d, m; /* f16 bits: d, and m or dmin (0 without) */
+    uint8_t sub[2];
+} mlm_qraw;
+
+/* Writes RAW as block B of row R of the matrix (geometry G) at DST, whose bytes for that
+ * block must be zero beforehand (codes are or-ed in). */
+void mlm_qpanel_put(mlm_qkind k, const mlm_qgeom *g, int64_t r, int64_t b, const mlm_qraw *raw,
+                    uint8_t *dst);
 
 /* One row and block of the layout, unpacked: the codes, the exact scales and the min. */
 typedef struct mlm_qblock {
@@ -103,11 +94,16 @@ typedef struct mlm_qblock {
     float min;               /* 0 for types without one */
 } mlm_qblock;
 
-/* Block B (of mlm_q8_cols(COLS) / 32) of row R of the matrix at W. */
-void mlm_qpanel_block(mlm_qkind k, const uint8_t *w, int64_t cols, int64_t r, int64_t b,
+/* Block B (of mlm_q8_cols(cols) / 32) of row R of the matrix (geometry G) at W. */
+void mlm_qpanel_block(mlm_qkind k, const mlm_qgeom *g, const uint8_t *w, int64_t r, int64_t b,
                       mlm_qblock *out);
 
-/* mlm_qtypes' facts as constant expressions of a constant K (for the kernels to specialize). */
+/* A kind's facts, as constant expressions of a constant K (the kernels specialize on them):
+ * the columns one d covers in the file (32, or a super-block of 256), the code width, whether
+ * blocks have a min, the sub-scale bytes per row and block, the code offset. */
+static inline int mlm_qsuper(mlm_qkind k) {
+    return k == MLM_QK_Q4_K || k == MLM_QK_Q5_K || k == MLM_QK_Q6_K || k == MLM_QK_IQ4_XS ? 256 : 32;
+}
 static inline int mlm_qbits(mlm_qkind k) {
     switch (k) {
     case MLM_QK_Q8_0: return 8;

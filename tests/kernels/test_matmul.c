@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "tensor/bfp.h"
 #include "tensor/dtype.h"
+#include "format/gguf.h"
 #include "format/gguf_quants.h"
 #include "tensor/q8.h"
 #include "tensor/qpanel.h"
@@ -138,12 +139,24 @@ static void check_bfp_level(const mlm_kernels *kt) {
     }
 }
 
+/* The error of GOT against the weight row WF times token T's int8 activations of X, summed
+ * in double, relative to the sum of |terms|. */
+static double rel_error(const float *wf, const mlm_acts *x, int64_t t, float got) {
+    int64_t pc = mlm_q8_cols(x->cols);
+    double sum = 0, mag = 1e-30;
+    for (int64_t k = 0; k < x->cols; k++) {
+        double xv = (double)x->q[t * pc + k] * x->d[t * pc / 32 + k / 32];
+        sum += (double)wf[k] * xv, mag += fabs((double)wf[k] * xv);
+    }
+    return fabs(sum - got) / mag;
+}
+
 /* The reference against the decoded formats, in double, relative to the sum of |terms|. */
 TEST(bfp_ref_matches_formats) {
     for (int bits = 8; bits >= 4; bits -= 4) {
         mlm_matmul_fn ref = bits == 8 ? mlm_matmul_bfp8_q8_ref : mlm_matmul_bfp4_q8_ref;
         for (size_t ci = 0; ci < sizeof bfp_cols / sizeof *bfp_cols; ci++) {
-            int64_t cols = bfp_cols[ci], rows = 40, n = 3, pc = mlm_q8_cols(cols);
+            int64_t cols = bfp_cols[ci], rows = 40, n = 3;
             uint8_t *w = bfp_matrix(rows, cols, bits);
             float *x = random_x(n, cols), *wf = malloc((size_t)cols * 4);
             mlm_acts acts = make_acts(x, n, cols);
@@ -152,15 +165,7 @@ TEST(bfp_ref_matches_formats) {
             double worst = 0;
             for (int64_t r = 0; r < rows; r++) {
                 mlm_bfp_decode_matrix_row(w, cols, bits, r, wf);
-                for (int64_t t = 0; t < n; t++) {
-                    double sum = 0, mag = 1e-30;
-                    for (int64_t k = 0; k < cols; k++) {
-                        double xv = (double)acts.q[t * pc + k] * acts.d[t * pc / 32 + k / 32];
-                        sum += (double)wf[k] * xv, mag += fabs((double)wf[k] * xv);
-                    }
-                    double e = fabs(sum - a[t * rows + r]) / mag;
-                    if (e > worst) worst = e;
-                }
+                for (int64_t t = 0; t < n; t++) worst = fmax(worst, rel_error(wf, &acts, t, a[t * rows + r]));
             }
             CHECKF(worst <= 1e-6, "ref bfp%d cols %lld: relative error %g vs the decoded formats",
                    bits, (long long)cols, worst);
@@ -333,10 +338,11 @@ LEVEL_TEST(check_shards_level, amx)
 /* ROWS rows of COLS values of kind K as a file holds them: random code bytes, and f16 scale
  * fields of moderate size and either sign (one in 16 zero). */
 static uint8_t *file_rows(mlm_qkind k, int64_t rows, int64_t cols) {
-    const mlm_qtype *t = &mlm_qtypes[k];
-    int64_t nb = rows * cols / t->src_block;
-    uint8_t *src = malloc((size_t)(nb * t->src_bytes));
-    for (int64_t i = 0; i < nb * t->src_bytes; i++) {
+    uint32_t be = 1, bb = 0;
+    mlm_ggml_type_block(mlm_ggml_qkind_type(k), &be, &bb);
+    int64_t nb = rows * cols / be;
+    uint8_t *src = malloc((size_t)(nb * bb));
+    for (int64_t i = 0; i < nb * bb; i++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         src[i] = (uint8_t)(rng >> 32);
     }
@@ -347,17 +353,25 @@ static uint8_t *file_rows(mlm_qkind k, int64_t rows, int64_t cols) {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
             unsigned e = 3 + (unsigned)(rng >> 60) % 10, m = (unsigned)(rng >> 20) & 0x3ff;
             uint16_t h = (rng >> 40) % 16 == 0 ? 0 : (uint16_t)((rng >> 50 & 1) << 15 | e << 10 | m);
-            src[b * t->src_bytes + f16_at[f]] = (uint8_t)h;
-            src[b * t->src_bytes + f16_at[f] + 1] = (uint8_t)(h >> 8);
+            src[b * bb + f16_at[f]] = (uint8_t)h;
+            src[b * bb + f16_at[f] + 1] = (uint8_t)(h >> 8);
         }
     return src;
 }
 
+/* Bytes of a file row of COLS values of kind K. */
+static int64_t file_row_bytes(mlm_qkind k, int64_t cols) {
+    uint32_t be = 1, bb = 0;
+    mlm_ggml_type_block(mlm_ggml_qkind_type(k), &be, &bb);
+    return cols / be * bb;
+}
+
 /* Rows [R0, R1) of the file rows SRC (COLS values each) repacked as a matrix of their own. */
 static uint8_t *native_matrix(mlm_qkind k, const uint8_t *src, int64_t cols, int64_t r0, int64_t r1) {
-    int64_t row_bytes = cols / mlm_qtypes[k].src_block * mlm_qtypes[k].src_bytes;
     uint8_t *w = calloc(1, (size_t)mlm_qpanel_bytes(k, r1 - r0, cols));
-    for (int64_t r = r0; r < r1; r++) mlm_qpanel_pack_row(k, src + r * row_bytes, 0, cols, r - r0, w);
+    for (int64_t r = r0; r < r1; r++)
+        mlm_ggml_qpanel_row(mlm_ggml_qkind_type(k), src + r * file_row_bytes(k, cols), 0, cols,
+                            r - r0, w);
     return w;
 }
 
@@ -370,28 +384,20 @@ static const int64_t q_n[] = {1, 2, 4, 5, 6, 7, 13, 33};
 TEST(native_ref_matches_file_values) {
     for (int k = 0; k < MLM_QK_COUNT; k++)
         for (size_t ci = 0; ci < sizeof q_cols / sizeof *q_cols; ci++) {
-            int64_t cols = q_cols[ci], rows = 20, n = 3, pc = mlm_q8_cols(cols);
-            if (cols % mlm_qtypes[k].src_block) continue;
+            int64_t cols = q_cols[ci], rows = 20, n = 3;
+            if (cols % mlm_qsuper((mlm_qkind)k)) continue;
             uint8_t *src = file_rows((mlm_qkind)k, rows, cols), *w = native_matrix((mlm_qkind)k, src, cols, 0, rows);
             float *x = random_x(n, cols), *wf = malloc((size_t)cols * 4), *a = malloc((size_t)(n * rows) * 4);
             mlm_acts acts = make_acts(x, n, cols);
             mlm_kernels_get("ref", NULL)->matmul[MLM_W_Q8_0 + k](a, rows, w, &acts, 0, rows);
             double worst = 0;
-            int64_t row_bytes = cols / mlm_qtypes[k].src_block * mlm_qtypes[k].src_bytes;
             for (int64_t r = 0; r < rows; r++) {
-                mlm_ggml_dequantize(mlm_qtypes[k].ggml, src + r * row_bytes, cols, wf);
-                for (int64_t t = 0; t < n; t++) {
-                    double sum = 0, mag = 1e-30;
-                    for (int64_t c = 0; c < cols; c++) {
-                        double xv = (double)acts.q[t * pc + c] * acts.d[t * pc / 32 + c / 32];
-                        sum += (double)wf[c] * xv, mag += fabs((double)wf[c] * xv);
-                    }
-                    double e = fabs(sum - a[t * rows + r]) / mag;
-                    if (e > worst) worst = e;
-                }
+                mlm_ggml_dequantize(mlm_ggml_qkind_type((mlm_qkind)k),
+                                    src + r * file_row_bytes((mlm_qkind)k, cols), cols, wf);
+                for (int64_t t = 0; t < n; t++) worst = fmax(worst, rel_error(wf, &acts, t, a[t * rows + r]));
             }
             CHECKF(worst <= 1e-6, "ref %s cols %lld: relative error %g vs the file's values",
-                   mlm_qtypes[k].name, (long long)cols, worst);
+                   mlm_wtype_name(MLM_W_Q8_0 + k), (long long)cols, worst);
             free(src), free(w), free(x), free(wf), free(a);
             free_acts(&acts);
         }
@@ -406,7 +412,7 @@ static void check_native_level(const mlm_kernels *kt) {
             for (size_t ri = 0; ri < sizeof q_rows / sizeof *q_rows; ri++)
                 for (size_t ni = 0; ni < sizeof q_n / sizeof *q_n; ni++) {
                     int64_t cols = q_cols[ci], rows = q_rows[ri], n = q_n[ni];
-                    if (cols % mlm_qtypes[k].src_block || rows * cols * n > 3000000) continue;
+                    if (cols % mlm_qsuper((mlm_qkind)k) || rows * cols * n > 3000000) continue;
                     uint8_t *src = file_rows((mlm_qkind)k, rows, cols);
                     uint8_t *w = native_matrix((mlm_qkind)k, src, cols, 0, rows);
                     float *x = random_x(n, cols);

@@ -70,19 +70,28 @@ static void compare(const quant_case *c, size_t shift, const float *got, const c
            (long long)first, (long long)(first / c->block), g, (double)got[first], w, (double)wf);
 }
 
+/* C's fixture: its raw blocks (*RAW, *N_RAW bytes) and gguf-py's floats (*WANT, *N_WANT
+ * bytes), owned by the caller; both NULL, after a failed check, when a file is missing. */
+static void read_case(const quant_case *c, char **raw, size_t *n_raw, char **want,
+                      size_t *n_want) {
+    char path[256];
+    snprintf(path, sizeof path, DIR "%s.bin", c->name);
+    *raw = harness_read_file(path, n_raw);
+    snprintf(path, sizeof path, DIR "%s.f32", c->name);
+    *want = harness_read_file(path, n_want);
+    CHECKF(*raw && *want, "%s: fixture missing (run tests/fixtures/make_gguf_quant_fixtures.py)",
+           c->name);
+    if (!*raw || !*want) free(*raw), free(*want), *raw = *want = NULL;
+}
+
 /* Dequantizes C's fixture and compares it with the expected floats. The source is copied to
  * SHIFT bytes past a malloc'd address, so that a misaligned tensor is tried too (the
  * dequantizer must not assume any alignment). */
 static void check_case(const quant_case *c, size_t shift) {
-    char path[256];
     size_t n_raw = 0, n_want = 0;
-    snprintf(path, sizeof path, DIR "%s.bin", c->name);
-    char *raw = harness_read_file(path, &n_raw);
-    snprintf(path, sizeof path, DIR "%s.f32", c->name);
-    char *want = harness_read_file(path, &n_want);
+    char *raw, *want;
+    read_case(c, &raw, &n_raw, &want, &n_want);
     int64_t n = (int64_t)(n_raw / c->bytes) * c->block;
-    CHECKF(raw && want, "%s: fixture missing (run tests/fixtures/make_gguf_quant_fixtures.py)",
-           c->name);
     if (raw && want) {
         int fits = n > 0 && n_raw % c->bytes == 0 && n_want == (size_t)n * 4;
         CHECKF(fits, "%s: %zu raw bytes and %zu expected bytes are not whole blocks of %u x %u",
@@ -138,15 +147,11 @@ TEST(other_types_are_refused) {
 TEST(native_panels_keep_gguf_py_values) {
     for (int i = 0; i < N_CASES; i++) {
         const quant_case *c = &cases[i];
-        int kind = mlm_qkind_of_ggml(c->type);
+        int kind = mlm_ggml_qkind(c->type);
         if (kind < 0) continue;
-        char path[256];
         size_t n_raw = 0, n_want = 0;
-        snprintf(path, sizeof path, DIR "%s.bin", c->name);
-        char *raw = harness_read_file(path, &n_raw);
-        snprintf(path, sizeof path, DIR "%s.f32", c->name);
-        char *want = harness_read_file(path, &n_want);
-        CHECKF(raw && want, "%s: fixture missing", c->name);
+        char *raw, *want;
+        read_case(c, &raw, &n_raw, &want, &n_want);
         int64_t row = 512, n_rows = (int64_t)(n_raw / c->bytes) * c->block / row; /* 512 values a row */
         for (int64_t c0 = 0; raw && want && c0 < row; c0 += c->block == 256 ? 128 : 96) {
             int64_t cols = row - c0, row_bytes = row / c->block * c->bytes;
@@ -155,7 +160,7 @@ TEST(native_panels_keep_gguf_py_values) {
             float *got = malloc((size_t)cols * 4);
             int64_t bad = 0;
             for (int64_t r = 0; r < n_rows; r++)
-                mlm_qpanel_pack_row((mlm_qkind)kind, raw + r * row_bytes, c0, cols, r, w);
+                mlm_ggml_qpanel_row(c->type, raw + r * row_bytes, c0, cols, r, w);
             for (int64_t r = 0; r < n_rows; r++) {
                 mlm_qpanel_decode_row((mlm_qkind)kind, w, cols, r, got);
                 bad += memcmp(got, want + (r * row + c0) * 4, (size_t)cols * 4) != 0;

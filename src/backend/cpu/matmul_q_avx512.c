@@ -18,8 +18,7 @@
 #define INLINE static inline __attribute__((always_inline))
 #define TMAX 6
 
-/* What the kernels need of a kind, as constants once inlined. */
-#define BITS(k) mlm_qbits(k)
+/* The offset of the unsigned codes this file multiplies (q8_0 and iq4 shifted by +128). */
 INLINE int off_of(mlm_qkind k) {
     return k == MLM_QK_Q8_0 || k == MLM_QK_IQ4_NL || k == MLM_QK_IQ4_XS ? 128 : mlm_qoff(k);
 }
@@ -27,7 +26,7 @@ INLINE int off_of(mlm_qkind k) {
 /* The 8 code vectors of block BB of group GRP (quad h: columns 4h..4h+3), as unsigned bytes. */
 INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb,
                        __m512i wv[8]) {
-    const int bits = BITS(k);
+    const int bits = mlm_qbits(k);
     if (bits == 8) {
         const uint8_t *p = grp + bb * 512;
         _Pragma("GCC unroll 8")

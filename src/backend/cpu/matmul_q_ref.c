@@ -11,7 +11,8 @@
 static void matmul_q_ref(mlm_qkind k, float *out, int64_t out_stride, const void *w,
                          const mlm_acts *x, int64_t r0, int64_t r1) {
     const int64_t pc = mlm_q8_cols(x->cols);
-    const int has_min = mlm_qtypes[k].has_min;
+    const int has_min = mlm_qhas_min(k);
+    const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
     for (int64_t t = 0; t < x->n; t++) {
         const int8_t *q = x->q + t * pc;
         const float *d = x->d + t * (pc / MLM_Q8_BLOCK);
@@ -19,7 +20,7 @@ static void matmul_q_ref(mlm_qkind k, float *out, int64_t out_stride, const void
             float acc = 0;
             for (int64_t b = 0; b < pc / MLM_QP_BLOCK; b++) {
                 mlm_qblock blk;
-                mlm_qpanel_block(k, w, x->cols, r, b, &blk);
+                mlm_qpanel_block(k, &g, w, r, b, &blk);
                 int32_t isum[2] = {0, 0}, s = 0;
                 for (int c = 0; c < 32; c++) {
                     isum[c / 16] += mlm_qcode_value(k, blk.u[c]) * q[32 * b + c];
