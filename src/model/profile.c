@@ -108,8 +108,7 @@ mlm_status mlm_profile_init(mlm_profile *p, const char *name, const mlm_config *
         mat = MLM_W_BFP8, ff13 = perf ? MLM_W_BFP4 : MLM_W_BFP8, kv = MLM_W_BFP8;
         emb = MLM_W_BF16, head = MLM_W_BFP8;
     } else if (!strcmp(name, "bf16") || !strcmp(name, "f32") || !strcmp(name, "native")) {
-        /* native: bf16 until the loader gives each matrix its file's type
-         * (mlm_profile_set_native) */
+        /* native: bf16 until the loader gives each matrix its file's type (model/load.c) */
         mat = ff13 = kv = emb = head = name[0] == 'f' ? MLM_W_F32 : MLM_W_BF16;
     } else {
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,

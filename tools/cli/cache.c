@@ -106,7 +106,7 @@ int cmd_cache(int argc, char **argv) {
     if (!model) return cli_usage("cache", "give -m DIR (or --list / --clear)");
     if (!strcmp(prec.optimizations, "bf16") || !strcmp(prec.optimizations, "f32")) {
         fprintf(stderr, "meshlm cache: the %s profile maps the checkpoint directly; only "
-                        "performance and accuracy have a cache\n",
+                        "performance, accuracy and native have a cache\n",
                 prec.optimizations);
         return CLI_USAGE;
     }

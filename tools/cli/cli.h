@@ -52,9 +52,9 @@ typedef struct cli_precision {
 #define CLI_PRECISION_HELP                                                                         \
     "      --optimizations P    precision profile: performance (BFP4 MLP up/gate, BFP8\n"          \
     "                           elsewhere; the default for checkpoints), accuracy (all\n"          \
-    "                           BFP8), bf16, f32, or native (the default for GGUF\n"                \
-    "                           files: each matrix in the file's own type, q4_k,\n"         \
-    "                           q6_k, q8_0, ... at its own bits, with int8 activations)\n"       \
+    "                           BFP8), bf16, f32, or native (the default for GGUF\n"               \
+    "                           files: each matrix in the file's own type, q4_k,\n"               \
+    "                           q6_k, q8_0, ... at its own bits, with int8 activations)\n"        \
     "      --decoder-config F   per-layer precision overrides (the seeds' JSON format)\n"          \
     "      --mesh M             run on a mesh of MPI ranks (under mpirun): N150 (1), N300\n"       \
     "                           (2), T3K (8) or TG (32: TP 8 x 4 lanes for Llama, TP 2 x 16\n"     \
