@@ -7,7 +7,8 @@
  * Without MODEL_DIR (or $MESHLM_BENCH_MODEL) it writes a synthetic checkpoint with the real
  * config of $MESHLM_BENCH_PRESET (default llama-3.2-1b; llama-3.1-8b works too) in bf16 to
  * /tmp/meshlm-bench/<preset>-bf16 once and reuses it. Environment:
- *   MESHLM_BENCH_PROFILES  comma-separated profiles (default performance,accuracy,bf16)
+ *   MESHLM_BENCH_PROFILES  comma-separated profiles (default performance,accuracy,bf16; a
+ *                          GGUF file also takes native)
  *   MESHLM_BENCH_PREFILL   comma-separated prompt lengths (default 128,512,2048; read in
  *                          steps of 2048, the CLI's --prefill-chunk default; mean of 2 runs)
  *   MESHLM_BENCH_DECODE    decode tokens after a 128-token prompt (default 32)
@@ -150,17 +151,21 @@ int main(int argc, char **argv) {
     snprintf(list, sizeof list, "%s", profiles);
     int rc = 0;
     figures perf = {0}, acc = {0}, bf = {0}, other = {0};
-    for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
+    const char *other_name = "other"; /* the last profile not named above (native, f32) */
+    for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int named = !strcmp(name, "performance") || !strcmp(name, "accuracy") || !strcmp(name, "bf16");
+        if (!named) other_name = name;
         rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode,
                             !strcmp(name, "performance") ? &perf
                             : !strcmp(name, "accuracy")  ? &acc
                             : !strcmp(name, "bf16")      ? &bf
                                                          : &other);
+    }
     size_t dl = strlen(dir);
     if (getenv("LLAMA_BENCH") && dl > 5 && !strcmp(dir + dl - 5, ".gguf")) {
         const char *q[2] = {"file", "Q8_0"};
         const figures *ours[4] = {&perf, &acc, &bf, &other};
-        const char *names[4] = {"performance", "accuracy", "bf16", "other"};
+        const char *names[4] = {"performance", "accuracy", "bf16", other_name};
         for (int k = 0; k < 2; k++) {
             llamacpp_result r = llamacpp_measure(dir, q[k], threads, prefills, n_prefills, n_decode);
             if (!r.ok) continue;
