@@ -15,10 +15,19 @@
  * matrices are in tensor/bfp.h's panel layout; the native GGUF types (Q8_0 .. IQ4_XS, in
  * tensor/qpanel.h's mlm_qkind order) in tensor/qpanel.h's. BFP and native matrices multiply
  * int8 activations (tensor/q8.h). */
+/* The native types, one row each, in tensor/qpanel.h's mlm_qkind order: X(TYPE, name, ARG)
+ * for every one. The enum below, the names (wtype.c), the kernel tables (kernels.c) and each
+ * level's kernel declarations and definitions all expand it, so a new type is one row here
+ * plus its kernels. */
+#define MLM_NATIVE_TYPES(X, ARG)                                                                \
+    X(Q8_0, q8_0, ARG) X(Q4_0, q4_0, ARG) X(Q4_1, q4_1, ARG) X(Q5_0, q5_0, ARG)                 \
+    X(Q5_1, q5_1, ARG) X(Q4_K, q4_k, ARG) X(Q5_K, q5_k, ARG) X(Q6_K, q6_k, ARG)                 \
+    X(IQ4_NL, iq4_nl, ARG) X(IQ4_XS, iq4_xs, ARG)
+
+#define MLM_W_ENUM(T, t, _) MLM_W_##T,
 typedef enum mlm_wtype {
     MLM_W_F32 = 0, MLM_W_BF16, MLM_W_BFP8, MLM_W_BFP4,
-    MLM_W_Q8_0, MLM_W_Q4_0, MLM_W_Q4_1, MLM_W_Q5_0, MLM_W_Q5_1, MLM_W_Q4_K, MLM_W_Q5_K,
-    MLM_W_Q6_K, MLM_W_IQ4_NL, MLM_W_IQ4_XS,
+    MLM_NATIVE_TYPES(MLM_W_ENUM, _)
     MLM_W_COUNT
 } mlm_wtype;
 
@@ -165,31 +174,13 @@ extern const float mlm_gelu_q[MLM_GELU_NQ]; /* the polynomial in u, lowest degre
  *   the others:       v = (float)I * scale
  * then acc = fma(v, d, acc) over the blocks in column order, d the token's scale of the
  * block, acc from +0. One order for every level: all levels agree bit for bit. */
-#define MLM_Q_KERNELS(isa)                                                                      \
-    void mlm_matmul_q8_0_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_q4_0_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_q4_1_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_q5_0_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_q5_1_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_q4_k_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_q5_k_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_q6_k_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t,   \
-                                  int64_t);                                                     \
-    void mlm_matmul_iq4_nl_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t, \
-                                    int64_t);                                                   \
-    void mlm_matmul_iq4_xs_q8_##isa(float *, int64_t, const void *, const mlm_acts *, int64_t, \
-                                    int64_t);
-MLM_Q_KERNELS(ref)
-MLM_Q_KERNELS(avx2)
-MLM_Q_KERNELS(avxvnni)
-MLM_Q_KERNELS(avx512)
+#define MLM_Q_DECLARE(T, t, isa)                                                                \
+    void mlm_matmul_##t##_q8_##isa(float *out, int64_t out_stride, const void *w,               \
+                                   const mlm_acts *x, int64_t r0, int64_t r1);
+MLM_NATIVE_TYPES(MLM_Q_DECLARE, ref)
+MLM_NATIVE_TYPES(MLM_Q_DECLARE, avx2)
+MLM_NATIVE_TYPES(MLM_Q_DECLARE, avxvnni)
+MLM_NATIVE_TYPES(MLM_Q_DECLARE, avx512)
 
 /* A kernel table: one ISA level. */
 typedef struct mlm_kernels {

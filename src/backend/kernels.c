@@ -19,11 +19,8 @@
 
 const char *const mlm_kernel_levels[] = {"amx", "avx512", "avxvnni", "avx2", "ref", NULL};
 
-/* The native types' kernels of level ISA (an entry of each of the three arrays). */
-#define NATIVE(isa, f)                                                                          \
-    f(Q8_0, q8_0, isa) f(Q4_0, q4_0, isa) f(Q4_1, q4_1, isa) f(Q5_0, q5_0, isa)                 \
-        f(Q5_1, q5_1, isa) f(Q4_K, q4_k, isa) f(Q5_K, q5_k, isa) f(Q6_K, q6_k, isa)             \
-            f(IQ4_NL, iq4_nl, isa) f(IQ4_XS, iq4_xs, isa)
+/* The native types' entries of level ISA in each of the three arrays. */
+#define NATIVE(isa, f) MLM_NATIVE_TYPES(f, isa)
 #define N_FN(T, t, isa) [MLM_W_##T] = mlm_matmul_##t##_q8_##isa,
 #define N_ACT(T, t, isa) [MLM_W_##T] = MLM_ACT_Q8,
 #define N_NAME(T, t, isa) [MLM_W_##T] = #t "_q8_" #isa,

@@ -4,12 +4,10 @@
 #include "tensor/bfp.h"
 #include "tensor/qpanel.h"
 
+#define NAME(T, t, _) [MLM_W_##T] = #t,
 static const char *const names[MLM_W_COUNT] = {
-    [MLM_W_F32] = "f32",       [MLM_W_BF16] = "bf16",     [MLM_W_BFP8] = "bfp8",
-    [MLM_W_BFP4] = "bfp4",     [MLM_W_Q8_0] = "q8_0",     [MLM_W_Q4_0] = "q4_0",
-    [MLM_W_Q4_1] = "q4_1",     [MLM_W_Q5_0] = "q5_0",     [MLM_W_Q5_1] = "q5_1",
-    [MLM_W_Q4_K] = "q4_k",     [MLM_W_Q5_K] = "q5_k",     [MLM_W_Q6_K] = "q6_k",
-    [MLM_W_IQ4_NL] = "iq4_nl", [MLM_W_IQ4_XS] = "iq4_xs",
+    [MLM_W_F32] = "f32", [MLM_W_BF16] = "bf16", [MLM_W_BFP8] = "bfp8", [MLM_W_BFP4] = "bfp4",
+    MLM_NATIVE_TYPES(NAME, _)
 };
 
 _Static_assert(MLM_W_COUNT - MLM_W_Q8_0 == MLM_QK_COUNT, "one native wtype per qpanel kind");

@@ -227,18 +227,9 @@ INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
     }
 }
 
-#define Q_AVX512(t, K)                                                                          \
+#define Q_AVX512(T, t, _)                                                                       \
     void mlm_matmul_##t##_q8_avx512(float *out, int64_t out_stride, const void *w,              \
                                     const mlm_acts *x, int64_t r0, int64_t r1) {                \
-        matmul_q(K, out, out_stride, w, x, r0, r1);                                             \
+        matmul_q((mlm_qkind)(MLM_W_##T - MLM_W_Q8_0), out, out_stride, w, x, r0, r1);           \
     }
-Q_AVX512(q8_0, MLM_QK_Q8_0)
-Q_AVX512(q4_0, MLM_QK_Q4_0)
-Q_AVX512(q4_1, MLM_QK_Q4_1)
-Q_AVX512(q5_0, MLM_QK_Q5_0)
-Q_AVX512(q5_1, MLM_QK_Q5_1)
-Q_AVX512(q4_k, MLM_QK_Q4_K)
-Q_AVX512(q5_k, MLM_QK_Q5_K)
-Q_AVX512(q6_k, MLM_QK_Q6_K)
-Q_AVX512(iq4_nl, MLM_QK_IQ4_NL)
-Q_AVX512(iq4_xs, MLM_QK_IQ4_XS)
+MLM_NATIVE_TYPES(Q_AVX512, _)

@@ -40,18 +40,9 @@ static void matmul_q_ref(mlm_qkind k, float *out, int64_t out_stride, const void
     }
 }
 
-#define Q_REF(t, K)                                                                             \
+#define Q_REF(T, t, _)                                                                          \
     void mlm_matmul_##t##_q8_ref(float *out, int64_t out_stride, const void *w,                 \
                                  const mlm_acts *x, int64_t r0, int64_t r1) {                   \
-        matmul_q_ref(K, out, out_stride, w, x, r0, r1);                                         \
+        matmul_q_ref((mlm_qkind)(MLM_W_##T - MLM_W_Q8_0), out, out_stride, w, x, r0, r1);       \
     }
-Q_REF(q8_0, MLM_QK_Q8_0)
-Q_REF(q4_0, MLM_QK_Q4_0)
-Q_REF(q4_1, MLM_QK_Q4_1)
-Q_REF(q5_0, MLM_QK_Q5_0)
-Q_REF(q5_1, MLM_QK_Q5_1)
-Q_REF(q4_k, MLM_QK_Q4_K)
-Q_REF(q5_k, MLM_QK_Q5_K)
-Q_REF(q6_k, MLM_QK_Q6_K)
-Q_REF(iq4_nl, MLM_QK_IQ4_NL)
-Q_REF(iq4_xs, MLM_QK_IQ4_XS)
+MLM_NATIVE_TYPES(Q_REF, _)
