@@ -17,6 +17,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define TMAX 6
+#define PF_BYTES 1024 /* decode: how far ahead of its block each panel stream is prefetched */
 
 /* The offset of the unsigned codes this file multiplies (q8_0 and iq4 shifted by +128). */
 INLINE int off_of(mlm_qkind k) {
@@ -170,14 +171,17 @@ INLINE void gemv4(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
     __m512 acc[4];
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 4; p++) acc[p] = _mm512_setzero_ps();
+    const int64_t slice = (g->group_bytes / g->g + 63) / 64 * 64; /* a block's share */
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
-        _Pragma("GCC unroll 4")
-        for (int p = 0; p < 4; p++) {
-            const uint8_t *ahead = panel0 + p * g->panel_bytes + (gi + 2) * g->group_bytes;
-            for (int64_t c = 0; c < g->group_bytes; c += 64)
-                _mm_prefetch((const char *)(ahead + c), _MM_HINT_T0);
-        }
         for (int bb = 0; bb < g->g; bb++) {
+            /* each stream PF_BYTES ahead of this block, a block's share of lines at a time */
+            _Pragma("GCC unroll 4")
+            for (int p = 0; p < 4; p++) {
+                const uint8_t *ahead = panel0 + p * g->panel_bytes + gi * g->group_bytes +
+                                       bb * slice + PF_BYTES;
+                for (int64_t c = 0; c < slice; c += 64)
+                    _mm_prefetch((const char *)(ahead + c), _MM_HINT_T0);
+            }
             const int64_t b = gi * g->g + bb;
             __m512i xv[8];
             _Pragma("GCC unroll 8")
