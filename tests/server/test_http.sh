@@ -365,22 +365,23 @@ if [ -z "$SMALL" ]; then
 else
     S="http://127.0.0.1:$SMALL"
     body_completion "Once upon a time" 480 '{"stream":true,"ignore_eos":true}'
-    qpids=""
-    for q in 1 2 3; do
-        curl -s -N -m 60 -o "$TMP/q$q.out" -D "$TMP/q$q.h" -w '%{http_code}' \
+    # queue_one N: sends request N in the background.
+    queue_one() {
+        curl -s -N -m 60 -o "$TMP/q$1.out" -D "$TMP/q$1.h" -w '%{http_code}' \
             -H 'Content-Type: application/json' --data-binary "@$TMP/req" \
-            "$S/v1/completions" >"$TMP/q$q.st" 2>/dev/null &
+            "$S/v1/completions" >"$TMP/q$1.st" 2>/dev/null &
         qpids="$qpids $!"
         PIDS="$PIDS $!"
-    done
-    # The third request finds one running and one waiting: it is answered at once.
-    i=0 n503=0
-    while [ $i -lt 200 ]; do
-        n503=$(cat "$TMP"/q?.h 2>/dev/null | grep -c '^HTTP/[0-9.]* 503')
-        [ "$n503" -ge 1 ] && break
-        sleep 0.1
-        i=$((i + 1))
-    done
+    }
+    # One at a time, each once the server has taken the one before: the first runs, the
+    # second waits, the third finds both places taken and is answered at once.
+    qpids=""
+    queue_one 1
+    wait_metric "$SMALL" meshlm_running_sequences 1 20
+    queue_one 2
+    wait_metric "$SMALL" meshlm_queue_depth 1 20
+    queue_one 3
+    wait_line "$TMP/q3.h" '^HTTP/[0-9.]* [0-9]' 20
     sleep 0.3
     n503=$(cat "$TMP"/q?.h 2>/dev/null | grep -c '^HTTP/[0-9.]* 503')
     n200=$(cat "$TMP"/q?.h 2>/dev/null | grep -c '^HTTP/[0-9.]* 200')
@@ -391,7 +392,9 @@ else
             cp "$TMP/q$q.out" "$TMP/b"
         fi
     done
-    check "full queue: exactly one of three gets 503" "503s: $n503, 200s so far: $n200" [ "$n503" = 1 ]
+    check "full queue: exactly one of three gets 503, the third" \
+        "503s: $n503, 200s so far: $n200, the third: $(head -n 1 "$TMP/q3.h" 2>/dev/null)" \
+        sh -c "[ $n503 = 1 ] && grep -q '^HTTP/[0-9.]* 503' '$TMP/q3.h'"
     ST=503
     check "full queue: the 503 has Retry-After and an error object" \
         "headers: $(cat "$TMP"/q?.h | tr '\r\n' '  ' | head -c 500); body $(head -c 200 "$TMP/b")" \
