@@ -186,9 +186,10 @@ static void read_cols(const mlm_tensor_view *t, int64_t r, int64_t c0, int64_t c
         dst[c] = elem(t, r, c);
 }
 
-/* The type to bind ROLE (layer L) in, for a source tensor of dtype SRC: the profile's when it
- * is f32 or bf16; for BFP the exact source values (bf16 stays bf16, anything else f32), which
- * the conversion to BFP reads afterwards. */
+/* The type to map a tensor of dtype SRC in, zero-copy where the checkpoint allows, for the
+ * profile's type WANT: WANT when it is f32, bf16 or native; for BFP the source values (bf16
+ * stays bf16, anything else f32), which the cache writer converts panel by panel. A tensor
+ * that must be copied is copied straight into WANT (bind_views). */
 static mlm_wtype bind_type(mlm_wtype want, mlm_dtype src) {
     if (want == MLM_W_F32 || want == MLM_W_BF16 || mlm_wtype_is_native(want)) return want;
     return src == MLM_DTYPE_BF16 ? MLM_W_BF16 : MLM_W_F32;
@@ -318,49 +319,62 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
         m->bytes_mapped += s.rows * s.cols * (int64_t)es;
         return MLM_OK;
     }
-    size_t bytes = (size_t)(s.rows * s.cols) * es;
-    void *buf = malloc(bytes ? bytes : 1);
+    /* A copy is made: straight in the profile's type, a block of rows at a time through one
+     * block of f32, so no f32 copy of the whole tensor (or model) is ever held. */
+    out->type = want_type;
+    int64_t bytes = mlm_chunked_bytes(out->type, s.rows, s.cols, chunks);
+    int64_t block = chunks > 1 ? MLM_CHUNK_ROWS : 16 * MLM_CHUNK_ROWS;
+    void *buf = malloc(bytes ? (size_t)bytes : 1);
     float *tmp = malloc((size_t)scols * sizeof *tmp);
-    if (!buf || !tmp) {
-        free(buf), free(tmp);
+    float *rows = malloc((size_t)(block * s.cols) * sizeof *rows);
+    if (!buf || !tmp || !rows) {
+        free(buf), free(tmp), free(rows);
         return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
     }
-    if ((st = mlm_model_own(m, buf, bytes, b->err))) {
-        free(tmp);
+    if ((st = mlm_model_own(m, buf, (size_t)bytes, b->err))) {
+        free(tmp), free(rows);
         return st;
     }
     int hd = m->cfg.head_dim;
-    for (int64_t i = 0; i < s.rows; i++) {
-        /* HF row i of a head comes from Meta row 2i (first half) or 2(i - hd/2) + 1. */
-        int64_t src = i;
-        if (perm_heads) {
-            int64_t h = i / hd, j = i % hd;
-            src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
-        }
-        src += s.row0;
-        /* the row's pieces: one per shard when the columns are split, else one shard's row;
-         * each piece covers merged columns [c0, c0 + scols), of which S wants a part */
-        for (int sh = 0; sh < (split_cols ? b->n_shards : 1); sh++) {
-            int k = split_cols ? sh : (int)(src / srows);
-            int64_t c0 = split_cols ? sh * scols : 0;
-            int64_t lo = c0 > s.col0 ? c0 : s.col0;
-            int64_t hi = c0 + scols < s.col0 + s.cols ? c0 + scols : s.col0 + s.cols;
-            if (lo >= hi) continue;
-            read_cols(&v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
-            for (int64_t c = lo; c < hi; c++) {
-                /* blocks of MLM_CHUNK_ROWS rows, each its chunks' (block rows, kc) matrices
-                 * one after another (model.h; one chunk: plain rows) */
-                int64_t j = c - s.col0, b0 = i / MLM_CHUNK_ROWS * MLM_CHUNK_ROWS;
-                int64_t br = s.rows - b0 < MLM_CHUNK_ROWS ? s.rows - b0 : MLM_CHUNK_ROWS;
-                int64_t at = b0 * s.cols + (j / kc) * br * kc + (i - b0) * kc + j % kc;
-                if (want == MLM_DTYPE_F32)
-                    ((float *)buf)[at] = tmp[c - c0];
-                else
-                    ((uint16_t *)buf)[at] = mlm_f32_to_bf16(tmp[c - c0]);
+    for (int64_t b0 = 0; b0 < s.rows && !st; b0 += block) {
+        int64_t br = s.rows - b0 < block ? s.rows - b0 : block;
+        for (int64_t i = b0; i < b0 + br; i++) {
+            /* HF row i of a head comes from Meta row 2i (first half) or 2(i - hd/2) + 1. */
+            int64_t src = i;
+            if (perm_heads) {
+                int64_t h = i / hd, j = i % hd;
+                src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+            }
+            src += s.row0;
+            /* the row's pieces: one per shard when the columns are split, else one shard's
+             * row; each piece covers merged columns [c0, c0 + scols), of which S wants a part */
+            for (int sh = 0; sh < (split_cols ? b->n_shards : 1); sh++) {
+                int k = split_cols ? sh : (int)(src / srows);
+                int64_t c0 = split_cols ? sh * scols : 0;
+                int64_t lo = c0 > s.col0 ? c0 : s.col0;
+                int64_t hi = c0 + scols < s.col0 + s.cols ? c0 + scols : s.col0 + s.cols;
+                if (lo >= hi) continue;
+                read_cols(&v[k], split_cols ? src : src % srows, lo - c0, hi - c0, tmp);
+                /* the block's chunks as (br, kc) matrices one after another (one chunk:
+                 * plain rows) */
+                for (int64_t c = lo; c < hi; c++) {
+                    int64_t j = c - s.col0;
+                    rows[(j / kc) * br * kc + (i - b0) * kc + j % kc] = tmp[c - c0];
+                }
             }
         }
+        for (int32_t c = 0; c < chunks && !st; c++) {
+            mlm_weight part = {MLM_W_F32, br, kc, 1, rows + c * br * kc};
+            int64_t at = chunks > 1 ? mlm_chunked_offset(out->type, s.rows, s.cols, chunks,
+                                                         b0 / MLM_CHUNK_ROWS, c)
+                                    : mlm_wtype_bytes(out->type, b0, s.cols);
+            st = mlm_weight_convert_rows(&part, out->type, 0, br, (char *)buf + at, m->load_pool,
+                                         b->err);
+        }
     }
+    free(rows);
     free(tmp);
+    if (st) return st;
     out->data = buf;
     /* the source's pages are no longer needed by this process: only the copy stays resident */
     if (mlm_checkpoint_mapped(m->ckpt))
