@@ -782,7 +782,9 @@ typedef struct mlm_memory_plan {
     int64_t scratch;   /* the executor's step scratch */
     int64_t images;    /* Llama 3.2 Vision: the image K/V pool, one image's encoder scratch
                           and projected states (0 for other models) */
-    int64_t total;     /* weights + kv + scratch + images + a fixed allowance */
+    int64_t convert;   /* what a first load holds beyond the weights while it converts them
+                          (blocks of rows in f32, the cache writer's buffer) */
+    int64_t total;     /* weights + kv + scratch + images + convert + a fixed allowance */
     int64_t available; /* memory the system reports available now (MemAvailable), or -1 */
 } mlm_memory_plan;
 
@@ -795,6 +797,11 @@ mlm_status mlm_memory_plan_for(const mlm_config *cfg, const char *optimizations,
 /* The same for one rank of a TP group of TP ranks (its shard of the weights, its KV heads,
  * its scratch); INVALID_ARG when TP does not divide the heads (mlm_mesh_check_tp). */
 mlm_status mlm_memory_plan_tp(const mlm_config *cfg, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *ep,
+                              mlm_memory_plan *plan, mlm_error *err);
+/* The same for the model at PATH, whose config it reads: for the native profile, each matrix
+ * in the type its GGUF file stores it in (the others need only the config). */
+mlm_status mlm_memory_plan_at(const char *path, int tp, const char *optimizations,
                               const char *decoder_config, const mlm_exec_params *ep,
                               mlm_memory_plan *plan, mlm_error *err);
 

@@ -540,9 +540,6 @@ mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimization
     return MLM_OK;
 }
 
-static mlm_status resolve_native(mlm_profile *p, const mlm_config *cfg, const mlm_config *local,
-                                 const char *dir, mlm_error *err);
-
 mlm_status mlm_profile_types_at(const char *path, const char *optimizations,
                                 const char *decoder_config, char *buf, size_t size,
                                 mlm_error *err) {
@@ -550,7 +547,7 @@ mlm_status mlm_profile_types_at(const char *path, const char *optimizations,
     mlm_profile p;
     mlm_status st = mlm_config_load(path, &cfg, err);
     if (st || (st = mlm_profile_init(&p, optimizations, &cfg, decoder_config, err))) return st;
-    if (!strcmp(optimizations, "native")) st = resolve_native(&p, &cfg, &cfg, path, err);
+    if (!strcmp(optimizations, "native")) st = mlm_profile_resolve_native(&p, &cfg, &cfg, path, err);
     if (!st) mlm_profile_describe(&p, buf, size);
     mlm_profile_deinit(&p);
     return st;
@@ -597,12 +594,11 @@ static int chunks_fit(const mlm_config *c, const mlm_config *l, mlm_qkind k, int
     return 1;
 }
 
-/* The native profile: each matrix of profile P (a model of config CFG, LOCAL this rank's
- * shard of it) takes the type its GGUF file in DIR stores it in (a tied LM head the
- * embedding's); wo and w2 in f32 where their K chunks would cut the type's blocks (a model
- * whose heads or MLP columns per KV head are not multiples of 32). */
-static mlm_status resolve_native(mlm_profile *p, const mlm_config *cfg, const mlm_config *local,
-                                 const char *dir, mlm_error *err) {
+/* A tied LM head takes the embedding's type; wo and w2 run in f32 where their K chunks would
+ * cut the type's blocks (a model whose heads or MLP columns per KV head are not multiples of
+ * 32). */
+mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
+                                      const mlm_config *local, const char *dir, mlm_error *err) {
     char gguf[1024];
     if (!mlm_gguf_model_file(dir, gguf, sizeof gguf))
         return mlm_err_set(err, MLM_ERR_INVALID_ARG,
@@ -794,7 +790,7 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
     if (!st && !strcmp(name, "native"))
-        st = resolve_native(&m->profile, &m->cfg, &m->local, dir, err);
+        st = mlm_profile_resolve_native(&m->profile, &m->cfg, &m->local, dir, err);
     if (!st) {
         mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);

@@ -244,6 +244,10 @@ mlm_status mlm_cache_read_frame(const mlm_mapfile *f, const char **key, size_t *
 mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
                               const mlm_model_params *params, char *path, size_t size,
                               mlm_error *err);
+/* The native profile's types for the GGUF model in DIR (config CFG, LOCAL a rank's shard of
+ * it), set in P: each matrix the type its file stores it in (model/load.c). */
+mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
+                                      const mlm_config *local, const char *dir, mlm_error *err);
 /* The profile PARAMS name: optimizations, else the one dtype implies (f32 or bf16). */
 const char *mlm_model_params_profile(const mlm_model_params *params);
 /* The cache key of the model in DIR with profile P: source file names, sizes and mtimes,

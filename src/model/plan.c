@@ -1,6 +1,7 @@
-/* model/plan.c: memory planning before loading: weights in the profile's types, the KV pool
- * and the step scratch, against what the system says is available. Pure arithmetic on the
- * config plus one read of /proc/meminfo. */
+/* model/plan.c: memory planning before loading: weights in the profile's types, the KV pool,
+ * the step scratch and a first load's conversion buffers, against what the system says is
+ * available. Arithmetic on the config (and, for the native profile, the GGUF file's tensor
+ * types) plus one read of /proc/meminfo. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "model/vision.h"
 
 #define PROCESS_ALLOWANCE (64ll << 20) /* code, tokenizer, page tables, libc */
+#define WRITER_BUFFER (64ll << 20)     /* the cache writer's conversion buffer (cache.c) */
 
 static int64_t mem_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -27,20 +29,10 @@ mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
     return mlm_memory_plan_tp(c, 1, optimizations, decoder_config, params, plan, err);
 }
 
-mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimizations,
-                              const char *decoder_config, const mlm_exec_params *params,
-                              mlm_memory_plan *plan, mlm_error *err) {
-    if (tp < 1) tp = 1;
-    mlm_status st0 = tp > 1 ? mlm_mesh_check_tp(full, tp, NULL, err) : MLM_OK;
-    if (st0) return st0;
-    /* one rank's shard: its heads, MLP columns and slice of the vocabulary */
-    mlm_config shard = mlm_config_shard(full, tp);
-    int32_t v0;
-    mlm_model_vocab_slice(full->n_vocab, 0, tp, &v0, &shard.n_vocab);
-    const mlm_config *c = &shard;
-    mlm_profile prof;
-    mlm_status st = mlm_profile_init(&prof, optimizations, full, decoder_config, err);
-    if (st) return st;
+/* PLAN for one rank of TP ranks (SHARD its part of the config FULL) running profile PROF. */
+static void plan_profile(const mlm_config *full, const mlm_config *c, int tp,
+                         const mlm_profile *prof, const mlm_exec_params *params,
+                         mlm_memory_plan *plan) {
     mlm_exec_params p = params ? *params : mlm_exec_default_params();
     if (!p.max_num_blocks)
         p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
@@ -48,12 +40,17 @@ mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimi
     int threads = p.n_threads;
     if (!threads) threads = mlm_cpu_count();
     if (threads < 1) threads = 1;
-    mlm_wtype kvt = p.kv_dtype == MLM_KV_FROM_PROFILE ? mlm_profile_kv_type(&prof)
+    mlm_wtype kvt = p.kv_dtype == MLM_KV_FROM_PROFILE ? mlm_profile_kv_type(prof)
                     : p.kv_dtype == MLM_DTYPE_BF16      ? MLM_W_BF16
                     : p.kv_dtype == MLM_DTYPE_BFP8      ? MLM_W_BFP8
                                                         : MLM_W_F32;
     memset(plan, 0, sizeof *plan);
-    plan->weights = mlm_profile_weight_bytes(&prof, c, 1);
+    plan->weights = mlm_profile_weight_bytes(prof, c, 1);
+    /* a first load copies tensors in blocks of up to 1024 rows through f32 (load.c) and the
+     * cache writer converts through its buffer: this is all a conversion holds beyond the
+     * weights themselves */
+    int64_t widest = c->n_embd > c->n_ff ? c->n_embd : c->n_ff;
+    plan->convert = WRITER_BUFFER + 1024 * widest * 4;
     int64_t kv_row = mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
     /* cross-attention layers keep no KV of their own tokens */
     plan->kv =
@@ -70,8 +67,48 @@ mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimi
         plan->images = tiles * T * c->n_cross * 2 * kv_row + mlm_vision_scratch_bytes(c) +
                        (int64_t)v->max_tiles * T * c->n_embd * 4;
     }
-    plan->total = plan->weights + plan->kv + plan->scratch + plan->images + PROCESS_ALLOWANCE;
+    plan->total = plan->weights + plan->kv + plan->scratch + plan->images + plan->convert +
+                  PROCESS_ALLOWANCE;
     plan->available = mem_available();
+}
+
+/* One rank's shard of FULL under TP: its heads, MLP columns and slice of the vocabulary. */
+static mlm_config rank_shard(const mlm_config *full, int tp) {
+    mlm_config shard = mlm_config_shard(full, tp);
+    int32_t v0;
+    mlm_model_vocab_slice(full->n_vocab, 0, tp, &v0, &shard.n_vocab);
+    return shard;
+}
+
+mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *params,
+                              mlm_memory_plan *plan, mlm_error *err) {
+    if (tp < 1) tp = 1;
+    mlm_status st = tp > 1 ? mlm_mesh_check_tp(full, tp, NULL, err) : MLM_OK;
+    if (st) return st;
+    mlm_config shard = rank_shard(full, tp);
+    mlm_profile prof;
+    if ((st = mlm_profile_init(&prof, optimizations, full, decoder_config, err))) return st;
+    plan_profile(full, &shard, tp, &prof, params, plan);
     mlm_profile_deinit(&prof);
     return MLM_OK;
+}
+
+mlm_status mlm_memory_plan_at(const char *path, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *params,
+                              mlm_memory_plan *plan, mlm_error *err) {
+    if (tp < 1) tp = 1;
+    mlm_config full;
+    mlm_status st = mlm_config_load(path, &full, err);
+    if (!st && tp > 1) st = mlm_mesh_check_tp(&full, tp, NULL, err);
+    if (st) return st;
+    mlm_config shard = rank_shard(&full, tp);
+    mlm_profile prof;
+    if ((st = mlm_profile_init(&prof, optimizations, &full, decoder_config, err))) return st;
+    mlm_config local = mlm_config_shard(&full, tp);
+    if (!strcmp(optimizations, "native"))
+        st = mlm_profile_resolve_native(&prof, &full, &local, path, err);
+    if (!st) plan_profile(&full, &shard, tp, &prof, params, plan);
+    mlm_profile_deinit(&prof);
+    return st;
 }

@@ -288,6 +288,35 @@ TEST(bad_files_name_the_field) {
     json_decref(j);
 }
 
+/* The memory plan counts the native profile's matrices at the file's own bits: a 4-bit file
+ * well under its bf16 size, an F32 file exactly its f32 size, an F16 file its bf16 size. */
+TEST(plan_counts_the_files_types) {
+    mlm_error err = {0};
+    mlm_memory_plan nat, ref;
+    CHECK_OK(mlm_memory_plan_at(DIR "/llama-q4_k_m.gguf", 1, "native", NULL, NULL, &nat, &err),
+             &err);
+    CHECK_OK(mlm_memory_plan_at(DIR "/llama-q4_k_m.gguf", 1, "bf16", NULL, NULL, &ref, &err), &err);
+    CHECKF(nat.weights > 0 && nat.weights * 2 < ref.weights, "q4_k_m native %lld, bf16 %lld",
+           (long long)nat.weights, (long long)ref.weights);
+    CHECK(nat.total - nat.weights == ref.total - ref.weights + (nat.kv - ref.kv));
+    CHECK_OK(mlm_memory_plan_at(DIR "/llama-f32.gguf", 1, "native", NULL, NULL, &nat, &err), &err);
+    CHECK_OK(mlm_memory_plan_at(DIR "/llama-f32.gguf", 1, "f32", NULL, NULL, &ref, &err), &err);
+    CHECKF(nat.weights == ref.weights, "f32 file: native %lld, f32 %lld", (long long)nat.weights,
+           (long long)ref.weights);
+    CHECK_OK(mlm_memory_plan_at(DIR "/llama-f16-rope-llama3.gguf", 1, "native", NULL, NULL, &nat,
+                                &err),
+             &err);
+    CHECK_OK(mlm_memory_plan_at(DIR "/llama-f16-rope-llama3.gguf", 1, "bf16", NULL, NULL, &ref,
+                                &err),
+             &err);
+    CHECKF(nat.weights == ref.weights, "f16 file: native %lld, bf16 %lld", (long long)nat.weights,
+           (long long)ref.weights);
+    /* native is for GGUF files only: a safetensors checkpoint is refused by name */
+    CHECK(mlm_memory_plan_at("tests/data/llama/gqa4_hd64_tied_r32/hf", 1, "native", NULL, NULL,
+                             &nat, &err) != MLM_OK);
+    CHECKF(strstr(err.msg, "GGUF") != NULL, "%s", err.msg);
+}
+
 /* `meshlm info` shows the file's own types and what the default profile makes of them. */
 TEST(info_shows_types) {
     char out[8192];
@@ -339,6 +368,7 @@ int main(void) {
     RUN(folder_and_config);
     RUN(bfp_cache);
     RUN(bad_files_name_the_field);
+    RUN(plan_counts_the_files_types);
     RUN(info_shows_types);
     RUN(smollm2_f32_greedy_equals_transformers);
     return HARNESS_END();

@@ -115,11 +115,11 @@ int cli_mesh_leader(void);
  * otherwise prints what it needs and what would fit, and returns 0. */
 int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
                     const mlm_exec_params *xp);
-/* The largest max_seq_len (a multiple of XP's block size, at most CAP) for which CFG in P fits
- * the memory available now, with XP's users and a KV pool of just what they need
- * (max_seqs x max_seq_len / block_size blocks); 0 if none does. */
-int32_t cli_largest_seq_len(const mlm_config *cfg, const cli_precision *p,
-                            const mlm_exec_params *xp, int32_t cap);
+/* The largest max_seq_len (a multiple of XP's block size, at most CAP) for which the model in
+ * DIR in P fits the memory available now, with XP's users and a KV pool of just what they
+ * need (max_seqs x max_seq_len / block_size blocks); 0 if none does. */
+int32_t cli_largest_seq_len(const char *dir, const cli_precision *p, const mlm_exec_params *xp,
+                            int32_t cap);
 /* Loads the model with P, printing the cache's messages and a conversion progress bar. */
 mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision *p, int n_threads,
                           mlm_model **model, mlm_error *err);

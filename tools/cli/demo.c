@@ -361,10 +361,7 @@ int cmd_demo(int argc, char **argv) {
         xp.max_images = xp.image_tiles > 0;
     }
     if (!cli_memory_fits("demo", dir, &c.prec, &xp)) {
-        mlm_config cfg;
-        int32_t fit = mlm_config_load(dir, &cfg, NULL)
-                          ? 0
-                          : cli_largest_seq_len(&cfg, &c.prec, &xp, c.max_seq_len);
+        int32_t fit = cli_largest_seq_len(dir, &c.prec, &xp, c.max_seq_len);
         if (fit > 0)
             fprintf(stderr, "  --max-seq-len %d --page-params %d,%d would fit\n", fit, c.block_size,
                     c.batch_size * (fit / c.block_size));

@@ -22,7 +22,8 @@ static void help(void) {
            "                     f32; norms are always f32\n"
            "  -h, --help         this help\n"
            "\n"
-           "Needs 4 bytes of memory per parameter while writing (the model is held in f32).\n");
+           "A bf16 checkpoint is streamed from its mapping; any other is held in f32 while\n"
+           "writing (4 bytes of memory per parameter).\n");
 }
 
 /* convert's "auto": the dtype of the first matrix that is bf16 or f16; f16 when none is. */

@@ -89,7 +89,7 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
     if (mlm_config_load(dir, &cfg, NULL) != MLM_OK) return 1; /* the loader reports it */
     mlm_memory_plan plan;
     int tp = cli_mesh() ? cli_mesh()->tp : 1;
-    if (mlm_memory_plan_tp(&cfg, tp, p->optimizations, p->decoder_config, xp, &plan, &err)) {
+    if (mlm_memory_plan_at(dir, tp, p->optimizations, p->decoder_config, xp, &plan, &err)) {
         fprintf(stderr, "meshlm %s: %s\n", cmd, err.msg);
         return 0;
     }
@@ -108,26 +108,33 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
                  plan.images / GB);
     fprintf(stderr,
             "meshlm %s: %s needs %.1f GB (weights %.1f GB in the %s profile, KV cache %.1f GB "
-            "for --max-seq-len %d, scratch %.2f GB%s) but %.1f GB of memory is available\n",
+            "for --max-seq-len %d, scratch %.2f GB%s, converting %.2f GB) but %.1f GB of memory "
+            "is available\n",
             cmd, dir, plan.total / GB, plan.weights / GB, p->optimizations, plan.kv / GB,
-            xp->max_seq_len, plan.scratch / GB, images, plan.available / GB);
-    static const char *lighter[] = {"f32", "bf16", "accuracy", "performance"};
-    int from = 0;
-    while (from < 4 && strcmp(lighter[from], p->optimizations)) from++;
-    for (int i = from + 1; i < 4; i++) {
+            xp->max_seq_len, plan.scratch / GB, images, plan.convert / GB, plan.available / GB);
+    /* the most precise lighter profile that fits (native only for a GGUF file) */
+    static const char *profiles[] = {"f32", "bf16", "accuracy", "native", "performance"};
+    int native = !strcmp(mlm_model_default_profile(dir), "native");
+    const char *best = NULL;
+    int64_t best_total = 0;
+    for (int i = 0; i < 5; i++) {
         mlm_memory_plan q;
-        if (!mlm_memory_plan_for(&cfg, lighter[i], NULL, xp, &q, NULL) && q.total <= q.available) {
-            fprintf(stderr, "  --optimizations %s would fit (%.1f GB)\n", lighter[i], q.total / GB);
-            return 0;
-        }
+        if (!strcmp(profiles[i], "native") && !native) continue;
+        if (!mlm_memory_plan_at(dir, tp, profiles[i], NULL, xp, &q, NULL) &&
+            q.total < plan.total && q.total <= q.available && q.total > best_total)
+            best = profiles[i], best_total = q.total;
+    }
+    if (best) {
+        fprintf(stderr, "  --optimizations %s would fit (%.1f GB)\n", best, best_total / GB);
+        return 0;
     }
     if (plan.weights + (plan.total - plan.kv - plan.weights) <= plan.available)
         fprintf(stderr, "  a smaller --max-seq-len would fit\n");
     return 0;
 }
 
-int32_t cli_largest_seq_len(const mlm_config *cfg, const cli_precision *p,
-                            const mlm_exec_params *xp, int32_t cap) {
+int32_t cli_largest_seq_len(const char *dir, const cli_precision *p, const mlm_exec_params *xp,
+                            int32_t cap) {
     int32_t bs = xp->block_size, lo = 0, hi = cap / bs; /* in blocks */
     int tp = cli_mesh() ? cli_mesh()->tp : p->tp > 0 ? p->tp : 1; /* one rank's share */
     while (lo < hi) {
@@ -136,7 +143,7 @@ int32_t cli_largest_seq_len(const mlm_config *cfg, const cli_precision *p,
         t.max_seq_len = mid * bs;
         t.max_num_blocks = xp->max_seqs * mid;
         mlm_memory_plan plan;
-        if (!mlm_memory_plan_tp(cfg, tp, p->optimizations, p->decoder_config, &t, &plan, NULL) &&
+        if (!mlm_memory_plan_at(dir, tp, p->optimizations, p->decoder_config, &t, &plan, NULL) &&
             (plan.available < 0 || plan.total <= plan.available))
             lo = mid;
         else

@@ -68,7 +68,10 @@ int cmd_plan(int argc, char **argv) {
             return CLI_RUNTIME;
         }
     }
-    static const char *profiles[] = {"performance", "accuracy", "bf16"};
+    /* a GGUF file's own types first (its default), then the others */
+    int gguf = !strcmp(mlm_model_default_profile(model), "native");
+    const char *profiles[] = {"native", "performance", "accuracy", "bf16"};
+    int n_prof = 4, first = gguf ? 0 : 1;
     static const int32_t batches[] = {1, 2, 4, 8, 16, 32};
     mlm_exec_params xp = params_for(1);
     mlm_memory_plan now;
@@ -84,27 +87,29 @@ int cmd_plan(int argc, char **argv) {
         printf("mesh %s: %d ranks, TP %d x DP %d; one rank holds 1/%d of the heads and MLP "
                "columns and its KV heads. Per rank, on a machine like this one:\n",
                mesh.name[0] ? mesh.name : "--tp/--dp", mesh.devices, mesh.tp, mesh.dp, mesh.tp);
-        static const char *names[] = {"performance", "accuracy", "bf16"};
-        for (int p = 0; p < 3; p++) {
+        for (int p = first; p < n_prof; p++) {
             mlm_memory_plan one, k1;
             mlm_exec_params x1 = params_for(1);
             x1.max_seq_len = 1024, x1.max_num_blocks = 0;
-            mlm_memory_plan_tp(&cfg, mesh.tp, names[p], NULL, &x1, &one, NULL);
-            mlm_memory_plan_tp(&cfg, 1, names[p], NULL, &x1, &k1, NULL);
+            if (mlm_memory_plan_at(model, mesh.tp, profiles[p], NULL, &x1, &one, &err) ||
+                mlm_memory_plan_at(model, 1, profiles[p], NULL, &x1, &k1, &err)) {
+                printf("  %-12s %s\n", profiles[p], err.msg);
+                continue;
+            }
             printf("  %-12s weights %6.2f GB of %6.2f GB, KV %6.1f MB per 1K positions per user\n",
-                   names[p], one.weights / 1e9, k1.weights / 1e9, one.kv / 1e6);
+                   profiles[p], one.weights / 1e9, k1.weights / 1e9, one.kv / 1e6);
         }
     }
     printf("largest max_seq_len per user (positions)%s:\n%-12s",
            mesh.devices > 1 ? ", per rank" : "", "profile");
     for (int b = 0; b < 6; b++) printf(" %9s%-2d", "batch ", batches[b]);
     printf("\n");
-    for (int p = 0; p < 3; p++) {
+    for (int p = first; p < n_prof; p++) {
         printf("%-12s", profiles[p]);
         cli_precision prec = {.optimizations = profiles[p], .tp = mesh.tp};
         for (int b = 0; b < 6; b++) {
             xp = params_for(batches[b]);
-            int32_t fit = cli_largest_seq_len(&cfg, &prec, &xp, cap);
+            int32_t fit = cli_largest_seq_len(model, &prec, &xp, cap);
             if (fit == 0) printf(" %11s", "no fit");
             else printf(" %11d", fit);
         }
