@@ -12,6 +12,8 @@
  *   MESHLM_BENCH_PREFILL   comma-separated prompt lengths (default 128,512,2048; read in
  *                          steps of 2048, the CLI's --prefill-chunk default; mean of 2 runs)
  *   MESHLM_BENCH_DECODE    decode tokens after a 128-token prompt (default 32)
+ *   MESHLM_BENCH_REQUANT   0: a GGUF file is run by llama.cpp only as it is, not requantized
+ *                          to Q8_0 too (an 8B's Q8_0 copy is 8.5 GB of disk and minutes)
  * A profile's weight cache is built by the first load if needed (timed apart); the load time
  * reported is a second, warm load that maps it. Decode tok/s excludes the first decode step,
  * as the demos do; effective GB/s = weight bytes read per token x tok/s.
@@ -166,7 +168,8 @@ int main(int argc, char **argv) {
         const char *q[2] = {"file", "Q8_0"};
         const figures *ours[4] = {&perf, &acc, &bf, &other};
         const char *names[4] = {"performance", "accuracy", "bf16", other_name};
-        for (int k = 0; k < 2; k++) {
+        int n_q = getenv("MESHLM_BENCH_REQUANT") && !strcmp(getenv("MESHLM_BENCH_REQUANT"), "0") ? 1 : 2;
+        for (int k = 0; k < n_q; k++) {
             llamacpp_result r = llamacpp_measure(dir, q[k], threads, prefills, n_prefills, n_decode);
             if (!r.ok) continue;
             printf("llama.cpp %s (llama-bench, %d threads); %.1f MB read per token\n",

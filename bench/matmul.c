@@ -1,8 +1,10 @@
 /* bench/matmul.c: the matmul kernels alone: decode (1 token, weight bytes/s) and prefill
- * (96 and 512 tokens, GFLOP/s) on a 8192 x 2048 weight, for every weight type and every
- * kernel level this CPU runs, on the thread pool the model uses (chunks of 64 rows, as the
- * forward pass hands them out). MESHLM_BENCH_THREADS=1 gives one core's figures. Activations
- * are prepared once, outside the timing. Prints figures; never fails on speed. */
+ * (96 and 512 tokens, GFLOP/s) on a 8192 x 2048 weight, for every weight type (f32, bf16,
+ * BFP and the native GGUF types, whose panels hold random codes and scales) and every kernel
+ * level this CPU runs, on the thread pool the model uses (chunks of 64 rows, as the forward
+ * pass hands them out). MESHLM_BENCH_THREADS=1 gives one core's figures;
+ * MESHLM_BENCH_ONLY=TEXT runs only the kernels whose name contains TEXT (q4_k, avx512, ...).
+ * Activations are prepared once, outside the timing. Prints figures; never fails on speed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "tensor/bfp.h"
 #include "tensor/dtype.h"
 #include "tensor/q8.h"
+#include "tensor/qpanel.h"
 
 static double now(void) {
     struct timespec ts;
@@ -34,6 +37,27 @@ static void task(void *ctx, int64_t i, int thread) {
     const job *j = ctx;
     int64_t r1 = (i + 1) * 64 < j->rows ? (i + 1) * 64 : j->rows;
     j->k->matmul[j->wt](j->out, j->rows, j->w, &j->x, i * 64, r1);
+}
+
+/* A (ROWS, COLS) matrix of native kind K in the kernels' layout, random codes, scales about
+ * 0.01 and mins about 0.001 (f16), random sub-scale bytes. */
+static uint8_t *native_weights(mlm_qkind k, int64_t rows, int64_t cols) {
+    mlm_qgeom g = mlm_qpanel_geom(k, cols);
+    uint8_t *w = calloc(1, (size_t)mlm_qpanel_bytes(k, rows, cols));
+    uint32_t r32 = 12345;
+    for (int64_t r = 0; r < rows && w; r++)
+        for (int64_t b = 0; b < cols / 32; b++) {
+            mlm_qraw raw;
+            for (int i = 0; i < 32; i++) {
+                r32 = r32 * 1664525u + 1013904223u;
+                raw.u[i] = (uint8_t)((r32 >> 24) & ((1u << mlm_qbits(k)) - 1));
+            }
+            raw.d = 0x2000 + (uint16_t)(r32 >> 28);  /* about 0.008 */
+            raw.m = mlm_qhas_min(k) ? 0x1400 : 0;   /* about 0.001 */
+            raw.sub[0] = (uint8_t)(r32 >> 8) & 0x3f, raw.sub[1] = (uint8_t)(r32 >> 16) & 0x3f;
+            mlm_qpanel_put(k, &g, r, b, &raw, w);
+        }
+    return w;
 }
 
 static double run(mlm_pool *pool, job *j, int64_t n, int reps) {
@@ -65,6 +89,7 @@ int main(void) {
     int8_t *xq = malloc((size_t)(n_max * pc));
     uint8_t *xu = malloc((size_t)(n_max * pc));
     float *xd = malloc((size_t)(n_max * pc / 32) * 4);
+    float *xs = malloc((size_t)(n_max * mlm_q8_sums_len(cols)) * 4);
     uint16_t *xh = calloc((size_t)(n_max * mlm_bf16_cols(cols)), 2);
     for (int64_t i = 0; i < rows * cols; i++) {
         wf[i] = (float)((i % 13) - 6) * 0.01f;
@@ -76,18 +101,26 @@ int main(void) {
     }
     for (int64_t i = 0; i < n_max * cols; i++) x[i] = (float)((i % 7) - 3) * 0.1f;
     mlm_q8_quantize(x, n_max, cols, xq, xu, xd);
+    mlm_q8_sums(xq, n_max, cols, xs);
+    const void *ws_all[MLM_W_COUNT] = {0};
+    for (int wt = MLM_W_Q8_0; wt < MLM_W_COUNT; wt++)
+        ws_all[wt] = native_weights((mlm_qkind)mlm_wtype_qkind((mlm_wtype)wt), rows, cols);
+    const char *only = getenv("MESHLM_BENCH_ONLY");
     for (int64_t t = 0; t < n_max; t++)
         for (int64_t k = 0; k < cols; k++) xh[t * mlm_bf16_cols(cols) + k] = mlm_f32_to_bf16(x[t * cols + k]);
-    const void *ws[] = {wf, wh, w8, w4};
+    ws_all[MLM_W_F32] = wf, ws_all[MLM_W_BF16] = wh, ws_all[MLM_W_BFP8] = w8,
+    ws_all[MLM_W_BFP4] = w4;
     printf("bench/matmul: %lld x %lld weights, %d threads\n", (long long)rows, (long long)cols, threads);
     printf("level    kernel               decode GB/s  prefill 96 GFLOP/s  prefill 512 GFLOP/s\n");
     for (int li = 0; mlm_kernel_levels[li]; li++) {
         const mlm_kernels *k = mlm_kernels_get(mlm_kernel_levels[li], NULL);
         if (!k) continue;
         int ref = !strcmp(k->name, "ref");
-        for (int wt = 0; wt <= MLM_W_BFP4; wt++) {
-            job j = {k, (mlm_wtype)wt, ws[wt],
-                     {.cols = cols, .x = x, .h = xh, .q = xq, .u = xu, .d = xd}, out, rows};
+        for (int wt = 0; wt < MLM_W_COUNT; wt++) {
+            if (!k->matmul[wt] || !ws_all[wt]) continue;
+            if (only && !strstr(k->matmul_name[wt], only)) continue;
+            job j = {k, (mlm_wtype)wt, ws_all[wt],
+                     {.cols = cols, .x = x, .h = xh, .q = xq, .u = xu, .d = xd, .s = xs}, out, rows};
             double t1 = run(pool, &j, 1, ref ? 1 : 5);
             double t96 = ref ? 0 : run(pool, &j, 96, 3), t512 = ref ? 0 : run(pool, &j, 512, 2);
             printf("%-8s %-20s %11.2f  %18.1f  %19.1f\n", k->name, k->matmul_name[wt],
@@ -98,5 +131,7 @@ int main(void) {
     }
     mlm_pool_free(pool);
     free(wf), free(wh), free(w8), free(w4), free(x), free(out), free(xq), free(xu), free(xd), free(xh);
+    free(xs);
+    for (int wt = MLM_W_Q8_0; wt < MLM_W_COUNT; wt++) free((void *)ws_all[wt]);
     return 0;
 }

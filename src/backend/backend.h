@@ -64,7 +64,7 @@ typedef struct mlm_acts {
     const int8_t *q;   /* (n, mlm_q8_cols(cols)) */
     const uint8_t *u;  /* (n, mlm_q8_cols(cols)): q + 128 */
     const float *d;    /* (n, mlm_q8_cols(cols) / 32) */
-    const int16_t *s;  /* (n, mlm_q8_cols(cols) / 16): mlm_q8_sums of q, for the native
+    const float *s;    /* (n, mlm_q8_sums_len(cols)): mlm_q8_sums of q, for the native
                           kernels (NULL where none reads these activations) */
 } mlm_acts;
 

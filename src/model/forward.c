@@ -110,7 +110,7 @@ static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, in
     sizes[P_AQ] = N * pc;
     sizes[P_AU] = N * pc;
     sizes[P_AD] = N * (pc / MLM_Q8_BLOCK) * 4;
-    sizes[P_AS] = N * (pc / 16) * 2;
+    sizes[P_AS] = N * (size_t)mlm_q8_sums_len((int64_t)pc) * 4;
     sizes[P_AH] = N * hc * 2;
     sizes[P_ATTS] = (size_t)n_threads * MLM_ATT_SCRATCH * 4;
     sizes[P_JOBS] = (size_t)max_att_tiles(c, n) * sizeof(att_tile);
@@ -169,7 +169,7 @@ typedef struct fwd {
     int8_t *aq;
     uint8_t *au;
     float *ad;
-    int16_t *as;
+    float *as;
     uint16_t *ah;
     float *att_scratch;
     att_tile *tiles, *xtiles; /* the step's self-attention and cross-attention tasks */
@@ -227,7 +227,7 @@ static void prepare_row(const fwd *f, const float *row, int64_t cols, int64_t at
     if (f->forms & (1 << MLM_ACT_Q8)) {
         f->m->kernels->quantize(row, cols, f->aq + at * pc, f->au + at * pc,
                                 f->ad + at * (pc / MLM_Q8_BLOCK));
-        mlm_q8_sums(f->aq + at * pc, 1, cols, f->as + at * (pc / 16));
+        mlm_q8_sums(f->aq + at * pc, 1, cols, f->as + at * mlm_q8_sums_len(cols));
     }
     if (f->forms & (1 << MLM_ACT_BF16)) {
         uint16_t *h = f->ah + at * hc;
@@ -443,7 +443,7 @@ static mlm_acts chunk_acts(const fwd *f, int32_t c) {
     int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
     return (mlm_acts){.n = n, .cols = kc, .x = f->cx + c * n * kc, .h = f->ah + c * n * hc,
                       .q = f->aq + c * n * pc, .u = f->au + c * n * pc,
-                      .d = f->ad + c * n * (pc / MLM_Q8_BLOCK), .s = f->as + c * n * (pc / 16)};
+                      .d = f->ad + c * n * (pc / MLM_Q8_BLOCK), .s = f->as + c * n * mlm_q8_sums_len(kc)};
 }
 
 /* Block TASK (rows [r0, r0 + ROW_CHUNK)) of every chunk: alone, partial 0 into rout, each further
@@ -651,7 +651,7 @@ void mlm_forward_cross_kv(const mlm_model *m, const float *x, int64_t n, const m
              .aq = (int8_t *)part[P_AQ],
              .au = (uint8_t *)part[P_AU],
              .ad = (float *)part[P_AD],
-             .as = (int16_t *)part[P_AS],
+             .as = (float *)part[P_AS],
              .ah = (uint16_t *)part[P_AH],
              .xblocks = blocks};
     int forms = 0;
@@ -700,7 +700,7 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
              .aq = (int8_t *)part[P_AQ],
              .au = (uint8_t *)part[P_AU],
              .ad = (float *)part[P_AD],
-             .as = (int16_t *)part[P_AS],
+             .as = (float *)part[P_AS],
              .ah = (uint16_t *)part[P_AH],
              .att_scratch = (float *)part[P_ATTS],
              .tiles = (att_tile *)part[P_JOBS],

@@ -3,12 +3,16 @@
 
 #include <math.h>
 
-void mlm_q8_sums(const int8_t *q, int64_t n, int64_t cols, int16_t *s) {
-    int64_t pc = mlm_q8_cols(cols);
-    for (int64_t j = 0; j < n * pc / 16; j++) {
-        int sum = 0;
-        for (int k = 0; k < 16; k++) sum += q[16 * j + k];
-        s[j] = (int16_t)sum;
+void mlm_q8_sums(const int8_t *q, int64_t n, int64_t cols, float *s) {
+    int64_t pc = mlm_q8_cols(cols), len = mlm_q8_sums_len(cols);
+    for (int64_t t = 0; t < n; t++) {
+        float *st = s + t * len, *s32 = st + pc / 16;
+        for (int64_t j = 0; j < pc / 16; j++) {
+            int sum = 0;
+            for (int k = 0; k < 16; k++) sum += q[t * pc + 16 * j + k];
+            st[j] = (float)sum;
+        }
+        for (int64_t j = 0; j < pc / 32; j++) s32[j] = st[2 * j] + st[2 * j + 1];
     }
 }
 

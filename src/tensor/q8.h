@@ -17,9 +17,13 @@ static inline int64_t mlm_q8_cols(int64_t cols) { return (cols + 63) / 64 * 64; 
  * (the same codes + 128 as uint8, or NULL) and D (N x mlm_q8_cols(COLS) / 32 scales). */
 void mlm_q8_quantize(const float *x, int64_t n, int64_t cols, int8_t *q, uint8_t *u, float *d);
 
-/* The sums of the codes of N rows (as mlm_q8_quantize wrote them into Q) over every 16
- * columns: S[t * mlm_q8_cols(COLS) / 16 + j] = sum of q over columns 16j..16j+15 of row t
- * (|S| <= 2032). The native kernels take their blocks' code offsets and mins off with them. */
-void mlm_q8_sums(const int8_t *q, int64_t n, int64_t cols, int16_t *s);
+/* Floats per row of the sums mlm_q8_sums writes: one per 16 columns, then one per 32. */
+static inline int64_t mlm_q8_sums_len(int64_t cols) { return 3 * mlm_q8_cols(cols) / 32; }
+
+/* The sums of the codes of N rows (as mlm_q8_quantize wrote them into Q), as floats (exact
+ * integers, |S| <= 4064), row t at S + t * mlm_q8_sums_len(COLS): first the sum over each 16
+ * columns 16j..16j+15, then over each block of 32. The native kernels take their blocks'
+ * code offsets and mins off with them. */
+void mlm_q8_sums(const int8_t *q, int64_t n, int64_t cols, float *s);
 
 #endif

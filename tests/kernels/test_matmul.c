@@ -33,7 +33,7 @@ static mlm_acts make_acts(const float *x, int64_t n, int64_t cols) {
     uint8_t *u = malloc((size_t)(n * pc));
     float *d = malloc((size_t)(n * pc / 32) * 4);
     uint16_t *h = calloc((size_t)(n * hc), 2);
-    int16_t *s = malloc((size_t)(n * pc / 16) * 2);
+    float *s = malloc((size_t)(n * mlm_q8_sums_len(cols)) * 4);
     mlm_q8_quantize(x, n, cols, q, u, d);
     mlm_q8_sums(q, n, cols, s);
     for (int64_t t = 0; t < n; t++)
@@ -51,7 +51,7 @@ static mlm_acts one_token(const mlm_acts *a, int64_t t) {
     int64_t pc = mlm_q8_cols(a->cols), hc = mlm_bf16_cols(a->cols);
     return (mlm_acts){.n = 1, .cols = a->cols, .x = a->x + t * a->cols, .h = a->h + t * hc,
                       .q = a->q + t * pc, .u = a->u + t * pc, .d = a->d + t * pc / 32,
-                      .s = a->s + t * pc / 16};
+                      .s = a->s + t * mlm_q8_sums_len(a->cols)};
 }
 
 /* Runs FN on all tokens at once (into A) and one token at a time with rows split at an odd

@@ -159,21 +159,24 @@ INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
 #endif
 }
 
-INLINE __m256 block_value(mlm_qkind k, __m256i i0, __m256i i1, int s0, int s1, __m256 sc0,
-                          __m256 sc1, __m256 mn) {
+/* The exact integer I - OFF * S as a float: I < 2^20 and OFF * S < 2^19 in magnitude, so the
+ * conversion, the product and the difference are all exact. S is read as a broadcast. */
+INLINE __m256 minus_off(__m256i i, int off, const float *s) {
+    __m256 f = _mm256_cvtepi32_ps(i);
+    return off ? _mm256_fnmadd_ps(_mm256_set1_ps((float)off), _mm256_set1_ps(*s), f) : f;
+}
+
+/* The block value v (backend.h) from the sums I0, I1 of columns 0-15 and 16-31 and the
+ * token's sums S16[0], S16[1] of them and S32 of all 32. */
+INLINE __m256 block_value(mlm_qkind k, __m256i i0, __m256i i1, const float *s16,
+                          const float *s32, __m256 sc0, __m256 sc1, __m256 mn) {
     const int off = off_of(k);
-    if (k == MLM_QK_Q6_K) {
-        i0 = _mm256_sub_epi32(i0, _mm256_set1_epi32(off * s0));
-        i1 = _mm256_sub_epi32(i1, _mm256_set1_epi32(off * s1));
-        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), sc1,
-                               _mm256_mul_ps(_mm256_cvtepi32_ps(i0), sc0));
-    }
-    __m256i i = _mm256_add_epi32(i0, i1);
-    if (off) i = _mm256_sub_epi32(i, _mm256_set1_epi32(off * (s0 + s1)));
-    if (mlm_qhas_min(k))
-        return _mm256_fmsub_ps(_mm256_cvtepi32_ps(i), sc0,
-                               _mm256_mul_ps(_mm256_set1_ps((float)(s0 + s1)), mn));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(i), sc0);
+    if (k == MLM_QK_Q6_K)
+        return _mm256_fmadd_ps(minus_off(i1, off, s16 + 1), sc1,
+                               _mm256_mul_ps(minus_off(i0, off, s16), sc0));
+    __m256 f = minus_off(_mm256_add_epi32(i0, i1), off, s32);
+    if (mlm_qhas_min(k)) return _mm256_fmsub_ps(f, sc0, _mm256_mul_ps(_mm256_set1_ps(*s32), mn));
+    return _mm256_mul_ps(f, sc0);
 }
 
 INLINE void store_rows(float *dst, int nr, __m256 v) {
@@ -190,10 +193,10 @@ INLINE void store_rows(float *dst, int nr, __m256 v) {
 INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *panel,
                  const mlm_qgeom *g, const mlm_acts *x, int64_t pc, int64_t r, int nr, int hf,
                  int64_t t0, int T) {
-    const int64_t nd = pc / MLM_Q8_BLOCK, ns = pc / 16;
+    const int64_t nd = pc / MLM_Q8_BLOCK, ns = mlm_q8_sums_len(x->cols);
     const int8_t *q = x->q + t0 * pc;
     const float *d = x->d + t0 * nd;
-    const int16_t *s16 = x->s + t0 * ns; /* the tokens' sums per 16 columns */
+    const float *s = x->s + t0 * ns; /* the tokens' sums per 16 columns, then per 32 */
     __m256 acc[TMAX];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
@@ -210,8 +213,8 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
             for (int t = 0; t < T; t++) {
                 const int8_t *qt = q + t * pc + 32 * b;
                 __m256i i0 = dot16(k, wv, qt), i1 = dot16(k, wv + 4, qt + 16);
-                __m256 v = block_value(k, i0, i1, s16[t * ns + 2 * b], s16[t * ns + 2 * b + 1],
-                                       sc0, sc1, mn);
+                const float *st = s + t * ns;
+                __m256 v = block_value(k, i0, i1, st + 2 * b, st + pc / 16 + b, sc0, sc1, mn);
                 acc[t] = _mm256_fmadd_ps(v, _mm256_set1_ps(d[t * nd + b]), acc[t]);
             }
         }
@@ -223,6 +226,7 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
 /* Decode: 2 whole panels from row R (4 halves side by side) for one token. */
 INLINE void gemv2(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeom *g,
                   const mlm_acts *x, int64_t r) {
+    const int64_t pc = mlm_q8_cols(x->cols);
     __m256 acc[4];
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 4; p++) acc[p] = _mm256_setzero_ps();
@@ -248,7 +252,7 @@ INLINE void gemv2(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
                 __m256 sc0, sc1, mn;
                 load_scales(k, grp, g, bb, p % 2, &sc0, &sc1, &mn);
                 __m256i i0 = dot16(k, wv, qb), i1 = dot16(k, wv + 4, qb + 16);
-                __m256 v = block_value(k, i0, i1, x->s[2 * b], x->s[2 * b + 1], sc0, sc1, mn);
+                __m256 v = block_value(k, i0, i1, x->s + 2 * b, x->s + pc / 16 + b, sc0, sc1, mn);
                 acc[p] = _mm256_fmadd_ps(v, d, acc[p]);
             }
         }

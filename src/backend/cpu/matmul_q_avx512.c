@@ -6,8 +6,9 @@
  * codes (q8_0's int8 codes + 128, iq4's table values + 128) against the signed activations,
  * and the code offset comes off with the token's exact column sum S (I = sum u * q - off * S).
  * The block's exact integer sums then get the canonical epilogue (backend.h), so every level
- * agrees bit for bit. A tile is one panel (16 rows) x T tokens: a block's codes are decoded
- * once for T tokens. Decode (1 token) streams 4 panels side by side. */
+ * agrees bit for bit. Prefill runs up to 4 panels (64 rows) x T tokens a K group (8 blocks)
+ * at a time, the group's activations packed once for those panels: a block's codes are
+ * decoded once for T tokens. Decode (1 token) streams 4 panels side by side. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@
 #include "tensor/qpanel.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define TMAX 6
+#define TMAX 10 /* tokens per tile (q6_k: 8) */
 #define PF_BYTES 1024 /* decode: how far ahead of its block each panel stream is prefetched */
 
 /* The offset of the unsigned codes this file multiplies (q8_0 and iq4 shifted by +128). */
@@ -103,71 +104,146 @@ INLINE __m512i bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* The block value v (backend.h) from the unsigned sums I0, I1 (columns 0-15, 16-31) and the
- * token's column sums. */
-INLINE __m512 block_value(mlm_qkind k, __m512i i0, __m512i i1, int s0, int s1, __m512 sc0,
-                          __m512 sc1, __m512 mn) {
-    const int off = off_of(k);
-    if (k == MLM_QK_Q6_K) {
-        i0 = _mm512_sub_epi32(i0, _mm512_set1_epi32(off * s0));
-        i1 = _mm512_sub_epi32(i1, _mm512_set1_epi32(off * s1));
-        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), sc1,
-                               _mm512_mul_ps(_mm512_cvtepi32_ps(i0), sc0));
-    }
-    __m512i i = _mm512_add_epi32(i0, i1);
-    if (off) i = _mm512_sub_epi32(i, _mm512_set1_epi32(off * (s0 + s1)));
-    if (mlm_qhas_min(k))
-        return _mm512_fmsub_ps(_mm512_cvtepi32_ps(i), sc0,
-                               _mm512_mul_ps(_mm512_set1_ps((float)(s0 + s1)), mn));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(i), sc0);
+/* The exact integer I - OFF * S as a float: I < 2^20 and OFF * S < 2^19 in magnitude, so the
+ * conversion, the product and the difference are all exact. S is read as a broadcast. */
+INLINE __m512 minus_off(__m512i i, int off, const float *s) {
+    __m512 f = _mm512_cvtepi32_ps(i);
+    return off ? _mm512_fnmadd_ps(_mm512_set1_ps((float)off), _mm512_set1_ps(*s), f) : f;
 }
 
-/* Rows [R, R + NR) of one panel for tokens [T0, T0 + T). */
-INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *panel,
-                 const mlm_qgeom *g, const mlm_acts *x, int64_t pc, int64_t r, int nr, int64_t t0,
-                 int T) {
-    const int64_t nd = pc / MLM_Q8_BLOCK, ns = pc / 16;
-    const int8_t *q = x->q + t0 * pc;
-    const float *d = x->d + t0 * nd;
-    const int16_t *s16 = x->s + t0 * ns; /* the tokens' sums per 16 columns */
+/* The block value v (backend.h) of a kind other than q6_k from the unsigned sum I over its 32
+ * columns and the token's sum S32 of them. */
+INLINE __m512 block_value(mlm_qkind k, __m512i i, const float *s32, __m512 sc0, __m512 mn) {
+    __m512 f = minus_off(i, off_of(k), s32);
+    if (mlm_qhas_min(k)) return _mm512_fmsub_ps(f, sc0, _mm512_mul_ps(_mm512_set1_ps(*s32), mn));
+    return _mm512_mul_ps(f, sc0);
+}
+
+/* q6_k's block value from the unsigned sums I0, I1 of columns 0-15 and 16-31 and the token's
+ * sums S16[0], S16[1] of them. */
+INLINE __m512 block_value_q6k(__m512i i0, __m512i i1, const float *s16, __m512 sc0, __m512 sc1) {
+    const int off = off_of(MLM_QK_Q6_K);
+    return _mm512_fmadd_ps(minus_off(i1, off, s16 + 1), sc1,
+                           _mm512_mul_ps(minus_off(i0, off, s16), sc0));
+}
+
+/* A group of blocks' activations for the T tokens of a tile, packed so one pointer reaches
+ * every token at a constant offset: per block, the T tokens' 32 codes, then per block the
+ * floats d (T), S32 (T) and S16 (2T). */
+typedef struct packed {
+    int8_t q[8 * TMAX * 32];
+    float f[8 * TMAX * 4];
+} packed;
+
+/* Packs blocks [B0, B0 + NB) of tokens [T0, T0 + T) into P. */
+INLINE void pack(packed *p, const mlm_acts *x, int64_t pc, int64_t t0, int T, int64_t b0,
+                 int nb) {
+    const int64_t nd = pc / MLM_Q8_BLOCK, ns = mlm_q8_sums_len(x->cols);
+    for (int bb = 0; bb < nb; bb++)
+        for (int t = 0; t < T; t++) {
+            const int64_t tok = t0 + t, b = b0 + bb;
+            _mm256_storeu_si256((__m256i *)(p->q + (bb * T + t) * 32),
+                                _mm256_loadu_si256((const __m256i *)(x->q + tok * pc + 32 * b)));
+            float *f = p->f + bb * 4 * T;
+            const float *st = x->s + tok * ns;
+            f[t] = x->d[tok * nd + b];
+            f[T + t] = st[pc / 16 + b];
+            f[2 * T + 2 * t] = st[2 * b];
+            f[2 * T + 2 * t + 1] = st[2 * b + 1];
+        }
+}
+
+/* One group GRP of a panel for the T tokens packed in P: ACC (T x 16 floats, this panel's
+ * sums so far) gets the group's blocks in order. Kinds other than q6_k add a block's two
+ * halves in one int32 sum (the same integer), so 8 tokens fit the registers; q6_k keeps them
+ * apart for its two scales. */
+INLINE void tile_group(mlm_qkind k, float *accp, const uint8_t *grp, const mlm_qgeom *g,
+                       const packed *p, int T) {
+    const int q6 = k == MLM_QK_Q6_K;
     __m512 acc[TMAX];
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t gi = 0; gi < g->n_groups; gi++) {
-        const uint8_t *grp = panel + gi * g->group_bytes;
-        _mm_prefetch((const char *)(grp + 2 * g->group_bytes), _MM_HINT_T0);
-        for (int bb = 0; bb < g->g; bb++) {
-            const int64_t b = gi * g->g + bb;
-            __m512i wv[8];
-            load_codes(k, grp, g, bb, wv);
-            __m512 sc0, sc1, mn;
-            load_scales(k, grp, g, bb, &sc0, &sc1, &mn);
-            __m512i i0[TMAX], i1[TMAX];
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < T; t++) i0[t] = i1[t] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 10")
+    for (int t = 0; t < T; t++) acc[t] = _mm512_loadu_ps(accp + 16 * t);
+    for (int bb = 0; bb < g->g; bb++) {
+        const int8_t *qb = p->q + bb * T * 32;
+        const float *fb = p->f + bb * 4 * T;
+        __m512i wv[8];
+        load_codes(k, grp, g, bb, wv);
+        __m512 sc0, sc1, mn;
+        load_scales(k, grp, g, bb, &sc0, &sc1, &mn);
+        __m512i is[TMAX];
+        _Pragma("GCC unroll 10")
+        for (int t = 0; t < T; t++) is[t] = _mm512_setzero_si512();
+        if (q6) { /* columns 0-15 first, kept as the float I0 * s0, then 16-31 */
+            __m512 lo[TMAX];
             _Pragma("GCC unroll 4")
             for (int h = 0; h < 4; h++)
-                _Pragma("GCC unroll 8")
-                for (int t = 0; t < T; t++) {
-                    i0[t] = _mm512_dpbusd_epi32(i0[t], wv[h], bcast4(q + t * pc + 32 * b + 4 * h));
-                    i1[t] = _mm512_dpbusd_epi32(i1[t], wv[4 + h], bcast4(q + t * pc + 32 * b + 16 + 4 * h));
-                }
-            _Pragma("GCC unroll 8")
+                _Pragma("GCC unroll 10")
+                for (int t = 0; t < T; t++)
+                    is[t] = _mm512_dpbusd_epi32(is[t], wv[h], bcast4(qb + t * 32 + 4 * h));
+            _Pragma("GCC unroll 10")
             for (int t = 0; t < T; t++) {
-                __m512 v = block_value(k, i0[t], i1[t], s16[t * ns + 2 * b], s16[t * ns + 2 * b + 1],
-                                       sc0, sc1, mn);
-                acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(d[t * nd + b]), acc[t]);
+                lo[t] = _mm512_mul_ps(minus_off(is[t], off_of(k), fb + 2 * T + 2 * t), sc0);
+                is[t] = _mm512_setzero_si512();
             }
+            _Pragma("GCC unroll 4")
+            for (int h = 0; h < 4; h++)
+                _Pragma("GCC unroll 10")
+                for (int t = 0; t < T; t++)
+                    is[t] = _mm512_dpbusd_epi32(is[t], wv[4 + h], bcast4(qb + t * 32 + 16 + 4 * h));
+            _Pragma("GCC unroll 10")
+            for (int t = 0; t < T; t++) {
+                __m512 v = _mm512_fmadd_ps(minus_off(is[t], off_of(k), fb + 2 * T + 2 * t + 1),
+                                           sc1, lo[t]);
+                acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(fb[t]), acc[t]);
+            }
+            continue;
+        }
+        _Pragma("GCC unroll 4")
+        for (int h = 0; h < 4; h++)
+            _Pragma("GCC unroll 10")
+            for (int t = 0; t < T; t++) {
+                is[t] = _mm512_dpbusd_epi32(is[t], wv[h], bcast4(qb + t * 32 + 4 * h));
+                is[t] = _mm512_dpbusd_epi32(is[t], wv[4 + h], bcast4(qb + t * 32 + 16 + 4 * h));
+            }
+        _Pragma("GCC unroll 10")
+        for (int t = 0; t < T; t++) {
+            __m512 v = block_value(k, is[t], fb + T + t, sc0, mn);
+            acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(fb[t]), acc[t]);
         }
     }
-    const __mmask16 m = (__mmask16)(nr == 16 ? 0xffff : (1u << nr) - 1);
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(out + (t0 + t) * out_stride + r, m, acc[t]);
+    _Pragma("GCC unroll 10")
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(accp + 16 * t, acc[t]);
+}
+
+/* Rows [R0, R1) (at most 4 panels) for tokens [T0, T0 + T), group by group: each group's
+ * activations are packed once for all the panels. */
+INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *w,
+                 const mlm_qgeom *g, const mlm_acts *x, int64_t pc, int64_t r0, int64_t r1,
+                 int64_t t0, int T) {
+    float acc[4][TMAX * 16];
+    packed p;
+    const int np = (int)((r1 - r0 + MLM_QP_ROWS - 1) / MLM_QP_ROWS);
+    memset(acc, 0, sizeof acc);
+    for (int64_t gi = 0; gi < g->n_groups; gi++) {
+        pack(&p, x, pc, t0, T, gi * g->g, g->g);
+        for (int i = 0; i < np; i++) {
+            const uint8_t *grp = w + (r0 / MLM_QP_ROWS + i) * g->panel_bytes + gi * g->group_bytes;
+            _mm_prefetch((const char *)(grp + g->group_bytes), _MM_HINT_T0);
+            tile_group(k, acc[i], grp, g, &p, T);
+        }
+    }
+    for (int i = 0; i < np; i++) {
+        int64_t r = r0 + i * MLM_QP_ROWS;
+        int nr = r1 - r < MLM_QP_ROWS ? (int)(r1 - r) : MLM_QP_ROWS;
+        for (int t = 0; t < T; t++)
+            memcpy(out + (t0 + t) * out_stride + r, acc[i] + 16 * t, (size_t)nr * sizeof(float));
+    }
 }
 
 /* Decode: 4 whole panels from row R for one token, read side by side. */
 INLINE void gemv4(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeom *g,
                   const mlm_acts *x, int64_t r) {
+    const int64_t pc = mlm_q8_cols(x->cols);
     __m512 acc[4];
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 4; p++) acc[p] = _mm512_setzero_ps();
@@ -200,7 +276,10 @@ INLINE void gemv4(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
                     i0 = _mm512_dpbusd_epi32(i0, wv[h], xv[h]);
                     i1 = _mm512_dpbusd_epi32(i1, wv[4 + h], xv[4 + h]);
                 }
-                __m512 v = block_value(k, i0, i1, x->s[2 * b], x->s[2 * b + 1], sc0, sc1, mn);
+                __m512 v = k == MLM_QK_Q6_K
+                               ? block_value_q6k(i0, i1, x->s + 2 * b, sc0, sc1)
+                               : block_value(k, _mm512_add_epi32(i0, i1), x->s + pc / 16 + b,
+                                             sc0, mn);
                 acc[p] = _mm512_fmadd_ps(v, d, acc[p]);
             }
         }
@@ -213,20 +292,24 @@ INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
                      const mlm_acts *x, int64_t r0, int64_t r1) {
     const int64_t pc = mlm_q8_cols(x->cols);
     const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
+    const int tmax = k == MLM_QK_Q6_K ? 8 : TMAX;
     if (x->n == 1) /* decode: whole panels four at a time */
         for (; r0 + 4 * MLM_QP_ROWS <= r1; r0 += 4 * MLM_QP_ROWS)
             gemv4(k, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
-    for (int64_t r = r0; r < r1; r += MLM_QP_ROWS) {
-        const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
-        int nr = r1 - r < MLM_QP_ROWS ? (int)(r1 - r) : MLM_QP_ROWS;
-        for (int64_t t0 = 0; t0 < x->n; t0 += TMAX)
-            switch (x->n - t0 < TMAX ? x->n - t0 : TMAX) {
-            case 1: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 1); break;
-            case 2: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 2); break;
-            case 3: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 3); break;
-            case 4: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 4); break;
-            case 5: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, 5); break;
-            default: tile(k, out, out_stride, panel, &g, x, pc, r, nr, t0, TMAX);
+    for (int64_t r = r0; r < r1; r += 4 * MLM_QP_ROWS) { /* strips of up to 4 panels */
+        const int64_t re = r + 4 * MLM_QP_ROWS < r1 ? r + 4 * MLM_QP_ROWS : r1;
+        for (int64_t t0 = 0; t0 < x->n; t0 += tmax)
+            switch (x->n - t0 < tmax ? x->n - t0 : tmax) {
+            case 1: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 1); break;
+            case 2: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 2); break;
+            case 3: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 3); break;
+            case 4: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 4); break;
+            case 5: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 5); break;
+            case 6: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 6); break;
+            case 7: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 7); break;
+            case 8: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 8); break;
+            case 9: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, 9); break;
+            default: tile(k, out, out_stride, w, &g, x, pc, r, re, t0, TMAX);
             }
     }
 }
