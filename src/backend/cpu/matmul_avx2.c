@@ -6,9 +6,10 @@
  * Two schedules share that order, so results never depend on batching or thread splits:
  *   - few tokens (decode): 8 weight rows at once, bf16 widened in registers, streaming the
  *     weights once (memory bound);
- *   - many tokens (prefill): 4 weight rows widened into a small f32 panel on the stack, then
- *     a 4 x 3 register block (rows x tokens) over it (compute bound). Accumulators live in a
- *     stack buffer between column blocks, which changes nothing in the order of the sums. */
+ *   - many tokens (prefill): for each block of 48 tokens, 4 weight rows at a time widened into
+ *     a small f32 panel on the stack, then a 4 x 3 register block (rows x tokens) over it
+ *     (compute bound). Accumulators live in a stack buffer between column blocks, which
+ *     changes nothing in the order of the sums. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -123,13 +124,15 @@ INLINE void prefill(float *out, int64_t out_stride, const char *W, size_t row_by
     _Alignas(32) float panel[4 * KB];
     _Alignas(32) __m256 acc[4 * TB];
     int64_t k8 = cols & ~(int64_t)7;
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const char *rows[4];
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < 4; i++) rows[i] = W + (size_t)(r + i) * row_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += TB) {
-            int64_t tn = n - t0 < TB ? n - t0 : TB;
+    int64_t r4 = r0 + (r1 - r0) / 4 * 4; /* rows [r4, r1) take the decode schedule */
+    /* tokens outermost: a block of TB tokens' activations stays in cache while every group of
+     * 4 rows passes over it (rows outermost re-read all N tokens from memory per group) */
+    for (int64_t t0 = 0; t0 < n; t0 += TB) {
+        int64_t tn = n - t0 < TB ? n - t0 : TB;
+        for (int64_t r = r0; r < r4; r += 4) {
+            const char *rows[4];
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < 4; i++) rows[i] = W + (size_t)(r + i) * row_bytes;
             for (int i = 0; i < 4 * TB; i++) acc[i] = _mm256_setzero_ps();
             for (int64_t k0 = 0; k0 < k8; k0 += KB) {
                 int64_t kn = k8 - k0 < KB ? k8 - k0 : KB;
@@ -150,7 +153,7 @@ INLINE void prefill(float *out, int64_t out_stride, const char *W, size_t row_by
                         finish(acc[i * TB + t], rows[i], x + (t0 + t) * cols, k8, cols, bf16);
         }
     }
-    if (r < r1) decode(out, out_stride, W, row_bytes, x, n, cols, r, r1, bf16);
+    if (r4 < r1) decode(out, out_stride, W, row_bytes, x, n, cols, r4, r1, bf16);
 }
 
 INLINE void matmul(float *out, int64_t out_stride, const void *w, const float *x, int64_t n,
