@@ -271,8 +271,10 @@ INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
     for (int64_t r = r0; r < r1; r += 8) { /* half panels */
         const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
         int nr = r1 - r < 8 ? (int)(r1 - r) : 8, hf = (int)(r % MLM_QP_ROWS / 8);
-        for (int64_t t0 = 0; t0 < x->n; t0 += TMAX)
-            switch (x->n - t0 < TMAX ? x->n - t0 : TMAX) {
+        /* the tokens in near-equal tiles (30: 4 x 6 + 3 x 2, not 4 x 7 + 2) */
+        const int64_t nt = (x->n + TMAX - 1) / TMAX;
+        for (int64_t i = 0, t0 = 0, T; i < nt; i++, t0 += T)
+            switch (T = x->n / nt + (i < x->n % nt)) {
             case 1: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 1); break;
             case 2: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 2); break;
             case 3: tile(k, out, out_stride, panel, &g, x, pc, r, nr, hf, t0, 3); break;
