@@ -53,12 +53,6 @@ void mlm_err_prefix(mlm_error *err, const char *fmt, ...) {
     err->msg[np + 2 + no] = 0;
 }
 
-void mlm_err_clear(mlm_error *err) {
-    if (!err) return;
-    err->status = MLM_OK;
-    err->msg[0] = 0;
-}
-
 void mlm_assert_fail(const char *cond, const char *file, int line) {
     fprintf(stderr, "meshlm: internal assertion failed: %s (%s:%d)\n", cond, file, line);
     abort();

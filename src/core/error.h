@@ -18,9 +18,6 @@ mlm_status mlm_err_set(mlm_error *err, mlm_status status, const char *fmt, ...)
 /* Prepends "PREFIX: " to an already-filled message (used to add a file name). */
 void mlm_err_prefix(mlm_error *err, const char *fmt, ...) MLM_PRINTF(2, 3);
 
-/* Clears ERR to MLM_OK and an empty message. */
-void mlm_err_clear(mlm_error *err);
-
 /* Our own invariants only: never for input from files, flags or requests. */
 #define MLM_ASSERT(cond)                                                            \
     do {                                                                            \

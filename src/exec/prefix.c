@@ -111,8 +111,3 @@ int mlm_prefix_evict(mlm_prefix *p) {
     mlm_kv_unref(p->kv, b);
     return 1;
 }
-
-void mlm_prefix_clear(mlm_prefix *p) {
-    while (mlm_prefix_evict(p)) {
-    }
-}

@@ -44,7 +44,5 @@ void mlm_prefix_release(mlm_prefix *p, int32_t b);
 /* Evicts the least recently released unheld block (its reference dropped, so it returns to
  * the free list); 0 when none is evictable. */
 int mlm_prefix_evict(mlm_prefix *p);
-/* Evicts everything evictable. */
-void mlm_prefix_clear(mlm_prefix *p);
 
 #endif

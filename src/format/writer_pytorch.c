@@ -428,7 +428,6 @@ mlm_status mlm_pytorch_writer_create(const char *path, const mlm_tensor_spec *te
 }
 
 uint64_t mlm_pytorch_writer_total_bytes(const mlm_pytorch_writer *w) { return w->total; }
-const char *mlm_pytorch_writer_path(const mlm_pytorch_writer *w) { return w->path; }
 uint64_t mlm_pytorch_writer_written(const mlm_pytorch_writer *w) { return w->written; }
 
 // ---- streaming ----

@@ -25,7 +25,6 @@ mlm_status mlm_pytorch_writer_create(const char *path, const mlm_tensor_spec *te
                                      mlm_pytorch_writer **out, mlm_error *err);
 /* The file's size in bytes. */
 uint64_t mlm_pytorch_writer_total_bytes(const mlm_pytorch_writer *w);
-const char *mlm_pytorch_writer_path(const mlm_pytorch_writer *w);
 /* Appends the next N bytes of tensor data, in tensor order; pieces may span tensors. */
 mlm_status mlm_pytorch_writer_write(mlm_pytorch_writer *w, const void *data, size_t n,
                                     mlm_error *err);

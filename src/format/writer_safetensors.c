@@ -417,10 +417,6 @@ uint64_t mlm_safetensors_writer_total_bytes(const mlm_safetensors_writer *w) {
 
 int mlm_safetensors_writer_n_files(const mlm_safetensors_writer *w) { return w->n_shards; }
 
-const char *mlm_safetensors_writer_file(const mlm_safetensors_writer *w, int i) {
-    return i >= 0 && i < w->n_shards ? w->shards[i].path : NULL;
-}
-
 uint64_t mlm_safetensors_writer_written(const mlm_safetensors_writer *w) { return w->written; }
 
 /* Opens shards up to and including K (each written in full before the next opens). */

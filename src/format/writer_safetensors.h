@@ -84,9 +84,8 @@ mlm_status mlm_safetensors_writer_create(const char *dir, const char *basename,
                                          mlm_error *err);
 /* Bytes of every file the writer will produce (headers, data, index). */
 uint64_t mlm_safetensors_writer_total_bytes(const mlm_safetensors_writer *w);
-/* Number of weight files (1 or the shard count) and the final path of file I. */
+/* Number of weight files (1 or the shard count). */
 int mlm_safetensors_writer_n_files(const mlm_safetensors_writer *w);
-const char *mlm_safetensors_writer_file(const mlm_safetensors_writer *w, int i);
 /* Appends the next N bytes of tensor data, in tensor order; pieces may span tensors.
  * INVALID_ARG past the last tensor; IO names the file. */
 mlm_status mlm_safetensors_writer_write(mlm_safetensors_writer *w, const void *data, size_t n,

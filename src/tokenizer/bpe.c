@@ -231,16 +231,6 @@ mlm_status mlm_bpe_merge_heap(const mlm_vocab *v, const mlm_merges *m, const uns
     return emit_parts(m, tok, next, n, out, err);
 }
 
-mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,
-                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
-    int32_t r = mlm_vocab_rank(v, p, n);
-    if (r >= 0) {
-        mlm_status st = mlm_tokens_push(out, r);
-        return st == MLM_OK ? MLM_OK : mlm_err_set(err, st, "bpe: out of memory for token ids");
-    }
-    return mlm_bpe_merge(v, m, p, n, s, out, err);
-}
-
 mlm_status mlm_bpe_merge(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,
                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err) {
     if (n < MLM_BPE_HEAP_MIN) return mlm_bpe_merge_ref(v, m, p, n, s, out, err);

@@ -37,13 +37,6 @@ typedef struct mlm_bpe_scratch {
 void mlm_bpe_scratch_init(mlm_bpe_scratch *s);
 void mlm_bpe_scratch_deinit(mlm_bpe_scratch *s);
 
-/* Appends the ids of piece P[0..N) (N >= 1) to OUT: the whole piece's rank if it is a
- * token, otherwise the merge result (reference engine below MLM_BPE_HEAP_MIN bytes, heap
- * engine above). NOMEM. A byte that is no token (V's byte_rank -1; only with merges M) is
- * a part that never merges, dropped or emitted as M's unk_id at the end (merges.h). */
-mlm_status mlm_bpe_encode(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,
-                          mlm_bpe_scratch *s, mlm_tokens *out, mlm_error *err);
-
 /* The merge alone, without the whole-piece lookup: the reference engine below
  * MLM_BPE_HEAP_MIN bytes, the heap engine above. */
 mlm_status mlm_bpe_merge(const mlm_vocab *v, const mlm_merges *m, const unsigned char *p, size_t n,

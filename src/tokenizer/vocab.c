@@ -61,10 +61,6 @@ static inline uint64_t hash_with_head(const unsigned char *p, size_t n, uint64_t
     return mix(K1 ^ (uint64_t)n, mix(a ^ K1, b ^ seed));
 }
 
-uint64_t mlm_vocab_hash(const unsigned char *p, size_t n) {
-    return hash_with_head(p, n, head8(p, n));
-}
-
 mlm_vocab_key mlm_vocab_key_make(const mlm_vocab *v, const unsigned char *p, size_t n) {
     mlm_vocab_key k;
     k.head = head8(p, n);

@@ -81,7 +81,4 @@ static inline const unsigned char *mlm_vocab_bytes(const mlm_vocab *v, int32_t r
     return v->bytes + v->tok[r].off;
 }
 
-/* The hash used by the table (exposed for tests). */
-uint64_t mlm_vocab_hash(const unsigned char *p, size_t n);
-
 #endif
