@@ -365,9 +365,8 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
         }
         for (int32_t c = 0; c < chunks && !st; c++) {
             mlm_weight part = {MLM_W_F32, br, kc, 1, rows + c * br * kc};
-            int64_t at = chunks > 1 ? mlm_chunked_offset(out->type, s.rows, s.cols, chunks,
-                                                         b0 / MLM_CHUNK_ROWS, c)
-                                    : mlm_wtype_bytes(out->type, b0, s.cols);
+            int64_t at = mlm_chunked_offset(out->type, s.rows, s.cols, chunks,
+                                            b0 / MLM_CHUNK_ROWS, c);
             st = mlm_weight_convert_rows(&part, out->type, 0, br, (char *)buf + at, m->load_pool,
                                          b->err);
         }

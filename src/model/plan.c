@@ -80,35 +80,35 @@ static mlm_config rank_shard(const mlm_config *full, int tp) {
     return shard;
 }
 
-mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimizations,
-                              const char *decoder_config, const mlm_exec_params *params,
-                              mlm_memory_plan *plan, mlm_error *err) {
+/* PLAN for one rank of TP ranks of config FULL in profile OPTIMIZATIONS; the native profile's
+ * types come from the GGUF file at PATH (NULL: none, as for a config alone). */
+static mlm_status plan_for(const mlm_config *full, const char *path, int tp,
+                           const char *optimizations, const char *decoder_config,
+                           const mlm_exec_params *params, mlm_memory_plan *plan,
+                           mlm_error *err) {
     if (tp < 1) tp = 1;
     mlm_status st = tp > 1 ? mlm_mesh_check_tp(full, tp, NULL, err) : MLM_OK;
     if (st) return st;
     mlm_config shard = rank_shard(full, tp);
     mlm_profile prof;
     if ((st = mlm_profile_init(&prof, optimizations, full, decoder_config, err))) return st;
-    plan_profile(full, &shard, tp, &prof, params, plan);
+    if (path && !strcmp(optimizations, "native"))
+        st = mlm_profile_resolve_native(&prof, full, &shard, path, err);
+    if (!st) plan_profile(full, &shard, tp, &prof, params, plan);
     mlm_profile_deinit(&prof);
-    return MLM_OK;
+    return st;
+}
+
+mlm_status mlm_memory_plan_tp(const mlm_config *full, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *params,
+                              mlm_memory_plan *plan, mlm_error *err) {
+    return plan_for(full, NULL, tp, optimizations, decoder_config, params, plan, err);
 }
 
 mlm_status mlm_memory_plan_at(const char *path, int tp, const char *optimizations,
                               const char *decoder_config, const mlm_exec_params *params,
                               mlm_memory_plan *plan, mlm_error *err) {
-    if (tp < 1) tp = 1;
     mlm_config full;
     mlm_status st = mlm_config_load(path, &full, err);
-    if (!st && tp > 1) st = mlm_mesh_check_tp(&full, tp, NULL, err);
-    if (st) return st;
-    mlm_config shard = rank_shard(&full, tp);
-    mlm_profile prof;
-    if ((st = mlm_profile_init(&prof, optimizations, &full, decoder_config, err))) return st;
-    mlm_config local = mlm_config_shard(&full, tp);
-    if (!strcmp(optimizations, "native"))
-        st = mlm_profile_resolve_native(&prof, &full, &local, path, err);
-    if (!st) plan_profile(&full, &shard, tp, &prof, params, plan);
-    mlm_profile_deinit(&prof);
-    return st;
+    return st ? st : plan_for(&full, path, tp, optimizations, decoder_config, params, plan, err);
 }

@@ -67,6 +67,21 @@ typedef struct mlm_qgeom {
 
 mlm_qgeom mlm_qpanel_geom(mlm_qkind k, int64_t cols);
 
+/* Decode kernels: a block's share of a group's bytes, in whole cache lines. */
+static inline int64_t mlm_qpanel_block_share(const mlm_qgeom *g) {
+    return (g->group_bytes / g->g + 63) / 64 * 64;
+}
+
+/* Decode kernels: prefetches, for each of N panels side by side from PANEL0, the SHARE bytes
+ * AHEAD bytes past block BB of group GI, so each stream runs ahead a block at a time. */
+static inline void mlm_qpanel_prefetch(const uint8_t *panel0, const mlm_qgeom *g, int n,
+                                       int64_t gi, int bb, int64_t share, int64_t ahead) {
+    for (int p = 0; p < n; p++) {
+        const uint8_t *at = panel0 + p * g->panel_bytes + gi * g->group_bytes + bb * share + ahead;
+        for (int64_t c = 0; c < share; c += 64) __builtin_prefetch(at + c, 0, 3);
+    }
+}
+
 /* Bytes of a (ROWS, COLS) matrix. */
 int64_t mlm_qpanel_bytes(mlm_qkind k, int64_t rows, int64_t cols);
 

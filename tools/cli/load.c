@@ -112,14 +112,13 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
             "is available\n",
             cmd, dir, plan.total / GB, plan.weights / GB, p->optimizations, plan.kv / GB,
             xp->max_seq_len, plan.scratch / GB, images, plan.convert / GB, plan.available / GB);
-    /* the most precise lighter profile that fits (native only for a GGUF file) */
+    /* the most precise lighter profile that fits (native, only for a GGUF file, fails to
+     * plan for any other) */
     static const char *profiles[] = {"f32", "bf16", "accuracy", "native", "performance"};
-    int native = !strcmp(mlm_model_default_profile(dir), "native");
     const char *best = NULL;
     int64_t best_total = 0;
     for (int i = 0; i < 5; i++) {
         mlm_memory_plan q;
-        if (!strcmp(profiles[i], "native") && !native) continue;
         if (!mlm_memory_plan_at(dir, tp, profiles[i], NULL, xp, &q, NULL) &&
             q.total < plan.total && q.total <= q.available && q.total > best_total)
             best = profiles[i], best_total = q.total;
@@ -135,21 +134,22 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
 
 int32_t cli_largest_seq_len(const char *dir, const cli_precision *p, const mlm_exec_params *xp,
                             int32_t cap) {
-    int32_t bs = xp->block_size, lo = 0, hi = cap / bs; /* in blocks */
+    int32_t bs = xp->block_size;
     int tp = cli_mesh() ? cli_mesh()->tp : p->tp > 0 ? p->tp : 1; /* one rank's share */
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo + 1) / 2;
-        mlm_exec_params t = *xp;
-        t.max_seq_len = mid * bs;
-        t.max_num_blocks = xp->max_seqs * mid;
-        mlm_memory_plan plan;
-        if (!mlm_memory_plan_at(dir, tp, p->optimizations, p->decoder_config, &t, &plan, NULL) &&
-            (plan.available < 0 || plan.total <= plan.available))
-            lo = mid;
-        else
-            hi = mid - 1;
+    /* one block per user: the KV pool is the only part that grows with the length, by exactly
+     * this much per block per user */
+    mlm_exec_params t = *xp;
+    t.max_seq_len = bs;
+    t.max_num_blocks = xp->max_seqs;
+    mlm_memory_plan one;
+    if (mlm_memory_plan_at(dir, tp, p->optimizations, p->decoder_config, &t, &one, NULL))
+        return 0;
+    int64_t blocks = cap / bs;
+    if (one.available >= 0) {
+        int64_t room = one.available - (one.total - one.kv);
+        blocks = room < 0 ? 0 : room / one.kv < blocks ? room / one.kv : blocks;
     }
-    return lo * bs;
+    return (int32_t)(blocks * bs);
 }
 
 mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision *p, int n_threads,

@@ -230,17 +230,11 @@ INLINE void gemv2(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
     __m256 acc[4];
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 4; p++) acc[p] = _mm256_setzero_ps();
-    const int64_t slice = (g->group_bytes / g->g + 63) / 64 * 64; /* a block's share */
+    const int64_t slice = mlm_qpanel_block_share(g);
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
         for (int bb = 0; bb < g->g; bb++) {
             /* each stream PF_BYTES ahead of this block, a block's share of lines at a time */
-            _Pragma("GCC unroll 2")
-            for (int p = 0; p < 2; p++) {
-                const uint8_t *ahead = panel0 + p * g->panel_bytes + gi * g->group_bytes +
-                                       bb * slice + PF_BYTES;
-                for (int64_t c = 0; c < slice; c += 64)
-                    _mm_prefetch((const char *)(ahead + c), _MM_HINT_T0);
-            }
+            mlm_qpanel_prefetch(panel0, g, 2, gi, bb, slice, PF_BYTES);
             const int64_t b = gi * g->g + bb;
             __m256 d = _mm256_set1_ps(x->d[b]);
             const int8_t *qb = x->q + 32 * b;

@@ -155,8 +155,8 @@ INLINE void pack(packed *p, const mlm_acts *x, int64_t pc, int64_t t0, int T, in
 
 /* One group GRP of a panel for the T tokens packed in P: ACC (T x 16 floats, this panel's
  * sums so far) gets the group's blocks in order. Kinds other than q6_k add a block's two
- * halves in one int32 sum (the same integer), so 8 tokens fit the registers; q6_k keeps them
- * apart for its two scales. */
+ * halves in one int32 sum (the same integer), so 10 tokens fit the registers; q6_k does its
+ * halves one after the other for its two scales, 8 tokens at a time. */
 INLINE void tile_group(mlm_qkind k, float *accp, const uint8_t *grp, const mlm_qgeom *g,
                        const packed *p, int T) {
     const int q6 = k == MLM_QK_Q6_K;
@@ -247,17 +247,11 @@ INLINE void gemv4(mlm_qkind k, float *out, const uint8_t *panel0, const mlm_qgeo
     __m512 acc[4];
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 4; p++) acc[p] = _mm512_setzero_ps();
-    const int64_t slice = (g->group_bytes / g->g + 63) / 64 * 64; /* a block's share */
+    const int64_t slice = mlm_qpanel_block_share(g);
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
         for (int bb = 0; bb < g->g; bb++) {
             /* each stream PF_BYTES ahead of this block, a block's share of lines at a time */
-            _Pragma("GCC unroll 4")
-            for (int p = 0; p < 4; p++) {
-                const uint8_t *ahead = panel0 + p * g->panel_bytes + gi * g->group_bytes +
-                                       bb * slice + PF_BYTES;
-                for (int64_t c = 0; c < slice; c += 64)
-                    _mm_prefetch((const char *)(ahead + c), _MM_HINT_T0);
-            }
+            mlm_qpanel_prefetch(panel0, g, 4, gi, bb, slice, PF_BYTES);
             const int64_t b = gi * g->g + bb;
             __m512i xv[8];
             _Pragma("GCC unroll 8")
