@@ -59,42 +59,53 @@ mlm_exec_params mlm_exec_default_params(void) {
     return p;
 }
 
-static int default_threads(void) { return mlm_cpu_count(); }
+mlm_status mlm_exec_params_resolve(mlm_exec_params *p, mlm_dtype profile_kv, const mlm_config *c,
+                                   mlm_error *err) {
+    if (p->max_seqs < 1 || p->max_seq_len < 1 || p->block_size < 1 || p->max_step_tokens < 1 ||
+        p->max_num_blocks < 0 || p->max_step_logits < 0 || p->n_threads < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
+                           "be positive");
+    if (p->max_images < 0 || p->max_images > MLM_MAX_IMAGES || p->image_tiles < 0)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: max_images %d outside [0, %d] (MLM_MAX_IMAGES), or negative "
+                           "image_tiles",
+                           p->max_images, MLM_MAX_IMAGES);
+    if (p->kv_dtype == MLM_KV_FROM_PROFILE) p->kv_dtype = profile_kv;
+    if (p->kv_dtype != MLM_DTYPE_F32 && p->kv_dtype != MLM_DTYPE_BF16 && p->kv_dtype != MLM_DTYPE_BFP8)
+        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
+                           "executor: KV dtype %s is not f32, bf16 or bfp8",
+                           mlm_dtype_name(p->kv_dtype));
+    if (!p->max_num_blocks)
+        p->max_num_blocks = p->max_seqs * ((p->max_seq_len + p->block_size - 1) / p->block_size);
+    if (!p->max_step_logits) p->max_step_logits = p->max_seqs;
+    if (p->max_step_logits > p->max_step_tokens) p->max_step_logits = p->max_step_tokens;
+    if (!p->n_threads) p->n_threads = mlm_cpu_count();
+    if (c->family == MLM_FAMILY_MLLAMA && p->max_images > 0 && !p->image_tiles)
+        p->image_tiles = p->max_seqs * p->max_images * c->vision.max_tiles;
+    return MLM_OK;
+}
+
+mlm_wtype mlm_exec_kv_type(const mlm_exec_params *p) {
+    return p->kv_dtype == MLM_DTYPE_BF16 ? MLM_W_BF16
+           : p->kv_dtype == MLM_DTYPE_BFP8 ? MLM_W_BFP8
+                                           : MLM_W_F32;
+}
 
 mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params, mlm_exec **out,
                            mlm_error *err) {
     *out = NULL;
     mlm_exec_params p = params ? *params : mlm_exec_default_params();
-    if (p.max_seqs < 1 || p.max_seq_len < 1 || p.block_size < 1 || p.max_step_tokens < 1 ||
-        p.max_num_blocks < 0 || p.max_step_logits < 0 || p.n_threads < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
-                           "be positive");
-    if (p.max_images < 0 || p.max_images > MLM_MAX_IMAGES || p.image_tiles < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: max_images %d outside [0, %d] (MLM_MAX_IMAGES), or negative "
-                           "image_tiles",
-                           p.max_images, MLM_MAX_IMAGES);
-    if (p.kv_dtype == MLM_KV_FROM_PROFILE) p.kv_dtype = mlm_model_kv_dtype(model);
-    if (p.kv_dtype != MLM_DTYPE_F32 && p.kv_dtype != MLM_DTYPE_BF16 && p.kv_dtype != MLM_DTYPE_BFP8)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: KV dtype %s is not f32, bf16 or bfp8",
-                           mlm_dtype_name(p.kv_dtype));
-    if (!p.max_num_blocks)
-        p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
-    if (!p.max_step_logits) p.max_step_logits = p.max_seqs;
-    if (p.max_step_logits > p.max_step_tokens) p.max_step_logits = p.max_step_tokens;
-    if (!p.n_threads) p.n_threads = default_threads();
+    mlm_status st = mlm_exec_params_resolve(&p, mlm_model_kv_dtype(model), &model->cfg, err);
+    if (st) return st;
     mlm_exec *e = calloc(1, sizeof *e);
     if (!e) return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
     e->model = model;
     e->p = p;
     const mlm_config *c = &model->local; /* this rank's KV heads under TP */
-    mlm_status st = mlm_kv_init(&e->kv, model->n_self, (int64_t)c->n_kv_head * c->head_dim,
-                                p.kv_dtype == MLM_DTYPE_BF16   ? MLM_W_BF16
-                                : p.kv_dtype == MLM_DTYPE_BFP8 ? MLM_W_BFP8
-                                                               : MLM_W_F32,
-                                p.block_size, p.max_num_blocks, p.max_seqs, p.max_seq_len, err);
+    st = mlm_kv_init(&e->kv, model->n_self, (int64_t)c->n_kv_head * c->head_dim,
+                     mlm_exec_kv_type(&p), p.block_size, p.max_num_blocks, p.max_seqs,
+                     p.max_seq_len, err);
     if (st) {
         free(e);
         return st;

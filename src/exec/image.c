@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "exec/exec.h"
 #include "core/hash.h"
 #include "exec/image.h"
 #include "image/image.h"
@@ -143,10 +144,7 @@ mlm_status mlm_exec_images_init(const mlm_model *m, mlm_exec_params *p, mlm_kv *
     if (!is_vision(m) || p->max_images == 0) return MLM_OK;
     const mlm_config *c = &m->cfg;
     int32_t tiles_per_seq = p->max_images * c->vision.max_tiles;
-    if (!p->image_tiles) p->image_tiles = p->max_seqs * tiles_per_seq;
-    mlm_wtype t = p->kv_dtype == MLM_DTYPE_BF16   ? MLM_W_BF16
-                  : p->kv_dtype == MLM_DTYPE_BFP8 ? MLM_W_BFP8
-                                                  : MLM_W_F32;
+    mlm_wtype t = mlm_exec_kv_type(p);
     mlm_status st =
         mlm_kv_init(xkv, c->n_cross, (int64_t)c->n_kv_head * c->head_dim, t, m->vision.n_tok,
                     p->image_tiles, p->max_seqs, tiles_per_seq * m->vision.n_tok, err);

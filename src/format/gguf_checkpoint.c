@@ -5,7 +5,7 @@
  * f32, f16 and bf16 tensors are plain strided views; every other ggml type becomes an
  * MLM_DTYPE_GGML view whose rows are contiguous runs of blocks (the reader has checked that
  * each row is whole blocks and that the data lies inside the file). The file's metadata is
- * read separately (model/config_gguf.c opens the same file with format/gguf.h). */
+ * read separately (config/config_gguf.c opens the same file with format/gguf.h). */
 #include "format/checkpoint.h"
 #include "format/gguf.h"
 #include "format/gguf_quants.h"

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tensor/dtype.h"
+#include "tensor/wtype.h"
 #include "tensor/qpanel.h"
 
 #define QK 32    /* elements per block of the 32-element types */
@@ -512,4 +513,9 @@ void mlm_ggml_dequantize(uint32_t type, const void *src, int64_t n, float *dst) 
     case MLM_GGML_T_IQ4_XS: dequant_iq4_xs(src, n / QK_K, dst); break;
     default: break; /* the caller checked mlm_ggml_can_dequantize */
     }
+}
+
+int mlm_wtype_of_ggml(uint32_t ggml) {
+    int k = mlm_ggml_qkind(ggml);
+    return k < 0 ? -1 : MLM_W_Q8_0 + k;
 }

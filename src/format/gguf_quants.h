@@ -44,6 +44,8 @@ void mlm_ggml_dequantize(uint32_t type, const void *src, int64_t n, float *dst);
 
 /* The native kind (tensor/qpanel.h) of ggml type TYPE, or -1 if it has none; and back. */
 int mlm_ggml_qkind(uint32_t type);
+/* The native weight type that runs ggml type GGML, or -1. */
+int mlm_wtype_of_ggml(uint32_t ggml);
 uint32_t mlm_ggml_qkind_type(mlm_qkind k);
 
 /* Repacks columns [C0, C0 + COLS) of one row of TYPE's blocks at ROW (TYPE one with a native

@@ -1,5 +1,5 @@
 /* format/writer_safetensors.h: streaming writers of checkpoint files, and the atomic
- * buffered output file they (and writer_pytorch.c, model/synth.c) write through.
+ * buffered output file they (and writer_pytorch.c, synth/synth.c) write through.
  *
  * A writer is planned up front from the tensor list (names, dtypes, shapes), so that every
  * file's size is known before a byte is written; the caller then hands it the tensors' bytes

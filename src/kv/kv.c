@@ -6,6 +6,11 @@
 
 #include "core/error.h"
 
+int64_t mlm_kv_pool_bytes(int32_t n_layer, int64_t row, mlm_wtype type, int32_t block_size,
+                          int32_t max_num_blocks) {
+    return (int64_t)max_num_blocks * block_size * mlm_wtype_row_bytes(type, row) * 2 * n_layer;
+}
+
 mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type, int32_t block_size,
                        int32_t max_num_blocks, int32_t max_seqs, int32_t max_seq_len,
                        mlm_error *err) {
@@ -17,7 +22,7 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type,
     kv->max_blocks_per_seq = (max_seq_len + block_size - 1) / block_size;
     size_t row_bytes = (size_t)mlm_wtype_row_bytes(type, row);
     size_t per_pool = (size_t)max_num_blocks * (size_t)block_size * row_bytes;
-    kv->pool_bytes = per_pool * 2 * (size_t)n_layer;
+    kv->pool_bytes = (size_t)mlm_kv_pool_bytes(n_layer, row, type, block_size, max_num_blocks);
     kv->pool = calloc(1, kv->pool_bytes ? kv->pool_bytes : 1);
     kv->layers = calloc((size_t)n_layer, sizeof *kv->layers);
     kv->free_blocks = malloc((size_t)max_num_blocks * sizeof *kv->free_blocks);

@@ -28,6 +28,11 @@ typedef struct mlm_kv {
     mlm_kv_seq *seqs;     /* owned (max_seqs) */
 } mlm_kv;
 
+/* Bytes of the K and V pools of N_LAYER layers: MAX_NUM_BLOCKS blocks of BLOCK_SIZE entries
+ * of ROW values of TYPE (what mlm_kv_init allocates, and the memory plan counts). */
+int64_t mlm_kv_pool_bytes(int32_t n_layer, int64_t row, mlm_wtype type, int32_t block_size,
+                          int32_t max_num_blocks);
+
 /* Allocates the pools: ROW = n_kv_head * head_dim values per entry of TYPE (MLM_W_F32,
  * MLM_W_BF16 or MLM_W_BFP8). */
 mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type, int32_t block_size,

@@ -1,4 +1,4 @@
-/* model/bind.h: the checkpoint binder that load.c runs and load_mllama.c extends: it finds a
+/* model/bind.h: the checkpoint binder (bind.c) that load.c runs and bind_mllama.c extends: it finds a
  * checkpoint's tensors by name (HF, Meta with its model-parallel shards, GGUF), checks their
  * shapes and binds them as weights in the compute layout (zero-copy views where the dtype and
  * layout already fit, else buffers the model owns). Internal to src/model/. */
@@ -47,12 +47,12 @@ mlm_status mlm_bind_view(mlm_binder *b, const char *name, const mlm_tensor_view 
 /* Binds tensor NAME (any shape with LEN elements; shard 0) as an f32 vector the model owns. */
 mlm_status mlm_bind_vector(mlm_binder *b, const char *name, int64_t len, const float **out);
 
-/* Llama 3.2 Vision (load_mllama.c). The name of text ROLE (load.c's order: emb, output,
- * norm, attn_norm, ffn_norm, wq, wk, wv, wo, w1, w2, w3) of decoder layer L (HF numbering) in
- * the checkpoint's scheme. */
-void mlm_bind_mllama_name(const mlm_binder *b, char *buf, size_t size, int role, int l);
-/* After the text decoder is bound: the learnable embedding rows (Meta keeps them apart), the
- * cross layers' q/k norms and gates, and the vision tower. */
+/* Binds the text decoder: the embedding, every layer's norms, attention and MLP, the final
+ * norm and the LM head (or the tied embedding). FORMAT names a missing or misshapen tensor. */
+mlm_status mlm_bind_decoder(mlm_binder *b);
+
+/* Llama 3.2 Vision (bind_mllama.c), after mlm_bind_decoder: the learnable embedding rows
+ * (Meta keeps them apart), the cross layers' q/k norms and gates, and the vision tower. */
 mlm_status mlm_bind_mllama(mlm_binder *b);
 
 #endif

@@ -1,6 +1,5 @@
-/* model/convert.c: the model's weight and norm lists, and conversion of bound f32/bf16
- * weights to the profile's types (BFP rows in the kernels' layout), used by the weight cache
- * and by the in-memory path. */
+/* model/convert.c: conversion of bound f32/bf16 weights to the profile's types (BFP rows in
+ * the kernels' layout), used by the weight cache and by the in-memory path. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,106 +8,6 @@
 #include "model/model.h"
 #include "tensor/bfp.h"
 #include "tensor/dtype.h"
-
-int mlm_model_n_weights(const mlm_model *m) {
-    const mlm_vision_config *v = &m->cfg.vision;
-    int n = 2 + 7 * m->cfg.n_layer;
-    if (m->cfg.family == MLM_FAMILY_MLLAMA) n += 3 + 6 * (v->n_layer + v->n_global_layer);
-    return n;
-}
-
-int mlm_model_weights(mlm_model *m, mlm_weight_ref *out) {
-    int n = 0;
-    const mlm_profile *p = &m->profile;
-    out[n++] = (mlm_weight_ref){"emb", &m->tok_emb, p->emb};
-    out[n++] = (mlm_weight_ref){"head", &m->output, p->head};
-    static const char *names[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3"};
-    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
-        mlm_layer *L = &m->layers[l];
-        mlm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3};
-        for (int r = 0; r < 7; r++) {
-            mlm_weight_ref *ref = &out[n++];
-            snprintf(ref->name, sizeof ref->name, "%d.%s", l, names[r]);
-            ref->w = ws[r];
-            ref->want = p->layer[l][r]; /* mlm_role order: wq wk wv wo w1 w2 w3 */
-        }
-    }
-    if (m->cfg.family != MLM_FAMILY_MLLAMA) return n;
-    mlm_vision_tower *v = &m->vision;
-    out[n++] = (mlm_weight_ref){"v.patch", &v->patch, p->vision};
-    out[n++] = (mlm_weight_ref){"v.tile_pos", &v->tile_pos, p->emb};
-    static const char *vnames[] = {"wq", "wk", "wv", "wo", "fc1", "fc2"};
-    for (int32_t l = 0; l < m->cfg.vision.n_layer + m->cfg.vision.n_global_layer; l++) {
-        mlm_vision_layer *L = &v->layers[l];
-        mlm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->fc1, &L->fc2};
-        for (int r = 0; r < 6; r++) {
-            mlm_weight_ref *ref = &out[n++];
-            snprintf(ref->name, sizeof ref->name, "v%d.%s", l, vnames[r]);
-            ref->w = ws[r];
-            ref->want = p->vision;
-        }
-    }
-    out[n++] = (mlm_weight_ref){"v.proj", &v->proj, p->vision};
-    return n;
-}
-
-int mlm_model_n_norms(const mlm_model *m) {
-    const mlm_config *c = &m->cfg;
-    int n = 1 + 2 * c->n_layer;
-    if (c->family == MLM_FAMILY_MLLAMA)
-        n += 3 * c->n_cross + 10 + 6 * (c->vision.n_layer + c->vision.n_global_layer) +
-             c->vision.n_global_layer;
-    return n;
-}
-
-/* Appends vector NAME (a printf format with one int, or none) of LEN floats at *V. */
-static void vec(mlm_norm_ref *out, int *n, const char *name, int i, const float **v, int64_t len) {
-    mlm_norm_ref *r = &out[(*n)++];
-    snprintf(r->name, sizeof r->name, name, i);
-    r->v = v;
-    r->len = len;
-}
-
-int mlm_model_norms(mlm_model *m, mlm_norm_ref *out) {
-    const mlm_config *c = &m->cfg;
-    int n = 0;
-    int64_t d = c->n_embd, hd = c->head_dim;
-    vec(out, &n, "norm", 0, &m->norm, d);
-    for (int32_t l = 0; l < c->n_layer; l++) {
-        mlm_layer *L = &m->layers[l];
-        vec(out, &n, "%d.attn_norm", l, &L->attn_norm, d);
-        vec(out, &n, "%d.ffn_norm", l, &L->ffn_norm, d);
-        if (!L->cross) continue;
-        vec(out, &n, "%d.q_norm", l, &L->q_norm, hd);
-        vec(out, &n, "%d.k_norm", l, &L->k_norm, hd);
-        vec(out, &n, "%d.gates", l, &L->gates, 2);
-    }
-    if (c->family != MLM_FAMILY_MLLAMA) return n;
-    const mlm_vision_config *vc = &c->vision;
-    mlm_vision_tower *v = &m->vision;
-    int64_t D = vc->n_embd, T = v->n_tok, tiles = (int64_t)(vc->n_aspect + 1) * vc->max_tiles;
-    vec(out, &n, "v.class_emb", 0, &v->class_emb, D);
-    vec(out, &n, "v.pos_emb", 0, &v->pos_emb, T * D);
-    vec(out, &n, "v.pre_tile", 0, &v->pre_tile, tiles * D);
-    vec(out, &n, "v.post_tile", 0, &v->post_tile, tiles * D);
-    vec(out, &n, "v.gates", 0, &v->gates, 3);
-    vec(out, &n, "v.ln_pre_w", 0, &v->ln_pre_w, D);
-    vec(out, &n, "v.ln_pre_b", 0, &v->ln_pre_b, D);
-    vec(out, &n, "v.ln_post_w", 0, &v->ln_post_w, D);
-    vec(out, &n, "v.ln_post_b", 0, &v->ln_post_b, D);
-    for (int32_t l = 0; l < vc->n_layer + vc->n_global_layer; l++) {
-        mlm_vision_layer *L = &v->layers[l];
-        vec(out, &n, "v%d.ln1_w", l, &L->ln1_w, D);
-        vec(out, &n, "v%d.ln1_b", l, &L->ln1_b, D);
-        vec(out, &n, "v%d.ln2_w", l, &L->ln2_w, D);
-        vec(out, &n, "v%d.ln2_b", l, &L->ln2_b, D);
-        vec(out, &n, "v%d.fc1_b", l, &L->fc1_b, vc->n_ff);
-        vec(out, &n, "v%d.fc2_b", l, &L->fc2_b, D);
-        if (l >= vc->n_layer) vec(out, &n, "v%d.gates", l, &L->gates, 2);
-    }
-    vec(out, &n, "v.proj_b", 0, &v->proj_b, d);
-    return n;
-}
 
 typedef struct convert_job {
     const mlm_weight *src;

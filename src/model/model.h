@@ -1,5 +1,6 @@
-/* model/model.h: the model's internals, shared by the loader (load.c), the RoPE tables
- * (rope.c) and the forward pass (forward.c). The model owns its checkpoint (the mapping
+/* model/model.h: the model's internals. Two groups of files use them: getting weights in
+ * (model.c the lifecycle, load.c, bind.c and bind_mllama.c, convert.c, cache.c) and computing
+ * with them (ops.c, forward.c, vision.c, rope.c). The model owns its checkpoint (the mapping
  * that zero-copy weights point into), its converted weight buffers and its tables. */
 #ifndef MESHLM_MODEL_MODEL_H
 #define MESHLM_MODEL_MODEL_H
@@ -8,76 +9,8 @@
 #include "core/mapfile.h"
 #include "core/pool.h"
 #include "meshlm.h"
-#include "model/profile.h"
-
-/* A weight matrix in compute layout: row-major (rows = out features, cols = in features);
- * BFP types hold rows in tensor/bfp.h's kernel layout. A row-parallel product (wo, w2) is
- * stored in K chunks: its columns cut in N_CHUNKS equal parts (one per KV head of the whole
- * model, so every legal TP holds whole chunks). Its product is the sum, in chunk order, of
- * each chunk's product computed from zero: one process and every mesh add the same partials
- * in the same order (forward.c). Such a weight is stored in blocks of MLM_CHUNK_ROWS rows
- * (the forward pass's row tasks), each block holding its N_CHUNKS chunk matrices (block rows,
- * cols / n_chunks) in TYPE's layout one after another: a task reads one contiguous stretch.
- * With one chunk this is the plain layout. */
-#define MLM_CHUNK_ROWS 64
-
-typedef struct mlm_weight {
-    mlm_wtype type;
-    int64_t rows, cols;
-    int32_t n_chunks; /* 0 or 1: one matrix */
-    const void *data; /* borrowed from the checkpoint or cache mapping, or model->owned */
-} mlm_weight;
-
-/* The K chunks of wo and of w2 for a rank whose shard of the config is LOCAL (the whole
- * config alone): one per KV head, which every legal TP divides; w2 in one chunk where n_ff
- * does not cut per KV head (mlm_mesh_check_tp refuses a mesh for such a model). */
-static inline int32_t mlm_wo_chunks(const mlm_config *local) { return local->n_kv_head; }
-static inline int32_t mlm_w2_chunks(const mlm_config *local) {
-    return local->n_ff % local->n_kv_head ? 1 : local->n_kv_head;
-}
-
-/* W's chunk count (1 for a plain matrix). */
-static inline int32_t mlm_weight_chunks(const mlm_weight *w) {
-    return w->n_chunks > 1 ? w->n_chunks : 1;
-}
-
-/* Blocks of MLM_CHUNK_ROWS rows of a matrix of ROWS rows (the last one may be shorter). */
-static inline int64_t mlm_chunk_blocks(int64_t rows) {
-    return (rows + MLM_CHUNK_ROWS - 1) / MLM_CHUNK_ROWS;
-}
-
-/* Byte offset of block B, chunk C of a (ROWS, COLS) matrix of type T in CHUNKS K chunks. */
-static inline int64_t mlm_chunked_offset(mlm_wtype t, int64_t rows, int64_t cols, int32_t chunks,
-                                         int64_t b, int32_t c) {
-    int64_t kc = cols / chunks, r0 = b * MLM_CHUNK_ROWS;
-    int64_t br = rows - r0 < MLM_CHUNK_ROWS ? rows - r0 : MLM_CHUNK_ROWS;
-    return b * chunks * mlm_wtype_bytes(t, MLM_CHUNK_ROWS, kc) + c * mlm_wtype_bytes(t, br, kc);
-}
-
-/* Bytes of a (ROWS, COLS) matrix of type T stored in CHUNKS K chunks. */
-static inline int64_t mlm_chunked_bytes(mlm_wtype t, int64_t rows, int64_t cols, int32_t chunks) {
-    if (chunks <= 1) return mlm_wtype_bytes(t, rows, cols);
-    int64_t nb = mlm_chunk_blocks(rows);
-    return nb ? mlm_chunked_offset(t, rows, cols, chunks, nb - 1, chunks) : 0;
-}
-
-/* Bytes of W's data. */
-static inline int64_t mlm_weight_bytes(const mlm_weight *w) {
-    return mlm_chunked_bytes(w->type, w->rows, w->cols, w->n_chunks);
-}
-
-/* Block B, chunk C of W as a plain (block rows, cols / n_chunks) matrix: a view into W's
- * data. Of a one-chunk W: its rows [64 B, 64 B + 64). */
-static inline mlm_weight mlm_weight_part(const mlm_weight *w, int64_t b, int32_t c) {
-    int32_t n = mlm_weight_chunks(w);
-    int64_t r0 = b * MLM_CHUNK_ROWS;
-    return (mlm_weight){
-        .type = w->type,
-        .rows = w->rows - r0 < MLM_CHUNK_ROWS ? w->rows - r0 : MLM_CHUNK_ROWS,
-        .cols = w->cols / n,
-        .n_chunks = 1,
-        .data = (const char *)w->data + mlm_chunked_offset(w->type, w->rows, w->cols, n, b, c)};
-}
+#include "config/profile.h"
+#include "tensor/weight.h"
 
 /* Row R of the f32 or bf16 weight W: a pointer into W, or for a chunked W the row gathered
  * into TMP (W->cols elements). convert.c. */
@@ -173,6 +106,22 @@ struct mlm_model {
     mlm_pool *load_pool; /* owned while loading (conversions, checksums), else NULL */
 };
 
+// ---- model.c: the lifecycle and the lists ----
+
+/* Registers a malloc'd buffer for the model to free. */
+mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err);
+
+/* C as one rank of TP sees it: n_head, n_kv_head and n_ff divided by TP (which must divide
+ * them: mlm_mesh_check_tp); everything else, n_vocab included, as in C. */
+mlm_config mlm_config_shard(const mlm_config *c, int tp);
+
+/* Vocabulary rows [*V0, *V0 + *N) of rank R of TP (slices of whole BFP panels, the last
+ * one shorter; empty past the end). */
+void mlm_model_vocab_slice(int32_t n_vocab, int r, int tp, int32_t *v0, int32_t *n);
+
+/* The profile PARAMS name: optimizations, else the one dtype implies (f32 or bf16). */
+const char *mlm_model_params_profile(const mlm_model_params *params);
+
 /* Every weight matrix with its name and the type the profile wants for it (which the bound
  * weight may not have yet): "emb", "head", then per layer "L.wq", ..., "L.w3", then the
  * vision tower's ("v.patch", "v.tile_pos", per vision layer "vL.wq" ... "vL.fc2", "v.proj").
@@ -198,9 +147,18 @@ int mlm_model_norms(mlm_model *m, mlm_norm_ref *out);
 int mlm_model_n_norms(const mlm_model *m);
 
 /* The shapes of every weight of M's config (cache.c maps a cache file into them), the vision
- * tower's layers allocated (load_mllama.c). */
+ * tower's layers allocated. */
 mlm_status mlm_model_alloc_vision(mlm_model *m, mlm_error *err);
 void mlm_model_vision_shapes(mlm_model *m);
+
+// ---- bind.c ----
+
+/* The native profile's types for the GGUF model in DIR (config CFG, LOCAL a rank's shard of
+ * it), set in P: each matrix the type its file stores it in. */
+mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
+                                      const mlm_config *local, const char *dir, mlm_error *err);
+
+// ---- convert.c ----
 
 /* Converts rows [R0, R1) of SRC (f32 or bf16) to type TO into DST (which holds those rows
  * only, in TO's layout, mlm_wtype_bytes(TO, R1 - R0, cols) bytes), on POOL's threads (NULL:
@@ -214,22 +172,13 @@ mlm_status mlm_weight_convert(const mlm_weight *src, mlm_wtype to, void *dst, ml
                               mlm_error *err);
 
 /* Converts every weight whose bound type differs from the profile's into owned buffers
- * (the in-memory path, without a cache). convert.c. */
+ * (the in-memory path, without a cache). */
 mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error *err);
 
-/* Registers a malloc'd buffer for the model to free. */
-mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err);
-
-/* C as one rank of TP sees it: n_head, n_kv_head and n_ff divided by TP (which must divide
- * them: mlm_mesh_check_tp); everything else, n_vocab included, as in C. */
-mlm_config mlm_config_shard(const mlm_config *c, int tp);
-
-/* Vocabulary rows [*V0, *V0 + *N) of rank R of TP (slices of whole BFP panels, the last
- * one shorter; empty past the end). */
-void mlm_model_vocab_slice(int32_t n_vocab, int r, int tp, int32_t *v0, int32_t *n);
+// ---- cache.c ----
 
 /* Loads the weights from the cache file PATH if it is valid for KEY; otherwise returns
- * FORMAT with the reason in ERR (the caller rebuilds). cache.c. */
+ * FORMAT with the reason in ERR (the caller rebuilds). */
 mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_error *err);
 /* Writes the model's weights, converted to the profile's types, as the cache file PATH for
  * KEY (temp file, fsync, rename). */
@@ -244,16 +193,12 @@ mlm_status mlm_cache_read_frame(const mlm_mapfile *f, const char **key, size_t *
 mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
                               const mlm_model_params *params, char *path, size_t size,
                               mlm_error *err);
-/* The native profile's types for the GGUF model in DIR (config CFG, LOCAL a rank's shard of
- * it), set in P: each matrix the type its file stores it in (model/load.c). */
-mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
-                                      const mlm_config *local, const char *dir, mlm_error *err);
-/* The profile PARAMS name: optimizations, else the one dtype implies (f32 or bf16). */
-const char *mlm_model_params_profile(const mlm_model_params *params);
 /* The cache key of the model in DIR with profile P: source file names, sizes and mtimes,
  * the profile's types, the mesh and the format version. */
 mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int tp_size, char *key,
                          size_t size, mlm_error *err);
+
+// ---- rope.c ----
 
 /* Fills model->inv_freq from the config (plain RoPE or llama3 scaling), float32 as the
  * references compute it. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/model.h"
 
 mlm_status mlm_rope_init(mlm_model *m, mlm_error *err) {

@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "format/json.h"
-#include "model/config.h"
+#include "config/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "format/json.h"
-#include "model/profile.h"
+#include "config/profile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

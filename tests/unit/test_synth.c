@@ -19,8 +19,8 @@
 #include "format/writer_safetensors.h"
 #include "harness.h"
 #include "meshlm.h"
-#include "model/config.h"
-#include "model/synth.h"
+#include "config/config.h"
+#include "synth/synth.h"
 #include "tensor/dtype.h"
 
 static const char *meshlm;

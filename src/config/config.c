@@ -1,4 +1,4 @@
-/* model/config.c: Meta params.json and HF config.json (+ generation_config.json) into one
+/* config/config.c: Meta params.json and HF config.json (+ generation_config.json) into one
  * mlm_config. The family comes from the file's contents (architectures / model_type), never
  * from a directory name. Every missing or mistyped field is an error naming file and field. */
 #include <math.h>
@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/backend.h" /* MLM_ATT_HD: the attention kernels' head_dim limit */
 #include "core/error.h"
 #include "core/mapfile.h"
 #include "format/json.h"
-#include "model/config.h"
+#include "config/config.h"
 
 #define CONFIG_MAX_BYTES (1u << 20)
 #define DIM_MAX (1 << 20)

@@ -1,6 +1,5 @@
-/* backend/wtype.c: the weight types' names and sizes. */
-#include "backend/backend.h"
-#include "format/gguf_quants.h"
+/* tensor/wtype.c: the weight types' names and sizes. */
+#include "tensor/wtype.h"
 #include "tensor/bfp.h"
 #include "tensor/qpanel.h"
 
@@ -13,11 +12,6 @@ static const char *const names[MLM_W_COUNT] = {
 _Static_assert(MLM_W_COUNT - MLM_W_Q8_0 == MLM_QK_COUNT, "one native wtype per qpanel kind");
 
 const char *mlm_wtype_name(mlm_wtype t) { return (unsigned)t < MLM_W_COUNT ? names[t] : "?"; }
-
-int mlm_wtype_of_ggml(uint32_t ggml) {
-    int k = mlm_ggml_qkind(ggml);
-    return k < 0 ? -1 : MLM_W_Q8_0 + k;
-}
 
 int64_t mlm_wtype_bytes(mlm_wtype t, int64_t rows, int64_t cols) {
     switch (t) {

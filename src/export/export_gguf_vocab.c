@@ -1,4 +1,4 @@
-/* model/export_gguf_vocab.c: the tokenizer half of the GGUF export, as llama.cpp's
+/* export/export_gguf_vocab.c: the tokenizer half of the GGUF export, as llama.cpp's
  * convert_hf_to_gguf.py writes it for byte-level BPE vocabularies (_set_vocab_gpt2 and
  * gguf-py's SpecialVocab):
  *   tokenizer.ggml.model "gpt2", .pre (llama.cpp's name for the pre-tokenizer: "llama-bpe"
@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/mapfile.h"
 #include "format/json.h"
-#include "model/export_gguf.h"
+#include "export/export_gguf.h"
 #include "tokenizer/bytelevel.h"
 #include "tokenizer/locate.h"
 #include "tokenizer/pretok.h"

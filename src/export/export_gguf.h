@@ -1,4 +1,4 @@
-/* model/export_gguf.h: what the two halves of the GGUF export share (internal).
+/* export/export_gguf.h: what the two halves of the GGUF export share (internal).
  * export_gguf.c writes the general and architecture keys and the tensors; export_gguf_vocab.c
  * writes the tokenizer keys. Both follow llama.cpp's convert_hf_to_gguf.py (key names, value
  * types, order, and which keys appear when), reading the same files it reads. */

@@ -1,4 +1,4 @@
-/* model/synth_presets.c: the presets of `meshlm synth`: each one's embedded real HF texts
+/* synth/synth_presets.c: the presets of `meshlm synth`: each one's embedded real HF texts
  * (config.json, generation_config.json and, for Llama 3.2 Vision, preprocessor_config.json),
  * its Meta params.json text, and the table that names them (mlm_synth_preset_find).
  * Only data and lookups: the plan that reads these texts is in synth.c and synth_mllama.c.
@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "model/synth_internal.h"
+#include "synth/synth_internal.h"
 
 // ---- texts ----
 

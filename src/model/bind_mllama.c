@@ -1,4 +1,4 @@
-/* model/load_mllama.c: what Llama 3.2 Vision (mllama) adds to the Llama binder: the text
+/* model/bind_mllama.c: what Llama 3.2 Vision (mllama) adds to the Llama binder: the text
  * decoder's tensor names in HF's MllamaForConditionalGeneration layout (language_model.*) and
  * Meta's consolidated one (text_model.*), the learnable image-token embedding rows, the
  * cross-attention layers' q/k RMSNorms and gates, and the vision tower and projector
@@ -14,38 +14,6 @@
 #include "tensor/dtype.h"
 
 // ---- names ----
-
-void mlm_bind_mllama_name(const mlm_binder *b, char *buf, size_t size, int role, int l) {
-    /* load.c's role order: emb, output, norm, attn_norm, ffn_norm, wq wk wv wo, w1 w2 w3 */
-    static const char *hf_top[] = {"language_model.model.embed_tokens.weight",
-                                   "language_model.lm_head.weight",
-                                   "language_model.model.norm.weight"};
-    static const char *mt_top[] = {"text_model.tok_embeddings.weight", "text_model.output.weight",
-                                   "text_model.norm.weight"};
-    static const char *hf_self[] = {
-        "input_layernorm",  "post_attention_layernorm", "self_attn.q_proj", "self_attn.k_proj",
-        "self_attn.v_proj", "self_attn.o_proj",         "mlp.gate_proj",    "mlp.down_proj",
-        "mlp.up_proj"};
-    static const char *hf_cross[] = {
-        "input_layernorm",   "post_attention_layernorm", "cross_attn.q_proj", "cross_attn.k_proj",
-        "cross_attn.v_proj", "cross_attn.o_proj",        "mlp.gate_proj",     "mlp.down_proj",
-        "mlp.up_proj"};
-    static const char *mt[] = {"attention_norm",  "ffn_norm",        "attention.wq",
-                               "attention.wk",    "attention.wv",    "attention.wo",
-                               "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"};
-    if (role < 3) {
-        snprintf(buf, size, "%s", b->meta ? mt_top[role] : hf_top[role]);
-        return;
-    }
-    MLM_ASSERT(role - 3 < 9);
-    const mlm_layer *L = &b->m->layers[l];
-    const char *hf = L->cross ? hf_cross[role - 3] : hf_self[role - 3];
-    if (!b->meta)
-        snprintf(buf, size, "language_model.model.layers.%d.%s.weight", l, hf);
-    else /* Meta numbers the self layers and the cross blocks apart: kv_layer is that index */
-        snprintf(buf, size, "text_model.%s.%d.%s.weight",
-                 L->cross ? "cross_attention_layers" : "layers", L->kv_layer, mt[role - 3]);
-}
 
 static void MLM_PRINTF(3, 4) fmt(char *buf, size_t size, const char *f, ...) {
     va_list ap;
@@ -344,37 +312,3 @@ mlm_status mlm_bind_mllama(mlm_binder *b) {
     return st;
 }
 
-// ---- shapes ----
-
-mlm_status mlm_model_alloc_vision(mlm_model *m, mlm_error *err) {
-    const mlm_vision_config *v = &m->cfg.vision;
-    mlm_vision_tower *t = &m->vision;
-    if (v->patch_size < 1 || v->image_size % v->patch_size || v->n_layer < 1 ||
-        v->n_global_layer < 0 || v->n_head < 1 || v->n_embd % v->n_head || v->max_tiles < 1 ||
-        v->n_aspect < 1 || v->n_aspect > 16)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "model: inconsistent vision config");
-    t->n_grid = v->image_size / v->patch_size;
-    t->n_tok = t->n_grid * t->n_grid + 1;
-    t->n_tok_pad = (t->n_tok + 7) / 8 * 8;
-    t->layers = calloc((size_t)(v->n_layer + v->n_global_layer), sizeof *t->layers);
-    if (!t->layers) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
-    return MLM_OK;
-}
-
-void mlm_model_vision_shapes(mlm_model *m) {
-    if (m->cfg.family != MLM_FAMILY_MLLAMA) return;
-    const mlm_vision_config *v = &m->cfg.vision;
-    mlm_vision_tower *t = &m->vision;
-    int64_t d = v->n_embd, ff = v->n_ff;
-    int64_t pix = (int64_t)v->n_channels * v->patch_size * v->patch_size;
-    t->patch = (mlm_weight){.rows = d, .cols = pix};
-    t->tile_pos =
-        (mlm_weight){.rows = (int64_t)(v->n_aspect + 1) * v->max_tiles * t->n_tok, .cols = d};
-    t->proj = (mlm_weight){.rows = m->cfg.n_embd, .cols = v->output_dim};
-    for (int32_t i = 0; i < v->n_layer + v->n_global_layer; i++) {
-        mlm_vision_layer *y = &t->layers[i];
-        y->wq = y->wk = y->wv = y->wo = (mlm_weight){.rows = d, .cols = d};
-        y->fc1 = (mlm_weight){.rows = ff, .cols = d};
-        y->fc2 = (mlm_weight){.rows = d, .cols = ff};
-    }
-}

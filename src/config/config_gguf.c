@@ -1,4 +1,4 @@
-/* model/config_gguf.c: a GGUF file's metadata into an mlm_config, as llama.cpp reads it.
+/* config/config_gguf.c: a GGUF file's metadata into an mlm_config, as llama.cpp reads it.
  *
  * Architectures: "llama" (Llama 3.x, SmolLM2, ...) and "phi3" (Phi-4). Keys are
  * "<arch>.<name>": block_count, embedding_length, feed_forward_length, attention.head_count,
@@ -18,7 +18,7 @@
 #include "core/mapfile.h"
 #include "format/gguf.h"
 #include "format/gguf_quants.h"
-#include "model/config.h"
+#include "config/config.h"
 
 int mlm_gguf_model_file(const char *path, char *out, size_t size) {
     if (!path) return 0;

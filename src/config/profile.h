@@ -1,4 +1,4 @@
-/* model/profile.h: precision profiles as data. A profile maps each weight role of each layer
+/* config/profile.h: precision profiles as data. A profile maps each weight role of each layer
  * (and the KV cache) plus the embedding and the LM head to a kernel weight type. The named
  * rows are the seeds' (tt-demos.md section 2):
  *   performance  wq wk wv wo w2 bfp8, w1 w3 bfp4, KV bfp8, LM head bfp8, embedding bf16
@@ -22,8 +22,9 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "backend/backend.h"
 #include "meshlm.h"
+#include "tensor/weight.h"
+#include "tensor/wtype.h"
 
 typedef enum mlm_role {
     MLM_ROLE_WQ = 0, MLM_ROLE_WK, MLM_ROLE_WV, MLM_ROLE_WO, MLM_ROLE_W1, MLM_ROLE_W2, MLM_ROLE_W3,
@@ -40,6 +41,14 @@ typedef struct mlm_profile {
     mlm_wtype (*layer)[MLM_ROLE_LAYER_COUNT]; /* owned (n_layer) */
     char overrides[64];                     /* where overrides came from, "" if none */
 } mlm_profile;
+
+/* The K chunks of wo and of w2 for a rank whose shard of the config is LOCAL (the whole
+ * config alone): one per KV head, which every legal TP divides; w2 in one chunk where n_ff
+ * does not cut per KV head (mlm_mesh_check_tp refuses a mesh for such a model). */
+static inline int32_t mlm_wo_chunks(const mlm_config *local) { return local->n_kv_head; }
+static inline int32_t mlm_w2_chunks(const mlm_config *local) {
+    return local->n_ff % local->n_kv_head ? 1 : local->n_kv_head;
+}
 
 /* The profiles' names, NULL-terminated. */
 extern const char *const mlm_profile_names[];
@@ -66,6 +75,8 @@ int64_t mlm_profile_weight_bytes(const mlm_profile *p, const mlm_config *c, int 
 int64_t mlm_profile_vision_bytes(const mlm_profile *p, const mlm_config *c);
 /* The KV cache's type (layer 0's: KV_CACHE overrides apply per layer). */
 mlm_wtype mlm_profile_kv_type(const mlm_profile *p);
+/* The same as the public dtype (f32, bf16 or bfp8) an executor's kv_dtype names. */
+mlm_dtype mlm_profile_kv_dtype(const mlm_profile *p);
 
 /* A compact description of the types, e.g. "emb bf16, head bfp8, layers 0-30: wq bfp8 ...;
  * layer 31: ...", written to BUF (always terminated). Equal descriptions mean equal

@@ -1,4 +1,4 @@
-/* model/export_gguf.c: mlm_export_gguf, a model directory to a GGUF file for llama.cpp.
+/* export/export_gguf.c: mlm_export_gguf, a model directory to a GGUF file for llama.cpp.
  *
  * Writes what llama.cpp's convert_hf_to_gguf.py writes for the same model (its LlamaModel and
  * Phi3MiniModel): the general keys (architecture, type, sampling defaults from
@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/mapfile.h"
 #include "format/json.h"
-#include "model/export_gguf.h"
+#include "export/export_gguf.h"
 #include "model/model.h"
 #include "tensor/dtype.h"
 

@@ -1,4 +1,4 @@
-/* model/synth.c: `meshlm synth`: checkpoints with a real model's exact configuration and
+/* synth/synth.c: `meshlm synth`: checkpoints with a real model's exact configuration and
  * random weights, for tests and benchmarks without downloading a model.
  * The presets (synth_presets.c) embed the real HF config texts and the Meta params.json
  * values. Llama and Phi-3 plans come from one table of per-layer tensors here; mllama's (the
@@ -7,7 +7,7 @@
  * writers stream them out, so memory stays a few MB for any model size. A plan may keep only
  * a preset's first layers (every shape stays, the configs say how many), so that a 70B-shaped
  * model fits one machine. See synth.h for how a value is tied to its canonical tensor element. */
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,8 +24,8 @@
 #include "format/json.h"
 #include "format/writer_pytorch.h"
 #include "format/writer_safetensors.h"
-#include "model/config.h"
-#include "model/synth_internal.h"
+#include "config/config.h"
+#include "synth/synth_internal.h"
 
 #define CHUNK_BYTES (1u << 20)
 

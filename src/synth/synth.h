@@ -1,4 +1,4 @@
-/* model/synth.h: the internals of mlm_synth (meshlm.h) that its tests use: the plan (every
+/* synth/synth.h: the internals of mlm_synth (meshlm.h) that its tests use: the plan (every
  * file and tensor a preset produces, without writing anything) and the value generator.
  *
  * Values are a pure function of (seed, canonical tensor, element): the canonical tensor is

@@ -1,4 +1,4 @@
-/* model/config.h: the config reader's internal entry point (the public one is
+/* config/config.h: the config reader's internal entry point (the public one is
  * mlm_config_load in meshlm.h). */
 #ifndef MESHLM_MODEL_CONFIG_H
 #define MESHLM_MODEL_CONFIG_H
@@ -30,7 +30,7 @@ mlm_status mlm_config_check(const char *what, mlm_config *c, mlm_error *err);
 /* Whether PATH is a GGUF model: a file that starts with "GGUF", or a folder without
  * config.json / params.json that holds one (mlm_gguf_find_in_dir). *OUT gets the file. */
 int mlm_gguf_model_file(const char *path, char *out, size_t size);
-/* Fills OUT from the GGUF file PATH's metadata (model/config_gguf.c). */
+/* Fills OUT from the GGUF file PATH's metadata (config/config_gguf.c). */
 mlm_status mlm_config_from_gguf(const char *path, mlm_config *out, mlm_error *err);
 /* The N per-frequency RoPE divisors of PATH's rope_freqs.weight tensor (MLM_ROPE_FACTORS). */
 mlm_status mlm_gguf_rope_factors(const char *path, float *out, int n, mlm_error *err);

@@ -1,4 +1,4 @@
-/* model/synth_mllama.c: the Llama 3.2 Vision (mllama, MllamaForConditionalGeneration) part
+/* synth/synth_mllama.c: the Llama 3.2 Vision (mllama, MllamaForConditionalGeneration) part
  * of the `meshlm synth` plan: the vision tower's, projector's and text model's tensors in HF
  * and Meta order (with Meta's tok_embeddings / learnable_embedding split of HF's
  * embed_tokens), --layers for mllama (cross-attention layers kept, Meta's fusion schedule
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "model/config.h"
-#include "model/synth_internal.h"
+#include "config/config.h"
+#include "synth/synth_internal.h"
 
 // ---- the tensors ----
 

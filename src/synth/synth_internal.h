@@ -1,4 +1,4 @@
-/* model/synth_internal.h: what the three files of mlm_synth share, and nothing the tests use
+/* synth/synth_internal.h: what the three files of mlm_synth share, and nothing the tests use
  * (those internals are in synth.h): the preset table's row type and accessor
  * (synth_presets.c), the tensor list and value helpers of the generic plan and writer
  * (synth.c), and the Llama 3.2 Vision (mllama) plan, --layers logic and tile-table values
@@ -7,7 +7,7 @@
 #ifndef MESHLM_MODEL_SYNTH_INTERNAL_H
 #define MESHLM_MODEL_SYNTH_INTERNAL_H
 
-#include "model/synth.h"
+#include "synth/synth.h"
 
 /* One preset: its real configuration texts (static) and how the Meta format shards it. */
 typedef struct mlm_synth_preset {

@@ -1,12 +1,15 @@
-/* model/plan.c: memory planning before loading: weights in the profile's types, the KV pool,
+/* exec/plan.c: memory planning before loading: weights in the profile's types, the KV pool,
  * the step scratch and a first load's conversion buffers, against what the system says is
  * available. Arithmetic on the config (and, for the native profile, the GGUF file's tensor
- * types) plus one read of /proc/meminfo. */
+ * types) plus one read of /proc/meminfo; the executor's parameters are resolved by the same
+ * function as mlm_exec_create's and the KV pools counted by the same one as kv.c's. */
 #include <stdio.h>
 #include <string.h>
 
+#include "config/profile.h"
+#include "exec/exec.h"
+#include "kv/kv.h"
 #include "model/forward.h"
-#include "model/profile.h"
 #include "model/vision.h"
 
 #define PROCESS_ALLOWANCE (64ll << 20) /* code, tokenizer, page tables, libc */
@@ -29,21 +32,14 @@ mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
     return mlm_memory_plan_tp(c, 1, optimizations, decoder_config, params, plan, err);
 }
 
-/* PLAN for one rank of TP ranks (SHARD its part of the config FULL) running profile PROF. */
-static void plan_profile(const mlm_config *full, const mlm_config *c, int tp,
-                         const mlm_profile *prof, const mlm_exec_params *params,
-                         mlm_memory_plan *plan) {
+/* PLAN for one rank of TP ranks (C its part of the config FULL) running profile PROF, with
+ * the executor's parameters resolved as mlm_exec_create resolves them. */
+static mlm_status plan_profile(const mlm_config *full, const mlm_config *c, int tp,
+                               const mlm_profile *prof, const mlm_exec_params *params,
+                               mlm_memory_plan *plan, mlm_error *err) {
     mlm_exec_params p = params ? *params : mlm_exec_default_params();
-    if (!p.max_num_blocks)
-        p.max_num_blocks = p.max_seqs * ((p.max_seq_len + p.block_size - 1) / p.block_size);
-    if (!p.max_step_logits) p.max_step_logits = p.max_seqs;
-    int threads = p.n_threads;
-    if (!threads) threads = mlm_cpu_count();
-    if (threads < 1) threads = 1;
-    mlm_wtype kvt = p.kv_dtype == MLM_KV_FROM_PROFILE ? mlm_profile_kv_type(prof)
-                    : p.kv_dtype == MLM_DTYPE_BF16      ? MLM_W_BF16
-                    : p.kv_dtype == MLM_DTYPE_BFP8      ? MLM_W_BFP8
-                                                        : MLM_W_F32;
+    mlm_status st = mlm_exec_params_resolve(&p, mlm_profile_kv_dtype(prof), full, err);
+    if (st) return st;
     memset(plan, 0, sizeof *plan);
     plan->weights = mlm_profile_weight_bytes(prof, c, 1);
     /* a first load copies tensors in blocks of up to 1024 rows through f32 (load.c) and the
@@ -51,25 +47,25 @@ static void plan_profile(const mlm_config *full, const mlm_config *c, int tp,
      * weights themselves */
     int64_t widest = c->n_embd > c->n_ff ? c->n_embd : c->n_ff;
     plan->convert = WRITER_BUFFER + 1024 * widest * 4;
-    int64_t kv_row = mlm_wtype_row_bytes(kvt, (int64_t)c->n_kv_head * c->head_dim);
+    int64_t row = (int64_t)c->n_kv_head * c->head_dim;
     /* cross-attention layers keep no KV of their own tokens */
-    plan->kv =
-        (int64_t)(c->n_layer - c->n_cross) * 2 * (int64_t)p.max_num_blocks * p.block_size * kv_row;
-    plan->scratch =
-        (int64_t)mlm_forward_scratch_size(full, tp, p.max_step_tokens, p.max_step_logits, threads);
+    plan->kv = mlm_kv_pool_bytes(c->n_layer - c->n_cross, row, mlm_exec_kv_type(&p), p.block_size,
+                                 p.max_num_blocks);
+    plan->scratch = (int64_t)mlm_forward_scratch_size(full, tp, p.max_step_tokens,
+                                                      p.max_step_logits, p.n_threads);
     if (c->family == MLM_FAMILY_MLLAMA && p.max_images > 0) {
         /* the image K/V pool (a tile is n_tok entries in every cross layer), one image's
          * encoder scratch and its projected states (max tiles x n_tok rows) */
         const mlm_vision_config *v = &c->vision;
         int64_t G = v->image_size / v->patch_size, T = G * G + 1;
-        int64_t tiles =
-            p.image_tiles ? p.image_tiles : (int64_t)p.max_seqs * p.max_images * v->max_tiles;
-        plan->images = tiles * T * c->n_cross * 2 * kv_row + mlm_vision_scratch_bytes(c) +
-                       (int64_t)v->max_tiles * T * c->n_embd * 4;
+        plan->images = mlm_kv_pool_bytes(c->n_cross, row, mlm_exec_kv_type(&p), (int32_t)T,
+                                         p.image_tiles) +
+                       mlm_vision_scratch_bytes(c) + (int64_t)v->max_tiles * T * c->n_embd * 4;
     }
     plan->total = plan->weights + plan->kv + plan->scratch + plan->images + plan->convert +
                   PROCESS_ALLOWANCE;
     plan->available = mem_available();
+    return MLM_OK;
 }
 
 /* One rank's shard of FULL under TP: its heads, MLP columns and slice of the vocabulary. */
@@ -94,7 +90,7 @@ static mlm_status plan_for(const mlm_config *full, const char *path, int tp,
     if ((st = mlm_profile_init(&prof, optimizations, full, decoder_config, err))) return st;
     if (path && !strcmp(optimizations, "native"))
         st = mlm_profile_resolve_native(&prof, full, &shard, path, err);
-    if (!st) plan_profile(full, &shard, tp, &prof, params, plan);
+    if (!st) st = plan_profile(full, &shard, tp, &prof, params, plan, err);
     mlm_profile_deinit(&prof);
     return st;
 }

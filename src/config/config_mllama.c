@@ -1,4 +1,4 @@
-/* model/config_mllama.c: Llama 3.2 Vision's config.json (MllamaForConditionalGeneration,
+/* config/config_mllama.c: Llama 3.2 Vision's config.json (MllamaForConditionalGeneration,
  * models.md 6.1): the text decoder from "text_config" (read as a Llama config by the caller),
  * its cross-attention layers, the image token, and "vision_config". Every field is checked
  * against the shapes the vision tower implies (patches tile the image, the output width is
@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "format/json.h"
-#include "model/config.h"
+#include "config/config.h"
 
 /* ints of the JSON array FIELD of J into OUT (at most MAX, each in [LO, HI]), count in *N. */
 static mlm_status int_list(const char *path, const json_t *j, const char *field, int max,

@@ -1,5 +1,5 @@
-/* model/profile.c: the precision profiles and decoder-config overrides (see profile.h). */
-#include "model/profile.h"
+/* config/profile.c: the precision profiles and decoder-config overrides (see profile.h). */
+#include "config/profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "format/json.h"
-#include "model/model.h"
 
 const char *const mlm_profile_names[] = {"performance", "accuracy", "bf16", "f32", "native", NULL};
 
@@ -208,6 +207,11 @@ int64_t mlm_profile_weight_bytes(const mlm_profile *p, const mlm_config *c, int 
 
 mlm_wtype mlm_profile_kv_type(const mlm_profile *p) {
     return p->n_layer ? p->layer[0][MLM_ROLE_KV] : MLM_W_F32;
+}
+
+mlm_dtype mlm_profile_kv_dtype(const mlm_profile *p) {
+    mlm_wtype t = mlm_profile_kv_type(p);
+    return t == MLM_W_BFP8 ? MLM_DTYPE_BFP8 : t == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
 }
 
 int64_t mlm_profile_vision_bytes(const mlm_profile *p, const mlm_config *c) {
