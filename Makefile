@@ -12,7 +12,7 @@ BUILD   ?= build
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror
 # OPT and CFLAGS/LDFLAGS from the command line add to, never replace, the required flags.
 OPT     ?= -O2 -g
-ALL_CFLAGS := $(OPT) -std=c11 -D_GNU_SOURCE $(WARN) -pthread -Iinclude -Isrc -Itests $(PKG_CFLAGS) -MMD -MP
+ALL_CFLAGS := $(OPT) -std=c11 -D_GNU_SOURCE $(WARN) -pthread -Iinclude -Isrc -Itools -Itests $(PKG_CFLAGS) -MMD -MP
 ALL_LDFLAGS := -pthread
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
@@ -38,10 +38,14 @@ LIB_SRC   := $(wildcard src/*/*.c src/*/*/*.c)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC   := $(wildcard tools/cli/*.c)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# What the command and the server share (tools/common/: loading, mesh set-up, util).
+COMMON_SRC := $(wildcard tools/common/*.c)
+COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)
 # The HTTP server (`meshlm serve`) is linked into the meshlm binary; its objects also form an
-# archive so that tests of its parts (tests/unit/test_server_*.c) link only what they use.
+# archive (with tools/common/) so that tests of its parts (tests/unit/test_server_*.c) link only
+# what they use.
 SERVER_SRC := $(wildcard tools/server/*.c)
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ)
 SERVER_LIB := $(BUILD)/libmeshlm-server.a
 TEST_SRC  := $(wildcard tests/unit/*.c tests/kernels/*.c)
 TEST_BIN  := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TEST_SRC))))
@@ -129,9 +133,9 @@ lib: $(LIB)
 fuzz-lib:
 	$(MAKE) CC=clang BUILD=build-fuzz/lib OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" lib
 # fuzz_server_*: the server's request parser (tools/server/request.c) is built in with it.
-FUZZ_SERVER := tools/server/request.c
+FUZZ_SERVER := tools/server/request.c tools/common/util.c
 build-fuzz/fuzz_server_%: tests/fuzz/fuzz_server_%.c fuzz-lib $(FUZZ_SERVER) $(wildcard tests/fuzz/*.h)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests -Itools/server $(PKG_CFLAGS) \
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itools -Itests -Itools/server $(PKG_CFLAGS) \
 	  -fsanitize=fuzzer $(FUZZ_SAN) -pthread $< $(FUZZ_SERVER) $(FUZZ_LIB) $(LDLIBS) -o $@
 build-fuzz/%: tests/fuzz/%.c fuzz-lib $(wildcard tests/fuzz/*.h)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) \

@@ -46,6 +46,15 @@ typedef struct mlm_error {
 /* "ok", "invalid argument", "i/o error", "format error", ... (static strings). */
 const char *mlm_status_str(mlm_status status);
 
+/* Fills ERR (which may be NULL) with STATUS and a printf-style message, truncated to
+ * MLM_ERROR_MSG_MAX - 1 bytes, and returns STATUS: a program's own failing paths fill an
+ * error as the library's do (`return mlm_error_set(err, MLM_ERR_IO, "%s: ...", path);`). */
+mlm_status mlm_error_set(mlm_error *err, mlm_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *mlm_version(void);
 
@@ -948,10 +957,10 @@ typedef struct mlm_sched_event {
     uint64_t id;
     int32_t token;     /* the sampled token, or -1 on a final event that carries none */
     int is_stop_id;    /* the token is one of the request's stop ids (its text is not output) */
-    float logprob;     /* with logprobs >= 0: log-softmax of the raw logits at the token */
+    double logprob;    /* with logprobs >= 0: log-softmax of the raw logits at the token */
     int32_t n_top;     /* top_ids / top_logprobs: the N_TOP most likely tokens, best first */
     const int32_t *top_ids;
-    const float *top_logprobs;
+    const double *top_logprobs;
     mlm_finish finish; /* not NONE on the last event of the request */
     int32_t n_prompt;     /* prompt tokens */
     int32_t n_cached;     /* prompt tokens taken from the prefix cache at admission */

@@ -114,12 +114,12 @@ static void pick(void) {
         const char *why = NULL;
         picked = mlm_kernels_get(forced, &why);
         if (!picked && !strcmp(why, "no such kernel level"))
-            mlm_err_set(&pick_err, MLM_ERR_INVALID_ARG,
-                        "MESHLM_KERNELS=%s: not a kernel level (amx, avx512, avxvnni, avx2, ref)",
-                        forced);
+            mlm_error_set(&pick_err, MLM_ERR_INVALID_ARG,
+                          "MESHLM_KERNELS=%s: not a kernel level (amx, avx512, avxvnni, avx2, ref)",
+                          forced);
         else if (!picked)
-            mlm_err_set(&pick_err, MLM_ERR_UNSUPPORTED,
-                        "MESHLM_KERNELS=%s: this machine cannot run it: %s", forced, why);
+            mlm_error_set(&pick_err, MLM_ERR_UNSUPPORTED,
+                          "MESHLM_KERNELS=%s: this machine cannot run it: %s", forced, why);
         return;
     }
     for (int i = 0; !picked && mlm_kernel_levels[i]; i++)

@@ -33,19 +33,19 @@ static int32_t meta_ffn_dim(int64_t dim, double multiplier, int have_mult, int64
 
 mlm_status mlm_config_check(const char *what, mlm_config *c, mlm_error *err) {
     if (c->n_head % c->n_kv_head)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: the number of heads (%d) is not a multiple of the KV heads (%d)",
-                           what, c->n_head, c->n_kv_head);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: the number of heads (%d) is not a multiple of the KV heads (%d)",
+                             what, c->n_head, c->n_kv_head);
     if (c->head_dim % 2)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: head_dim %d must be even for RoPE", what,
-                           c->head_dim);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: head_dim %d must be even for RoPE", what,
+                             c->head_dim);
     if (c->head_dim > MLM_ATT_HD)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: head_dim %d exceeds the attention kernels' limit of %d", what,
-                           c->head_dim, MLM_ATT_HD);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: head_dim %d exceeds the attention kernels' limit of %d", what,
+                             c->head_dim, MLM_ATT_HD);
     if (!(c->norm_eps > 0) || !(c->rope_theta > 0))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: norm eps and rope theta must be positive",
-                           what);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: norm eps and rope theta must be positive",
+                             what);
     return MLM_OK;
 }
 
@@ -74,11 +74,11 @@ static mlm_status load_meta(const char *path, const json_t *j, mlm_config *c, ml
     int have_hd = 0;
     if ((st = mlm_json_get_int(path, j, "head_dim", 0, 1, 4096, &hd, &have_hd, err))) return st;
     if (!have_hd && dim % n_head)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: dim %lld is not a multiple of n_heads %lld",
-                           path, (long long)dim, (long long)n_head);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: dim %lld is not a multiple of n_heads %lld",
+                             path, (long long)dim, (long long)n_head);
     if (have_mult && !(mult > 0 && mult < 64))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field 'ffn_dim_multiplier' = %g is invalid",
-                           path, mult);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field 'ffn_dim_multiplier' = %g is invalid",
+                             path, mult);
     c->family = MLM_FAMILY_LLAMA3;
     c->n_embd = (int32_t)dim;
     c->n_layer = (int32_t)n_layer;
@@ -141,13 +141,13 @@ static mlm_status read_ids(const char *path, const json_t *j, const char *key, m
         n = -1;
     }
     if (n < 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: field '%s' must be an integer or a list of at most %d integers",
-                           path, key, MLM_MAX_STOP_IDS);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: field '%s' must be an integer or a list of at most %d integers",
+                             path, key, MLM_MAX_STOP_IDS);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || (c->n_vocab && ids[i] >= c->n_vocab))
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s': id %d is outside the vocab",
-                               path, key, ids[i]);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s': id %d is outside the vocab",
+                                 path, key, ids[i]);
     c->n_stop_ids = n;
     memcpy(c->stop_ids, ids, (size_t)n * sizeof ids[0]);
     return MLM_OK;
@@ -161,7 +161,7 @@ static mlm_status read_rope_scaling(const char *path, const json_t *j, mlm_confi
     const json_t *rs = json_object_get(j, field);
     if (!rs || json_is_null(rs)) return MLM_OK;
     if (!json_is_object(rs))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be an object", path, field);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be an object", path, field);
     char what[600];
     snprintf(what, sizeof what, "%s: %s", path, field);
     double theta;
@@ -176,8 +176,8 @@ static mlm_status read_rope_scaling(const char *path, const json_t *j, mlm_confi
     if (st) return st;
     if (!strcmp(type, "default")) return MLM_OK;
     if (strcmp(type, "llama3"))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: rope_type '%s' is not supported", what,
-                           type);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: rope_type '%s' is not supported", what,
+                             type);
     double factor, lo, hi;
     int64_t orig;
     if ((st = mlm_json_get_num(what, rs, "factor", 1, &factor, NULL, err)) ||
@@ -187,8 +187,9 @@ static mlm_status read_rope_scaling(const char *path, const json_t *j, mlm_confi
                                NULL, err)))
         return st;
     if (!(factor >= 1) || !(lo > 0) || !(hi > lo))
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: needs factor >= 1 and 0 < low_freq_factor < high_freq_factor", what);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: needs factor >= 1 and 0 < low_freq_factor < high_freq_factor",
+                             what);
     c->rope_type = MLM_ROPE_LLAMA3;
     c->rope_factor = (float)factor;
     c->rope_low_freq_factor = (float)lo;
@@ -224,12 +225,13 @@ static mlm_status hf_family(const char *path, const json_t *j, mlm_family *fam, 
         return MLM_OK;
     }
     if (!name && !type)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: missing field 'architectures' (or 'model_type')",
-                           path);
-    return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                       "%s: architecture '%s' is not supported (LlamaForCausalLM, Phi3ForCausalLM, "
-                       "MllamaForConditionalGeneration)",
-                       path, name ? name : type);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: missing field 'architectures' (or 'model_type')", path);
+    return mlm_error_set(
+        err, MLM_ERR_UNSUPPORTED,
+        "%s: architecture '%s' is not supported (LlamaForCausalLM, Phi3ForCausalLM, "
+        "MllamaForConditionalGeneration)",
+        path, name ? name : type);
 }
 
 static mlm_status load_hf(const char *path, const json_t *j, mlm_config *c, mlm_error *err) {
@@ -262,10 +264,11 @@ mlm_status mlm_config_hf_text(const char *path, const json_t *j, mlm_config *c, 
         return st;
     if (!have_hd) {
         if (dim % n_head)
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: hidden_size %lld is not a multiple of num_attention_heads %lld "
-                               "and head_dim is not given",
-                               path, (long long)dim, (long long)n_head);
+            return mlm_error_set(
+                err, MLM_ERR_FORMAT,
+                "%s: hidden_size %lld is not a multiple of num_attention_heads %lld "
+                "and head_dim is not given",
+                path, (long long)dim, (long long)n_head);
         head_dim = dim / n_head;
     }
     c->n_embd = (int32_t)dim;
@@ -293,7 +296,8 @@ static mlm_status load_generation(const char *path, mlm_config *c, mlm_error *er
     mlm_status st = mlm_json_load_file(path, CONFIG_MAX_BYTES, &j, err);
     if (st) return st;
     int64_t bos = c->bos_id;
-    if (!json_is_object(j)) st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", path);
+    if (!json_is_object(j))
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", path);
     if (!st) st = mlm_json_get_int(path, j, "bos_token_id", 0, 0, c->n_vocab - 1, &bos, NULL, err);
     if (!st) st = read_ids(path, j, "eos_token_id", c, err);
     c->bos_id = (int32_t)bos;
@@ -305,7 +309,8 @@ mlm_status mlm_config_from_json(const char *what, const json_t *j, mlm_config *o
                                 mlm_error *err) {
     memset(out, 0, sizeof *out);
     out->bos_id = out->pad_id = out->image_token_id = -1;
-    if (!json_is_object(j)) return mlm_err_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", what);
+    if (!json_is_object(j))
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", what);
     /* Meta params.json has "dim"; HF config.json has "hidden_size". */
     if (json_object_get(j, "dim") && !json_object_get(j, "hidden_size"))
         return load_meta(what, j, out, err);
@@ -326,7 +331,8 @@ mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err) {
             file = mlm_path_join(path, "params.json");
         }
         if (file && !mlm_is_file(file)) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_IO, "%s: no config.json or params.json", path);
+            mlm_status st =
+                mlm_error_set(err, MLM_ERR_IO, "%s: no config.json or params.json", path);
             free(file);
             free(dir);
             return st;
@@ -341,7 +347,7 @@ mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err) {
     if (!file || !dir) {
         free(file);
         free(dir);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "config: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "config: out of memory");
     }
     json_t *j;
     mlm_status st = mlm_json_load_file(file, CONFIG_MAX_BYTES, &j, err);
@@ -351,7 +357,8 @@ mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err) {
     }
     if (st == MLM_OK && !strcmp(out->source, "config.json")) {
         char *gen = mlm_path_join(dir, "generation_config.json");
-        if (!gen) st = mlm_err_set(err, MLM_ERR_NOMEM, "config: out of memory");
+        if (!gen)
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "config: out of memory");
         else if (mlm_is_file(gen)) st = load_generation(gen, out, err);
         free(gen);
     }
@@ -377,21 +384,21 @@ mlm_status mlm_generation_defaults(const char *path, mlm_sampler_params *out, ml
     out->temperature = 1; /* OpenAI's default when the model names none */
     if (!mlm_is_dir(path)) return MLM_OK; /* a GGUF file or a config file: no generation config */
     char *gen = mlm_path_join(path, "generation_config.json");
-    if (!gen) return mlm_err_set(err, MLM_ERR_NOMEM, "config: out of memory");
+    if (!gen) return mlm_error_set(err, MLM_ERR_NOMEM, "config: out of memory");
     mlm_status st = MLM_OK;
     if (mlm_is_file(gen)) {
         json_t *j;
         st = mlm_json_load_file(gen, CONFIG_MAX_BYTES, &j, err);
         if (!st && !json_is_object(j))
-            st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", gen);
+            st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: must be a JSON object", gen);
         double t = out->temperature, p = out->top_p;
         int64_t k = 0;
         if (!st) st = mlm_json_get_num(gen, j, "temperature", 0, &t, NULL, err);
         if (!st) st = mlm_json_get_num(gen, j, "top_p", 0, &p, NULL, err);
         if (!st) st = mlm_json_get_int(gen, j, "top_k", 0, -1, INT32_MAX, &k, NULL, err);
         if (!st && (!(t >= 0) || !(p > 0 && p <= 1)))
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "%s: temperature %g must be >= 0 and top_p %g in (0, 1]", gen, t, p);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "%s: temperature %g must be >= 0 and top_p %g in (0, 1]", gen, t, p);
         if (!st) {
             out->temperature = (float)t;
             out->top_p = (float)p;

@@ -55,15 +55,16 @@ static mlm_status get_u(const reader *r, const char *key, int required, int64_t 
     snprintf(full, sizeof full, "%s.%s", r->arch, key);
     if (!mlm_gguf_find(r->g, full)) {
         if (!required) return MLM_OK;
-        return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: missing key '%s'", r->path, full);
+        return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: missing key '%s'", r->path, full);
     }
     int64_t v;
     mlm_status st = mlm_gguf_get_int(r->g, full, &v, r->err);
-    if (st) return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not an integer", r->path,
-                               full);
+    if (st)
+        return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not an integer", r->path,
+                             full);
     if (v < lo || v > hi)
-        return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is %lld, outside [%lld, %lld]",
-                           r->path, full, (long long)v, (long long)lo, (long long)hi);
+        return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is %lld, outside [%lld, %lld]",
+                             r->path, full, (long long)v, (long long)lo, (long long)hi);
     *out = v;
     return MLM_OK;
 }
@@ -73,10 +74,10 @@ static mlm_status get_f(const reader *r, const char *key, int required, double *
     snprintf(full, sizeof full, "%s.%s", r->arch, key);
     if (!mlm_gguf_find(r->g, full)) {
         if (!required) return MLM_OK;
-        return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: missing key '%s'", r->path, full);
+        return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: missing key '%s'", r->path, full);
     }
     if (mlm_gguf_get_float(r->g, full, out, r->err))
-        return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not a float", r->path, full);
+        return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not a float", r->path, full);
     return MLM_OK;
 }
 
@@ -88,8 +89,8 @@ static mlm_status get_id(const reader *r, const char *key, int32_t n_vocab, int3
     if (!mlm_gguf_find(r->g, full)) return MLM_OK;
     int64_t v;
     if (mlm_gguf_get_int(r->g, full, &v, r->err) || v < 0 || v >= n_vocab)
-        return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not a token id below %d",
-                           r->path, full, n_vocab);
+        return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not a token id below %d",
+                             r->path, full, n_vocab);
     *out = (int32_t)v;
     return MLM_OK;
 }
@@ -101,30 +102,31 @@ static mlm_status read_rope(const reader *r, mlm_config *c) {
         const char *s;
         uint64_t n;
         if (mlm_gguf_get_str(r->g, full, &s, &n, r->err))
-            return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not a string", r->path,
-                               full);
+            return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: key '%s' is not a string", r->path,
+                                 full);
         double factor = 1;
         mlm_status st = get_f(r, "rope.scaling.factor", 0, &factor);
         if (st) return st;
         int plain = (n == 4 && !memcmp(s, "none", 4)) ||
                     (n == 6 && !memcmp(s, "linear", 6) && factor == 1.0);
         if (!plain)
-            return mlm_err_set(r->err, MLM_ERR_UNSUPPORTED,
-                               "%s: rope scaling '%.*s' (factor %g) is not supported (Llama 3.1's "
-                               "comes as a rope_freqs tensor)",
-                               r->path, (int)(n > 32 ? 32 : n), s, factor);
+            return mlm_error_set(
+                r->err, MLM_ERR_UNSUPPORTED,
+                "%s: rope scaling '%.*s' (factor %g) is not supported (Llama 3.1's "
+                "comes as a rope_freqs tensor)",
+                r->path, (int)(n > 32 ? 32 : n), s, factor);
     }
     if (mlm_gguf_find_tensor(r->g, "rope_factors_long.weight") ||
         mlm_gguf_find_tensor(r->g, "rope_factors_short.weight"))
-        return mlm_err_set(r->err, MLM_ERR_UNSUPPORTED,
-                           "%s: longrope scaling (rope_factors_long/short) is not supported",
-                           r->path);
+        return mlm_error_set(r->err, MLM_ERR_UNSUPPORTED,
+                             "%s: longrope scaling (rope_factors_long/short) is not supported",
+                             r->path);
     const mlm_gguf_tensor *t = mlm_gguf_find_tensor(r->g, "rope_freqs.weight");
     if (t) {
         if (t->type != MLM_GGML_T_F32 || t->n_dim != 1 || t->ne[0] != c->head_dim / 2)
-            return mlm_err_set(r->err, MLM_ERR_FORMAT,
-                               "%s: tensor 'rope_freqs.weight' must be f32 [%d] (head_dim / 2)",
-                               r->path, c->head_dim / 2);
+            return mlm_error_set(r->err, MLM_ERR_FORMAT,
+                                 "%s: tensor 'rope_freqs.weight' must be f32 [%d] (head_dim / 2)",
+                                 r->path, c->head_dim / 2);
         c->rope_type = MLM_ROPE_FACTORS;
     }
     return MLM_OK;
@@ -134,17 +136,17 @@ static mlm_status read_config(reader *r, mlm_config *c) {
     const char *s;
     uint64_t n;
     if (!mlm_gguf_find(r->g, "general.architecture"))
-        return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: missing key 'general.architecture'",
-                           r->path);
+        return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: missing key 'general.architecture'",
+                             r->path);
     if (mlm_gguf_get_str(r->g, "general.architecture", &s, &n, r->err))
-        return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: key 'general.architecture' is not a string",
-                           r->path);
+        return mlm_error_set(r->err, MLM_ERR_FORMAT,
+                             "%s: key 'general.architecture' is not a string", r->path);
     if (n == 5 && !memcmp(s, "llama", 5)) c->family = MLM_FAMILY_LLAMA3;
     else if (n == 4 && !memcmp(s, "phi3", 4)) c->family = MLM_FAMILY_PHI3;
     else
-        return mlm_err_set(r->err, MLM_ERR_UNSUPPORTED,
-                           "%s: architecture '%.*s' is not supported (llama, phi3)", r->path,
-                           (int)(n > 64 ? 64 : n), s);
+        return mlm_error_set(r->err, MLM_ERR_UNSUPPORTED,
+                             "%s: architecture '%.*s' is not supported (llama, phi3)", r->path,
+                             (int)(n > 64 ? 64 : n), s);
     memcpy(r->arch, s, n);
     r->arch[n] = 0;
     int64_t dim, n_layer, n_head, n_kv = -1, ffn, hd = -1, vd = -1, rot = -1, ctx = 0, vocab = -1;
@@ -165,34 +167,34 @@ static mlm_status read_config(reader *r, mlm_config *c) {
         return st;
     if (hd < 0) {
         if (dim % n_head)
-            return mlm_err_set(r->err, MLM_ERR_FORMAT,
-                               "%s: %s.embedding_length %lld is not a multiple of "
-                               "%s.attention.head_count %lld",
-                               r->path, r->arch, (long long)dim, r->arch, (long long)n_head);
+            return mlm_error_set(r->err, MLM_ERR_FORMAT,
+                                 "%s: %s.embedding_length %lld is not a multiple of "
+                                 "%s.attention.head_count %lld",
+                                 r->path, r->arch, (long long)dim, r->arch, (long long)n_head);
         hd = dim / n_head;
     }
     if (vd >= 0 && vd != hd)
-        return mlm_err_set(r->err, MLM_ERR_UNSUPPORTED,
-                           "%s: %s.attention.value_length %lld differs from key_length %lld",
-                           r->path, r->arch, (long long)vd, (long long)hd);
+        return mlm_error_set(r->err, MLM_ERR_UNSUPPORTED,
+                             "%s: %s.attention.value_length %lld differs from key_length %lld",
+                             r->path, r->arch, (long long)vd, (long long)hd);
     if (rot >= 0 && rot != hd)
-        return mlm_err_set(r->err, MLM_ERR_UNSUPPORTED,
-                           "%s: %s.rope.dimension_count %lld is not the head dim %lld (partial "
-                           "rotary is not supported)",
-                           r->path, r->arch, (long long)rot, (long long)hd);
+        return mlm_error_set(r->err, MLM_ERR_UNSUPPORTED,
+                             "%s: %s.rope.dimension_count %lld is not the head dim %lld (partial "
+                             "rotary is not supported)",
+                             r->path, r->arch, (long long)rot, (long long)hd);
     const mlm_gguf_tensor *emb = mlm_gguf_find_tensor(r->g, "token_embd.weight");
     if (vocab < 0) {
         const mlm_gguf_kv *tok = mlm_gguf_find(r->g, "tokenizer.ggml.tokens");
         if (tok && tok->value.type == MLM_GGUF_ARRAY) vocab = (int64_t)tok->value.n;
         else if (emb && emb->n_dim == 2) vocab = emb->ne[1];
         else
-            return mlm_err_set(r->err, MLM_ERR_FORMAT,
-                               "%s: no vocabulary size (%s.vocab_size, tokenizer.ggml.tokens or "
-                               "token_embd.weight)",
-                               r->path, r->arch);
+            return mlm_error_set(r->err, MLM_ERR_FORMAT,
+                                 "%s: no vocabulary size (%s.vocab_size, tokenizer.ggml.tokens or "
+                                 "token_embd.weight)",
+                                 r->path, r->arch);
         if (vocab < 1 || vocab > (1 << 24))
-            return mlm_err_set(r->err, MLM_ERR_FORMAT, "%s: vocabulary size %lld out of range",
-                               r->path, (long long)vocab);
+            return mlm_error_set(r->err, MLM_ERR_FORMAT, "%s: vocabulary size %lld out of range",
+                                 r->path, (long long)vocab);
     }
     c->n_embd = (int32_t)dim;
     c->n_layer = (int32_t)n_layer;
@@ -239,8 +241,8 @@ mlm_status mlm_gguf_rope_factors(const char *path, float *out, int n, mlm_error 
     if (st) return st;
     const mlm_gguf_tensor *t = mlm_gguf_find_tensor(g, "rope_freqs.weight");
     if (!t || t->type != MLM_GGML_T_F32 || t->ne[0] != n)
-        st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' must be f32 [%d]",
-                         path, n);
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' must be f32 [%d]",
+                           path, n);
     else
         mlm_ggml_dequantize(MLM_GGML_T_F32, t->data, n, out);
     mlm_gguf_free(g);

@@ -14,18 +14,18 @@ static mlm_status int_list(const char *path, const json_t *j, const char *field,
                            int64_t lo, int64_t hi, int32_t *out, int32_t *n, mlm_error *err) {
     const json_t *a = json_object_get(j, field);
     if (!json_is_array(a))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a list of integers", path,
-                           field);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a list of integers", path,
+                             field);
     if ((int)json_array_size(a) > max)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' has %zu entries, at most %d", path,
-                           field, json_array_size(a), max);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' has %zu entries, at most %d",
+                             path, field, json_array_size(a), max);
     *n = 0;
     for (size_t i = 0; i < json_array_size(a); i++) {
         const json_t *v = json_array_get(a, i);
         if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: field '%s' entry %zu must be an integer in [%lld, %lld]", path,
-                               field, i, (long long)lo, (long long)hi);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: field '%s' entry %zu must be an integer in [%lld, %lld]",
+                                 path, field, i, (long long)lo, (long long)hi);
         out[(*n)++] = (int32_t)json_integer_value(v);
     }
     return MLM_OK;
@@ -59,10 +59,10 @@ static mlm_status vision(const char *path, const json_t *v, mlm_vision_config *o
         return st;
     const json_t *ar = json_object_get(v, "supported_aspect_ratios");
     if (!json_is_array(ar) || json_array_size(ar) < 1 || json_array_size(ar) > 16)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: field 'supported_aspect_ratios' must be a list of 1 to 16 [rows, "
-                           "cols] pairs",
-                           path);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: field 'supported_aspect_ratios' must be a list of 1 to 16 [rows, "
+                             "cols] pairs",
+                             path);
     o->n_aspect = (int32_t)json_array_size(ar);
     for (int32_t i = 0; i < o->n_aspect; i++) {
         const json_t *pr = json_array_get(ar, (size_t)i);
@@ -70,10 +70,10 @@ static mlm_status vision(const char *path, const json_t *v, mlm_vision_config *o
         if (!json_is_array(pr) || json_array_size(pr) != 2 || !json_is_integer(r) ||
             !json_is_integer(c) || json_integer_value(r) < 1 || json_integer_value(c) < 1 ||
             json_integer_value(r) * json_integer_value(c) > tiles)
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: supported_aspect_ratios entry %d must be [rows, cols] with "
-                               "rows x cols <= max_num_tiles %lld",
-                               path, (int)i, (long long)tiles);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: supported_aspect_ratios entry %d must be [rows, cols] with "
+                                 "rows x cols <= max_num_tiles %lld",
+                                 path, (int)i, (long long)tiles);
         o->aspect[i][0] = (int32_t)json_integer_value(r);
         o->aspect[i][1] = (int32_t)json_integer_value(c);
     }
@@ -86,34 +86,35 @@ static mlm_status check_vision(const char *path, const mlm_vision_config *o, mlm
     int64_t img = o->image_size, patch = o->patch_size, d = o->n_embd, nh = o->n_head,
             out_dim = o->output_dim;
     if (img % patch)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: vision image_size %lld is not a multiple of patch_size %lld", path,
-                           (long long)img, (long long)patch);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: vision image_size %lld is not a multiple of patch_size %lld",
+                             path, (long long)img, (long long)patch);
     if (d % nh)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: vision hidden_size %lld is not a multiple of attention_heads %lld",
-                           path, (long long)d, (long long)nh);
+        return mlm_error_set(
+            err, MLM_ERR_FORMAT,
+            "%s: vision hidden_size %lld is not a multiple of attention_heads %lld", path,
+            (long long)d, (long long)nh);
     if (out_dim != (1 + (int64_t)o->n_intermediate) * d)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: vision_output_dim %lld is not (1 + %d intermediate layers) x "
-                           "hidden_size %lld",
-                           path, (long long)out_dim, (int)o->n_intermediate, (long long)d);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: vision_output_dim %lld is not (1 + %d intermediate layers) x "
+                             "hidden_size %lld",
+                             path, (long long)out_dim, (int)o->n_intermediate, (long long)d);
     return MLM_OK;
 }
 
 mlm_status mlm_config_mllama(const char *path, const json_t *j, mlm_config *c, mlm_error *err) {
     const json_t *text = json_object_get(j, "text_config"), *v = json_object_get(j, "vision_config");
     if (!json_is_object(text) || !json_is_object(v))
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: an mllama config needs the objects 'text_config' and "
-                           "'vision_config'",
-                           path);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: an mllama config needs the objects 'text_config' and "
+                             "'vision_config'",
+                             path);
     /* a text_config names itself mllama_text_model; one that names nothing is read as such */
     json_t *named = NULL;
     if (!json_object_get(text, "model_type") && !json_object_get(text, "architectures")) {
         named = json_deep_copy(text);
         if (!named || json_object_set_new(named, "model_type", json_string("mllama_text_model")))
-            return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+            return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     }
     mlm_status st = mlm_config_hf_text(path, named ? named : text, c, err);
     json_decref(named);
@@ -128,9 +129,9 @@ mlm_status mlm_config_mllama(const char *path, const json_t *j, mlm_config *c, m
     c->image_token_id = (int32_t)image;
     for (int32_t i = 1; i < c->n_cross; i++)
         if (c->cross_layers[i] <= c->cross_layers[i - 1])
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: text_config.cross_attention_layers must increase (entry %d)",
-                               path, (int)i);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: text_config.cross_attention_layers must increase (entry %d)",
+                                 path, (int)i);
     return MLM_OK;
 }
 
@@ -158,9 +159,9 @@ mlm_status mlm_config_mllama_meta(const char *path, const json_t *j, mlm_config 
         return st;
     int32_t n_self = c->n_layer;
     if (n_cross > n_self)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: vision_num_cross_attention_layers %lld exceeds n_layers %d", path,
-                           (long long)n_cross, (int)n_self);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: vision_num_cross_attention_layers %lld exceeds n_layers %d", path,
+                             (long long)n_cross, (int)n_self);
     mlm_vision_config *o = &c->vision;
     *o = (mlm_vision_config){.n_embd = (int32_t)width,
                              .n_ff = (int32_t)(4 * width),
@@ -195,10 +196,10 @@ mlm_status mlm_config_mllama_meta(const char *path, const json_t *j, mlm_config 
     for (int32_t s = n_self - 1; s >= 0 && n < n_cross; s -= k)
         sched[n++] = s;
     if (n != n_cross)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: %lld cross-attention layers do not fit Meta's schedule over %d "
-                           "layers",
-                           path, (long long)n_cross, (int)n_self);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: %lld cross-attention layers do not fit Meta's schedule over %d "
+                             "layers",
+                             path, (long long)n_cross, (int)n_self);
     c->n_cross = n;
     for (int32_t m = 0; m < n; m++)
         c->cross_layers[m] = sched[n - 1 - m] + m;

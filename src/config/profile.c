@@ -30,38 +30,41 @@ static mlm_status parse_type(const char *what, const char *key, const json_t *v,
                 *out = types[i].t;
                 return MLM_OK;
             }
-    return mlm_err_set(err, MLM_ERR_FORMAT, "%s: '%s' must be \"BFP4\", \"BFP8\", \"BF16\" or "
-                                            "\"F32\"",
-                       what, key);
+    return mlm_error_set(err, MLM_ERR_FORMAT,
+                         "%s: '%s' must be \"BFP4\", \"BFP8\", \"BF16\" or "
+                         "\"F32\"",
+                         what, key);
 }
 
 mlm_status mlm_profile_apply_overrides(mlm_profile *p, const char *what, const json_t *j,
                                   mlm_error *err) {
     const json_t *dec = json_is_object(j) ? json_object_get(j, "decoders") : NULL;
     if (!json_is_object(dec))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: expected an object with a \"decoders\" "
-                                                "object",
-                           what);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: expected an object with a \"decoders\" "
+                             "object",
+                             what);
     const char *key;
     json_t *layer;
     json_object_foreach((json_t *)dec, key, layer) {
         char *end;
         long l = strtol(key, &end, 10);
         if (!*key || *end || l < 0 || l >= p->n_layer)
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: decoders key '%s' is not a layer index in [0, %d)", what, key,
-                               p->n_layer);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: decoders key '%s' is not a layer index in [0, %d)", what, key,
+                                 p->n_layer);
         if (!json_is_object(layer))
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: decoders.%s must be an object", what, key);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: decoders.%s must be an object", what,
+                                 key);
         const char *k2;
         json_t *v2;
         json_object_foreach(layer, k2, v2) {
             if (!strcmp(k2, "fidelity_cfg")) continue; /* math fidelity: exact here */
             if (strcmp(k2, "precision_cfg") || !json_is_object(v2))
-                return mlm_err_set(err, MLM_ERR_FORMAT,
-                                   "%s: decoders.%s.%s: expected \"precision_cfg\" or "
-                                   "\"fidelity_cfg\" objects",
-                                   what, key, k2);
+                return mlm_error_set(err, MLM_ERR_FORMAT,
+                                     "%s: decoders.%s.%s: expected \"precision_cfg\" or "
+                                     "\"fidelity_cfg\" objects",
+                                     what, key, k2);
             const char *group;
             json_t *tv;
             json_object_foreach(v2, group, tv) {
@@ -69,10 +72,10 @@ mlm_status mlm_profile_apply_overrides(mlm_profile *p, const char *what, const j
                 snprintf(field, sizeof field, "decoders.%s.precision_cfg.%s", key, group);
                 if (!strcmp(group, "ACTIVATION")) {
                     if (json_is_null(tv)) continue;
-                    return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                                       "%s: %s: activations are always f32 (int8 against BFP "
-                                       "weights); only null is accepted",
-                                       what, field);
+                    return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                         "%s: %s: activations are always f32 (int8 against BFP "
+                                         "weights); only null is accepted",
+                                         what, field);
                 }
                 mlm_wtype t = MLM_W_F32;
                 mlm_status st = parse_type(what, field, tv, &t, err);
@@ -84,14 +87,15 @@ mlm_status mlm_profile_apply_overrides(mlm_profile *p, const char *what, const j
                 else if (!strcmp(group, "WO")) L[MLM_ROLE_WO] = t;
                 else if (!strcmp(group, "KV_CACHE")) {
                     if (t == MLM_W_BFP4)
-                        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                                           "%s: %s: the KV cache is f32, bf16 or bfp8", what, field);
+                        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                             "%s: %s: the KV cache is f32, bf16 or bfp8", what,
+                                             field);
                     L[MLM_ROLE_KV] = t;
                 } else
-                    return mlm_err_set(err, MLM_ERR_FORMAT,
-                                       "%s: unknown tensor group '%s' in decoders.%s (expected "
-                                       "FF1_FF3, FF2, WQKV, WO, KV_CACHE or ACTIVATION)",
-                                       what, group, key);
+                    return mlm_error_set(err, MLM_ERR_FORMAT,
+                                         "%s: unknown tensor group '%s' in decoders.%s (expected "
+                                         "FF1_FF3, FF2, WQKV, WO, KV_CACHE or ACTIVATION)",
+                                         what, group, key);
             }
         }
     }
@@ -110,17 +114,17 @@ mlm_status mlm_profile_init(mlm_profile *p, const char *name, const mlm_config *
         /* native: bf16 until the loader gives each matrix its file's type (model/load.c) */
         mat = ff13 = kv = emb = head = name[0] == 'f' ? MLM_W_F32 : MLM_W_BF16;
     } else {
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "optimizations '%s' is not one of performance, accuracy, bf16, f32, "
-                           "native",
-                           name);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "optimizations '%s' is not one of performance, accuracy, bf16, f32, "
+                             "native",
+                             name);
     }
     snprintf(p->name, sizeof p->name, "%s", name);
     p->emb = emb, p->head = head, p->n_layer = c->n_layer;
     p->has_vision = c->family == MLM_FAMILY_MLLAMA;
     p->vision = mat; /* BFP8 in both BFP profiles, else the profile's type */
     p->layer = calloc((size_t)(c->n_layer > 0 ? c->n_layer : 1), sizeof *p->layer);
-    if (!p->layer) return mlm_err_set(err, MLM_ERR_NOMEM, "profile: out of memory");
+    if (!p->layer) return mlm_error_set(err, MLM_ERR_NOMEM, "profile: out of memory");
     for (int32_t l = 0; l < c->n_layer; l++) {
         mlm_wtype *L = p->layer[l];
         L[MLM_ROLE_WQ] = L[MLM_ROLE_WK] = L[MLM_ROLE_WV] = L[MLM_ROLE_WO] = L[MLM_ROLE_W2] = mat;

@@ -24,7 +24,7 @@ const char *mlm_status_str(mlm_status status) {
 
 const char *mlm_version(void) { return "0.1.0"; }
 
-mlm_status mlm_err_set(mlm_error *err, mlm_status status, const char *fmt, ...) {
+mlm_status mlm_error_set(mlm_error *err, mlm_status status, const char *fmt, ...) {
     if (err) {
         va_list ap;
         va_start(ap, fmt);
@@ -35,7 +35,7 @@ mlm_status mlm_err_set(mlm_error *err, mlm_status status, const char *fmt, ...) 
     return status;
 }
 
-void mlm_err_prefix(mlm_error *err, const char *fmt, ...) {
+void mlm_error_prefix(mlm_error *err, const char *fmt, ...) {
     if (!err) return;
     char prefix[MLM_ERROR_MSG_MAX];
     va_list ap;

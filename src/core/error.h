@@ -1,6 +1,7 @@
-/* core/error.h: filling an mlm_error. Internal to the library.
- * mlm_err_set formats a message into ERR (which may be NULL) and returns STATUS, so that
- * a failing path reads `return mlm_err_set(err, MLM_ERR_FORMAT, "...", ...);`. */
+/* core/error.h: the library's side of mlm_error: a message prefix and the assert for our own
+ * invariants. mlm_error_set (meshlm.h) formats a message into ERR (which may be NULL) and
+ * returns STATUS, so that a failing path reads
+ * `return mlm_error_set(err, MLM_ERR_FORMAT, "...", ...);`. */
 #ifndef MESHLM_CORE_ERROR_H
 #define MESHLM_CORE_ERROR_H
 
@@ -12,11 +13,8 @@
 #define MLM_PRINTF(a, b)
 #endif
 
-mlm_status mlm_err_set(mlm_error *err, mlm_status status, const char *fmt, ...)
-    MLM_PRINTF(3, 4);
-
 /* Prepends "PREFIX: " to an already-filled message (used to add a file name). */
-void mlm_err_prefix(mlm_error *err, const char *fmt, ...) MLM_PRINTF(2, 3);
+void mlm_error_prefix(mlm_error *err, const char *fmt, ...) MLM_PRINTF(2, 3);
 
 /* Our own invariants only: never for input from files, flags or requests. */
 #define MLM_ASSERT(cond)                                                            \

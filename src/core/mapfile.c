@@ -15,16 +15,16 @@
 mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return mlm_error_set(err, MLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return mlm_err_set(err, MLM_ERR_IO, "%s: not a regular file", path);
+        return mlm_error_set(err, MLM_ERR_IO, "%s: not a regular file", path);
     }
     f->path = strdup(path);
     if (!f->path) {
         close(fd);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     }
     f->size = (size_t)st.st_size;
     if (f->size == 0) {
@@ -37,8 +37,8 @@ mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err) {
     if (p == MAP_FAILED) {
         free(f->path);
         f->path = NULL;
-        return mlm_err_set(err, MLM_ERR_IO, "%s: cannot map %zu bytes: %s", path, f->size,
-                           strerror(errno));
+        return mlm_error_set(err, MLM_ERR_IO, "%s: cannot map %zu bytes: %s", path, f->size,
+                             strerror(errno));
     }
     f->data = p;
     f->mapped = 1;
@@ -49,7 +49,7 @@ mlm_status mlm_mapfile_borrow(mlm_mapfile *f, const char *name, const void *data
                               mlm_error *err) {
     memset(f, 0, sizeof *f);
     f->path = strdup(name);
-    if (!f->path) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
+    if (!f->path) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
     f->data = data;
     f->size = size;
     f->borrowed = 1;
@@ -73,28 +73,28 @@ mlm_status mlm_read_file(const char *path, size_t max_bytes, char **out, size_t 
                          mlm_error *err) {
     *out = NULL;
     FILE *fp = fopen(path, "rb");
-    if (!fp) return mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!fp) return mlm_error_set(err, MLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(fp);
-        return mlm_err_set(err, MLM_ERR_IO, "%s: not a regular file", path);
+        return mlm_error_set(err, MLM_ERR_IO, "%s: not a regular file", path);
     }
     if ((size_t)st.st_size > max_bytes) {
         fclose(fp);
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: size %lld exceeds the limit of %zu bytes",
-                           path, (long long)st.st_size, max_bytes);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: size %lld exceeds the limit of %zu bytes",
+                             path, (long long)st.st_size, max_bytes);
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
     if (!buf) {
         fclose(fp);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     }
     size_t got = fread(buf, 1, n, fp);
     fclose(fp);
     if (got != n) {
         free(buf);
-        return mlm_err_set(err, MLM_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+        return mlm_error_set(err, MLM_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
     }
     buf[n] = 0;
     *out = buf;

@@ -116,12 +116,12 @@ mlm_status mlm_pool_create(int n_threads, mlm_pool **out, mlm_error *err) {
     *out = NULL;
     if (n_threads < 1) n_threads = 1;
     mlm_pool *p = calloc(1, sizeof *p);
-    if (!p) return mlm_err_set(err, MLM_ERR_NOMEM, "thread pool: out of memory");
+    if (!p) return mlm_error_set(err, MLM_ERR_NOMEM, "thread pool: out of memory");
     p->n_threads = n_threads;
     p->workers = calloc((size_t)n_threads, sizeof *p->workers);
     if (!p->workers) {
         free(p);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "thread pool: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "thread pool: out of memory");
     }
     for (int i = 1; i < n_threads; i++) {
         p->workers[i].pool = p;
@@ -130,8 +130,9 @@ mlm_status mlm_pool_create(int n_threads, mlm_pool **out, mlm_error *err) {
         if (rc) {
             p->n_threads = i; /* join the ones started */
             mlm_pool_free(p);
-            return mlm_err_set(err, MLM_ERR_INTERNAL, "thread pool: cannot start thread %d of %d: %s",
-                               i, n_threads, strerror(rc));
+            return mlm_error_set(err, MLM_ERR_INTERNAL,
+                                 "thread pool: cannot start thread %d of %d: %s", i, n_threads,
+                                 strerror(rc));
         }
     }
     *out = p;

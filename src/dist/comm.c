@@ -20,9 +20,9 @@ mlm_status mlm_comm_world(mlm_comm **out, mlm_error *err) {
     *out = NULL;
     if (!mlm_comm_launched()) return mlm_comm_null_create(out, err);
     if (!mlm_comm_mpi_built())
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "mesh: started by an MPI launcher, but this meshlm was built without "
-                           "MPI (install libopenmpi-dev and rebuild)");
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "mesh: started by an MPI launcher, but this meshlm was built without "
+                             "MPI (install libopenmpi-dev and rebuild)");
     return mlm_comm_mpi_world(out, err);
 }
 
@@ -40,8 +40,8 @@ mlm_status mlm_comm_scratch(mlm_comm *c, int64_t n, mlm_error *err) {
     if (n <= c->cap_sum) return MLM_OK;
     float *s = realloc(c->sum, (size_t)n * sizeof *s);
     if (!s)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "mesh: no memory for an all-reduce of %lld floats",
-                           (long long)n);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "mesh: no memory for an all-reduce of %lld floats",
+                             (long long)n);
     c->sum = s;
     c->cap_sum = n;
     return MLM_OK;
@@ -89,7 +89,7 @@ mlm_status mlm_comm_allgather(mlm_comm *c, const void *send, size_t bytes, void 
                               mlm_error *err) {
     int n = mlm_comm_size(c);
     size_t *counts = malloc((size_t)n * sizeof *counts);
-    if (!counts) return mlm_err_set(err, MLM_ERR_NOMEM, "mesh: out of memory");
+    if (!counts) return mlm_error_set(err, MLM_ERR_NOMEM, "mesh: out of memory");
     for (int i = 0; i < n; i++)
         counts[i] = bytes;
     mlm_status st = mlm_comm_allgatherv(c, send, recv, counts, err);
@@ -100,8 +100,8 @@ mlm_status mlm_comm_allgather(mlm_comm *c, const void *send, size_t bytes, void 
 mlm_status mlm_comm_bcast(mlm_comm *c, void *buf, size_t bytes, int root, mlm_error *err) {
     if (!c || c->size == 1 || !bytes) return MLM_OK;
     if (root < 0 || root >= c->size)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "mesh: broadcast root %d outside [0, %d)",
-                           root, c->size);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "mesh: broadcast root %d outside [0, %d)",
+                             root, c->size);
     return c->ops->bcast(c, buf, bytes, root, err);
 }
 
@@ -146,11 +146,11 @@ static int largest_tp(const mlm_config *c, int tp) {
 mlm_status mlm_mesh_check_tp(const mlm_config *c, int tp, const char *mesh, mlm_error *err) {
     /* the mesh sums w2's K chunks (one per KV head) in one order: n_ff must cut into them */
     if (tp > 1 && c->n_kv_head > 0 && c->n_ff % c->n_kv_head)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "mesh%s%s: the model's n_ff %d does not cut into its %d KV heads' K "
-                           "chunks, which a mesh needs to give one process's bits; run it on "
-                           "one device (N150)",
-                           mesh ? " " : "", mesh ? mesh : "", c->n_ff, c->n_kv_head);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "mesh%s%s: the model's n_ff %d does not cut into its %d KV heads' K "
+                             "chunks, which a mesh needs to give one process's bits; run it on "
+                             "one device (N150)",
+                             mesh ? " " : "", mesh ? mesh : "", c->n_ff, c->n_kv_head);
     const char *what = c->n_kv_head % tp ? "KV heads" : c->n_head % tp ? "attention heads" : NULL;
     int n = c->n_kv_head % tp ? c->n_kv_head : c->n_head;
     if (!what && c->n_ff % tp) what = "MLP columns (n_ff)", n = c->n_ff;
@@ -160,11 +160,11 @@ mlm_status mlm_mesh_check_tp(const mlm_config *c, int tp, const char *mesh, mlm_
     char hint[96];
     if (use) snprintf(hint, sizeof hint, "use %s (TP %d)", use, fit);
     else snprintf(hint, sizeof hint, "use --tp %d", fit);
-    return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                       "mesh%s%s: TP %d does not divide the model's %d %s (n_head %d, n_kv_head "
-                       "%d); %s, or %d data-parallel lanes of TP %d (--dp %d)",
-                       mesh ? " " : "", mesh ? mesh : "", tp, n, what, c->n_head, c->n_kv_head,
-                       hint, tp / fit, fit, tp / fit);
+    return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                         "mesh%s%s: TP %d does not divide the model's %d %s (n_head %d, n_kv_head "
+                         "%d); %s, or %d data-parallel lanes of TP %d (--dp %d)",
+                         mesh ? " " : "", mesh ? mesh : "", tp, n, what, c->n_head, c->n_kv_head,
+                         hint, tp / fit, fit, tp / fit);
 }
 
 mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *cfg, int world,
@@ -173,24 +173,24 @@ mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *
     int devices = 0;
     if (name) {
         if (!(devices = mlm_mesh_devices(name)))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "mesh: unknown mesh '%s' (N150, N300, T3K or TG)", name);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "mesh: unknown mesh '%s' (N150, N300, T3K or TG)", name);
         snprintf(out->name, sizeof out->name, "%s", name);
         if (tp && dp && tp * dp != devices)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "mesh %s has %d devices, not --tp %d x --dp %d", name, devices, tp,
-                               dp);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "mesh %s has %d devices, not --tp %d x --dp %d", name, devices, tp,
+                                 dp);
         if (!tp && dp) {
             if (devices % dp)
-                return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                                   "mesh %s: %d data-parallel lanes do not divide its %d devices",
-                                   name, dp, devices);
+                return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                     "mesh %s: %d data-parallel lanes do not divide its %d devices",
+                                     name, dp, devices);
             tp = devices / dp;
         } else if (tp && !dp) {
             if (devices % tp)
-                return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                                   "mesh %s: TP %d does not divide its %d devices", name, tp,
-                                   devices);
+                return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                     "mesh %s: TP %d does not divide its %d devices", name, tp,
+                                     devices);
             dp = devices / tp;
         } else if (!tp) {
             /* TG is 8 x 4: TP along the axis of 8 when the heads allow it (Llama 3: 8 KV heads),
@@ -213,17 +213,17 @@ mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *
     }
     if (world < devices || (world > devices && !fake)) {
         if (world == 1 && !mlm_comm_launched())
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "mesh%s%s: %d ranks (TP %d x DP %d) are needed, but this process "
-                               "is not under an MPI launcher; run it as mpirun -np %d meshlm ...",
-                               name ? " " : "", name ? name : "", devices, tp, dp, devices);
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "mesh%s%s has %d devices (TP %d x DP %d), but the MPI world has %d "
-                           "ranks%s",
-                           name ? " " : "", name ? name : "", devices, tp, dp, world,
-                           world > devices ? " (MESHLM_FAKE_DEVICE runs a smaller mesh on a "
-                                             "larger world)"
-                                           : "");
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "mesh%s%s: %d ranks (TP %d x DP %d) are needed, but this process "
+                                 "is not under an MPI launcher; run it as mpirun -np %d meshlm ...",
+                                 name ? " " : "", name ? name : "", devices, tp, dp, devices);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "mesh%s%s has %d devices (TP %d x DP %d), but the MPI world has %d "
+                             "ranks%s",
+                             name ? " " : "", name ? name : "", devices, tp, dp, world,
+                             world > devices ? " (MESHLM_FAKE_DEVICE runs a smaller mesh on a "
+                                               "larger world)"
+                                             : "");
     }
     return MLM_OK;
 }

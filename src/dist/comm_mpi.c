@@ -32,7 +32,7 @@ static mlm_status mpi_fail(mlm_error *err, int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
-    return mlm_err_set(err, MLM_ERR_BACKEND, "mesh: %s failed: %s", what, msg);
+    return mlm_error_set(err, MLM_ERR_BACKEND, "mesh: %s failed: %s", what, msg);
 }
 
 static const mlm_comm_ops mpi_ops;
@@ -52,7 +52,7 @@ static mlm_status wrap(MPI_Comm comm, int is_world, mlm_comm **out, mlm_error *e
     if (!c || !m || !m->counts || !m->displs || !m->rcounts || !m->rdispls) {
         if (m) free(m->counts), free(m->displs), free(m->rcounts), free(m->rdispls);
         free(m), free(c);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "mesh: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "mesh: out of memory");
     }
     m->comm = comm;
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -76,10 +76,10 @@ static mlm_status mpi_allreduce(mlm_comm *c, float *buf, int64_t n, mlm_error *e
     mpi_impl *m = c->impl;
     int p = c->size, r = c->rank;
     if (n > (int64_t)INT_MAX)
-        return mlm_err_set(err, MLM_ERR_CAPACITY,
-                           "mesh: an all-reduce of %lld floats exceeds "
-                           "MPI's int counts",
-                           (long long)n);
+        return mlm_error_set(err, MLM_ERR_CAPACITY,
+                             "mesh: an all-reduce of %lld floats exceeds "
+                             "MPI's int counts",
+                             (long long)n);
     int64_t base = n / p, extra = n % p, off = 0;
     for (int j = 0; j < p; j++) {
         m->counts[j] = (int)(base + (j < extra));
@@ -111,9 +111,9 @@ static mlm_status mpi_allgatherv(mlm_comm *c, const void *send, void *recv, cons
     size_t off = 0;
     for (int j = 0; j < c->size; j++) {
         if (counts[j] > INT_MAX || off > INT_MAX)
-            return mlm_err_set(err, MLM_ERR_CAPACITY,
-                               "mesh: a gather of %zu bytes exceeds MPI's int counts",
-                               off + counts[j]);
+            return mlm_error_set(err, MLM_ERR_CAPACITY,
+                                 "mesh: a gather of %zu bytes exceeds MPI's int counts",
+                                 off + counts[j]);
         m->counts[j] = (int)counts[j];
         m->displs[j] = (int)off;
         off += counts[j];
@@ -168,10 +168,10 @@ mlm_status mlm_comm_mpi_world(mlm_comm **out, mlm_error *err) {
         if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Init_thread");
         if (provided < MPI_THREAD_SERIALIZED) {
             MPI_Finalize();
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "mesh: this MPI gives thread level %d, meshlm needs "
-                               "MPI_THREAD_SERIALIZED",
-                               provided);
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                 "mesh: this MPI gives thread level %d, meshlm needs "
+                                 "MPI_THREAD_SERIALIZED",
+                                 provided);
         }
     }
     return wrap(MPI_COMM_WORLD, 1, out, err);
@@ -183,9 +183,9 @@ int mlm_comm_mpi_built(void) { return 0; }
 
 mlm_status mlm_comm_mpi_world(mlm_comm **out, mlm_error *err) {
     *out = NULL;
-    return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                       "mesh: this meshlm was built without MPI (install libopenmpi-dev and "
-                       "rebuild)");
+    return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                         "mesh: this meshlm was built without MPI (install libopenmpi-dev and "
+                         "rebuild)");
 }
 
 #endif

@@ -48,7 +48,7 @@ static const mlm_comm_ops null_ops = {"single",   null_split,   null_allreduce, 
 
 mlm_status mlm_comm_null_create(mlm_comm **out, mlm_error *err) {
     mlm_comm *c = calloc(1, sizeof *c);
-    if (!c) return mlm_err_set(err, MLM_ERR_NOMEM, "mesh: out of memory");
+    if (!c) return mlm_error_set(err, MLM_ERR_NOMEM, "mesh: out of memory");
     *c = (mlm_comm){.ops = &null_ops, .rank = 0, .size = 1, .is_world = 1};
     *out = c;
     return MLM_OK;

@@ -63,19 +63,20 @@ mlm_status mlm_exec_params_resolve(mlm_exec_params *p, mlm_dtype profile_kv, con
                                    mlm_error *err) {
     if (p->max_seqs < 1 || p->max_seq_len < 1 || p->block_size < 1 || p->max_step_tokens < 1 ||
         p->max_num_blocks < 0 || p->max_step_logits < 0 || p->n_threads < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
-                           "be positive");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: max_seqs, max_seq_len, block_size and max_step_tokens must "
+                             "be positive");
     if (p->max_images < 0 || p->max_images > MLM_MAX_IMAGES || p->image_tiles < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: max_images %d outside [0, %d] (MLM_MAX_IMAGES), or negative "
-                           "image_tiles",
-                           p->max_images, MLM_MAX_IMAGES);
+        return mlm_error_set(
+            err, MLM_ERR_INVALID_ARG,
+            "executor: max_images %d outside [0, %d] (MLM_MAX_IMAGES), or negative "
+            "image_tiles",
+            p->max_images, MLM_MAX_IMAGES);
     if (p->kv_dtype == MLM_KV_FROM_PROFILE) p->kv_dtype = profile_kv;
     if (p->kv_dtype != MLM_DTYPE_F32 && p->kv_dtype != MLM_DTYPE_BF16 && p->kv_dtype != MLM_DTYPE_BFP8)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: KV dtype %s is not f32, bf16 or bfp8",
-                           mlm_dtype_name(p->kv_dtype));
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: KV dtype %s is not f32, bf16 or bfp8",
+                             mlm_dtype_name(p->kv_dtype));
     if (!p->max_num_blocks)
         p->max_num_blocks = p->max_seqs * ((p->max_seq_len + p->block_size - 1) / p->block_size);
     if (!p->max_step_logits) p->max_step_logits = p->max_seqs;
@@ -99,7 +100,7 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     mlm_status st = mlm_exec_params_resolve(&p, mlm_model_kv_dtype(model), &model->cfg, err);
     if (st) return st;
     mlm_exec *e = calloc(1, sizeof *e);
-    if (!e) return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+    if (!e) return mlm_error_set(err, MLM_ERR_NOMEM, "executor: out of memory");
     e->model = model;
     e->p = p;
     const mlm_config *c = &model->local; /* this rank's KV heads under TP */
@@ -118,8 +119,8 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     e->step_len = calloc((size_t)p.max_seqs, sizeof *e->step_len);
     if (!e->scratch || !e->kv_idx || !e->blocks || !e->step_len) {
         mlm_exec_free(e);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "executor: cannot allocate %zu bytes of scratch",
-                           bytes);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "executor: cannot allocate %zu bytes of scratch",
+                             bytes);
     }
     if ((st = mlm_pool_create(p.n_threads, &e->pool, err)) ||
         (st = mlm_exec_images_init(e->model, &e->p, &e->xkv, &e->images, err))) {
@@ -129,14 +130,14 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     if (e->images && (!(e->xblocks = calloc((size_t)p.max_step_tokens, sizeof *e->xblocks)) ||
                       !(e->xn = calloc((size_t)p.max_step_tokens, sizeof *e->xn)))) {
         mlm_exec_free(e);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "executor: out of memory");
     }
     if (model->tp_size > 1) {
         e->msg_cap = msg_ints(&p, e->kv.max_blocks_per_seq);
         e->flags = malloc((size_t)p.max_step_tokens);
         if (!(e->msg = malloc((size_t)e->msg_cap * sizeof *e->msg)) || !e->flags) {
             mlm_exec_free(e);
-            return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+            return mlm_error_set(err, MLM_ERR_NOMEM, "executor: out of memory");
         }
     }
     *out = e;
@@ -166,8 +167,8 @@ void mlm_exec_free(mlm_exec *e) {
 
 static mlm_status check_seq(const mlm_exec *e, int32_t seq, mlm_error *err) {
     if (seq < 0 || seq >= e->p.max_seqs)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: sequence %d is outside [0, %d)",
-                           seq, e->p.max_seqs);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "executor: sequence %d is outside [0, %d)",
+                             seq, e->p.max_seqs);
     return MLM_OK;
 }
 
@@ -175,7 +176,8 @@ mlm_status mlm_exec_seq_reset(mlm_exec *e, int32_t seq, int32_t start, mlm_error
     mlm_status st = check_seq(e, seq, err);
     if (st) return st;
     if (start < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: negative start position %d", start);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "executor: negative start position %d",
+                             start);
     mlm_kv_reset(&e->kv, seq, start);
     if (e->images) mlm_exec_images_reset(&e->xkv, &e->images[seq], seq);
     return MLM_OK;
@@ -197,9 +199,9 @@ int32_t mlm_exec_seq_len(const mlm_exec *e, int32_t seq) {
 static mlm_status check_batch(mlm_exec *e, const mlm_batch *b, int32_t *n_logits, mlm_error *err) {
     const mlm_config *c = &e->model->cfg;
     if (b->n < 1 || b->n > e->p.max_step_tokens)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: a step takes 1 to %d tokens (max_step_tokens), got %d",
-                           e->p.max_step_tokens, b->n);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: a step takes 1 to %d tokens (max_step_tokens), got %d",
+                             e->p.max_step_tokens, b->n);
     memset(e->step_len, 0, (size_t)e->p.max_seqs * sizeof *e->step_len);
     *n_logits = 0;
     for (int32_t i = 0; i < b->n; i++) {
@@ -207,29 +209,32 @@ static mlm_status check_batch(mlm_exec *e, const mlm_batch *b, int32_t *n_logits
         mlm_status st = check_seq(e, seq, err);
         if (st) return st;
         if ((tok < 0 || tok >= c->n_vocab) && !(e->images && tok == c->image_token_id))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "executor: token %d (batch entry %d) is outside the vocabulary [0, %d)",
-                               tok, i, c->n_vocab);
+            return mlm_error_set(
+                err, MLM_ERR_INVALID_ARG,
+                "executor: token %d (batch entry %d) is outside the vocabulary [0, %d)", tok, i,
+                c->n_vocab);
         const mlm_kv_seq *s = &e->kv.seqs[seq];
         int32_t expect = s->start + s->len + e->step_len[seq];
         if (b->pos[i] != expect)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "executor: sequence %d expects position %d next, batch entry %d has %d",
-                               seq, expect, i, b->pos[i]);
+            return mlm_error_set(
+                err, MLM_ERR_INVALID_ARG,
+                "executor: sequence %d expects position %d next, batch entry %d has %d", seq,
+                expect, i, b->pos[i]);
         if (e->images && (st = mlm_exec_images_check(&e->images[seq], seq, tok, b->pos[i],
                                                      c->image_token_id, err)))
             return st;
         if (s->len + e->step_len[seq] >= e->p.max_seq_len)
-            return mlm_err_set(err, MLM_ERR_CAPACITY,
-                               "executor: sequence %d is full (max_seq_len %d)", seq,
-                               e->p.max_seq_len);
+            return mlm_error_set(err, MLM_ERR_CAPACITY,
+                                 "executor: sequence %d is full (max_seq_len %d)", seq,
+                                 e->p.max_seq_len);
         e->step_len[seq]++;
         *n_logits += b->logits && b->logits[i];
     }
     if (*n_logits > e->p.max_step_logits)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: %d tokens ask for logits, at most %d per step (max_step_logits)",
-                           *n_logits, e->p.max_step_logits);
+        return mlm_error_set(
+            err, MLM_ERR_INVALID_ARG,
+            "executor: %d tokens ask for logits, at most %d per step (max_step_logits)", *n_logits,
+            e->p.max_step_logits);
     return MLM_OK;
 }
 
@@ -262,13 +267,13 @@ static mlm_status send_step(mlm_exec *e, const mlm_batch *b, mlm_error *err) {
 mlm_status mlm_exec_follow(mlm_exec *e, mlm_error *err) {
     const mlm_model *mod = e->model;
     if (mod->tp_size < 2 || mod->tp_rank == 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: only TP ranks other than 0 follow (this is rank %d of %d)",
-                           mod->tp_rank, mod->tp_size);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: only TP ranks other than 0 follow (this is rank %d of %d)",
+                             mod->tp_rank, mod->tp_size);
     size_t V = (size_t)mod->cfg.n_vocab;
     if (!e->follow_logits &&
         !(e->follow_logits = malloc((size_t)e->p.max_step_logits * V * sizeof(float))))
-        return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "executor: out of memory");
     const int32_t *seq_pages[512];
     for (;;) {
         int32_t *m = e->msg;
@@ -278,10 +283,11 @@ mlm_status mlm_exec_follow(mlm_exec *e, mlm_error *err) {
         if (n == 0) return MLM_OK;
         if (n < 0 || n > e->p.max_step_tokens || n_seqs < 1 || n_seqs > e->p.max_seqs ||
             n_seqs > 512 || ints < PER_TOKEN * n || ints > e->msg_cap - HDR)
-            return mlm_err_set(err, MLM_ERR_INTERNAL,
-                               "executor: a step message of %d tokens, %d sequences, %d ints does "
-                               "not fit this executor",
-                               n, n_seqs, ints);
+            return mlm_error_set(
+                err, MLM_ERR_INTERNAL,
+                "executor: a step message of %d tokens, %d sequences, %d ints does "
+                "not fit this executor",
+                n, n_seqs, ints);
         if ((st = mlm_comm_bcast(mod->tp, m + HDR, (size_t)ints * sizeof *m, 0, err))) return st;
         int32_t *tok = m + HDR, *pos = tok + n, *idx = pos + n, *which = idx + n, *want = which + n;
         const int32_t *t = want + n;
@@ -291,10 +297,10 @@ mlm_status mlm_exec_follow(mlm_exec *e, mlm_error *err) {
         }
         for (int32_t i = 0; i < n; i++) {
             if (which[i] < 0 || which[i] >= n_seqs)
-                return mlm_err_set(err, MLM_ERR_INTERNAL,
-                                   "executor: a step message names "
-                                   "sequence %d of %d",
-                                   which[i], n_seqs);
+                return mlm_error_set(err, MLM_ERR_INTERNAL,
+                                     "executor: a step message names "
+                                     "sequence %d of %d",
+                                     which[i], n_seqs);
             e->kv_idx[i] = idx[i];
             e->blocks[i] = seq_pages[which[i]];
             e->flags[i] = (int8_t)want[i];
@@ -315,17 +321,18 @@ mlm_status mlm_exec_step(mlm_exec *e, const mlm_batch *b, float *out, mlm_error 
     mlm_status st = check_batch(e, b, &n_logits, err);
     if (st) return st;
     if (n_logits && !out)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: logits asked for, no output buffer");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: logits asked for, no output buffer");
     /* Reserve every page first: all or nothing. */
     int32_t need = 0;
     for (int32_t s = 0; s < e->p.max_seqs; s++)
         if (e->step_len[s])
             need += mlm_kv_pages_needed(&e->kv, s, e->kv.seqs[s].len + e->step_len[s]);
     if (need > e->kv.n_free)
-        return mlm_err_set(err, MLM_ERR_CAPACITY,
-                           "kv cache: out of blocks: this step needs %d more, %d of %d are free "
-                           "(block_size %d)",
-                           need, e->kv.n_free, e->kv.max_num_blocks, e->kv.block_size);
+        return mlm_error_set(err, MLM_ERR_CAPACITY,
+                             "kv cache: out of blocks: this step needs %d more, %d of %d are free "
+                             "(block_size %d)",
+                             need, e->kv.n_free, e->kv.max_num_blocks, e->kv.block_size);
     for (int32_t s = 0; s < e->p.max_seqs; s++)
         if (e->step_len[s]) mlm_kv_grow(&e->kv, s, e->kv.seqs[s].len + e->step_len[s]);
     for (int32_t i = 0; i < b->n; i++) {
@@ -365,8 +372,8 @@ mlm_status mlm_exec_seq_set_images(mlm_exec *e, int32_t seq, mlm_image *const *i
     mlm_status st = check_seq(e, seq, err);
     if (st) return st;
     if (!e->images)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: the model (%s) takes no images",
-                           mlm_family_name(e->model->cfg.family));
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "executor: the model (%s) takes no images",
+                             mlm_family_name(e->model->cfg.family));
     return mlm_exec_images_bind(e->model, &e->p, &e->xkv, e->images, seq, mlm_exec_seq_len(e, seq),
                                 images, pos, n, e->scratch, e->pool, err);
 }

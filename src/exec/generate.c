@@ -70,10 +70,10 @@ static mlm_status bind_images(mlm_exec *e, int32_t u, const mlm_gen_user *us, ml
     for (int32_t i = 0; i < us->n_prompt; i++)
         if (us->prompt[i] == image && image >= 0 && n < MLM_MAX_IMAGES) pos[n++] = i;
     if (n != us->n_images)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "generate: user %d: the prompt holds %d image tokens, %d images were "
-                           "given",
-                           u, n, us->n_images);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "generate: user %d: the prompt holds %d image tokens, %d images were "
+                             "given",
+                             u, n, us->n_images);
     return mlm_exec_seq_set_images(e, u, us->images, pos, n, err);
 }
 
@@ -84,18 +84,19 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
     int32_t V = mlm_model_config(mlm_exec_model(e))->n_vocab;
     memset(stats, 0, sizeof *stats);
     if (n_users < 1 || n_users > p->max_seqs || n_users > p->max_step_tokens)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "generate: %d users, the executor takes 1 to %d (max_seqs)", n_users,
-                           p->max_seqs);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "generate: %d users, the executor takes 1 to %d (max_seqs)", n_users,
+                             p->max_seqs);
     memset(out, 0, (size_t)n_users * sizeof *out);
     for (int32_t u = 0; u < n_users; u++) {
         if (users[u].n_prompt < 1 || users[u].max_new_tokens < 1)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "generate: user %d needs a prompt and max_new_tokens >= 1", u);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "generate: user %d needs a prompt and max_new_tokens >= 1", u);
         if ((int64_t)users[u].n_prompt + users[u].max_new_tokens > p->max_seq_len)
-            return mlm_err_set(err, MLM_ERR_CAPACITY,
-                               "generate: user %d: prompt %d + %d new tokens exceed max_seq_len %d",
-                               u, users[u].n_prompt, users[u].max_new_tokens, p->max_seq_len);
+            return mlm_error_set(
+                err, MLM_ERR_CAPACITY,
+                "generate: user %d: prompt %d + %d new tokens exceed max_seq_len %d", u,
+                users[u].n_prompt, users[u].max_new_tokens, p->max_seq_len);
     }
     state s = {0};
     int32_t T = p->max_step_tokens, L = p->max_step_logits;
@@ -106,12 +107,13 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
     s.samplers = calloc((size_t)n_users, sizeof *s.samplers);
     mlm_status st = MLM_OK;
     if (!s.tok || !s.seq || !s.pos || !s.want || !s.owner || !s.logits || !s.samplers)
-        st = mlm_err_set(err, MLM_ERR_NOMEM, "generate: out of memory");
+        st = mlm_error_set(err, MLM_ERR_NOMEM, "generate: out of memory");
     for (int32_t u = 0; !st && u < n_users; u++) {
         st = mlm_sampler_init(&s.samplers[u], &users[u].sampling, V, err);
         if (!st) s.n_samplers++;
         out[u].tokens = st ? NULL : malloc((size_t)users[u].max_new_tokens * sizeof(int32_t));
-        if (!st && !out[u].tokens) st = mlm_err_set(err, MLM_ERR_NOMEM, "generate: out of memory");
+        if (!st && !out[u].tokens)
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "generate: out of memory");
         if (!st) st = mlm_exec_seq_reset(e, u, 0, err);
     }
     /* every user's old pages are free before any new table is set */
@@ -120,7 +122,7 @@ mlm_status mlm_exec_generate(mlm_exec *e, const mlm_gen_user *users, int32_t n_u
     for (int32_t u = 0; !st && u < n_users; u++)
         st = bind_images(e, u, &users[u], err);
     uint8_t *done = st ? NULL : calloc((size_t)n_users, 1);
-    if (!st && !done) st = mlm_err_set(err, MLM_ERR_NOMEM, "generate: out of memory");
+    if (!st && !done) st = mlm_error_set(err, MLM_ERR_NOMEM, "generate: out of memory");
     /* prefill: users' prompts one after another in steps of at most T tokens and L logits */
     double t0 = now();
     int32_t u = 0, off = 0;

@@ -39,7 +39,7 @@ static mlm_status prepare(const mlm_model *m, const char *name, mlm_rgb_image *r
     p.tile_size = v->image_size;
     p.max_tiles = v->max_tiles;
     mlm_image *img = calloc(1, sizeof *img);
-    if (!img) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
+    if (!img) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
     img->model = m, img->width = rgb->width, img->height = rgb->height;
     mlm_status st = mlm_mllama_preprocess(rgb, &p, &img->px, NULL, err);
     /* the grid's id among the model's own aspect ratios (the processor lists them in
@@ -48,10 +48,10 @@ static mlm_status prepare(const mlm_model *m, const char *name, mlm_rgb_image *r
     for (int32_t i = 0; !st && i < v->n_aspect; i++)
         if (v->aspect[i][0] == img->px.rows && v->aspect[i][1] == img->px.cols) id = i + 1;
     if (!st && !id)
-        st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                         "%s: the tile grid %d x %d is not among the model's supported aspect "
-                         "ratios",
-                         name, img->px.rows, img->px.cols);
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "%s: the tile grid %d x %d is not among the model's supported aspect "
+                           "ratios",
+                           name, img->px.rows, img->px.cols);
     if (st) {
         mlm_image_free(img);
         return st;
@@ -63,8 +63,8 @@ static mlm_status prepare(const mlm_model *m, const char *name, mlm_rgb_image *r
 
 static mlm_status check_model(const mlm_model *m, const char *name, mlm_error *err) {
     if (!is_vision(m))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: the model takes no images (only Llama 3.2 Vision does)", name);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: the model takes no images (only Llama 3.2 Vision does)", name);
     return MLM_OK;
 }
 
@@ -111,13 +111,13 @@ const float *mlm_image_embeddings(const mlm_image *img) { return img ? img->embe
 
 mlm_status mlm_image_encode(const mlm_model *m, mlm_image *img, int n_threads, mlm_error *err) {
     if (!img || img->model != m)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "image: encoded with another model");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "image: encoded with another model");
     if (img->embeds) return MLM_OK;
     int64_t rows = (int64_t)img->px.n_tiles * m->vision.n_tok;
     float *embeds = malloc((size_t)(rows * m->cfg.n_embd) * sizeof *embeds);
     if (!embeds)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "image: out of memory for %lld vision states",
-                           (long long)rows);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "image: out of memory for %lld vision states",
+                             (long long)rows);
     mlm_pool *pool = NULL;
     mlm_status st = mlm_pool_create(n_threads > 0 ? n_threads : mlm_cpu_count(), &pool, err);
     if (!st)
@@ -151,7 +151,7 @@ mlm_status mlm_exec_images_init(const mlm_model *m, mlm_exec_params *p, mlm_kv *
     if (st) return st;
     if (!(*images = calloc((size_t)p->max_seqs, sizeof **images))) {
         mlm_kv_deinit(xkv);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "executor: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "executor: out of memory");
     }
     return MLM_OK;
 }
@@ -173,15 +173,15 @@ mlm_status mlm_exec_images_check(const seq_images *si, int32_t seq, int32_t tok,
     for (int32_t i = 0; i < si->n; i++)
         bound |= si->pos[i] == pos;
     if (tok == image_token && !bound)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: sequence %d: the image token %d at position %d has no "
-                           "image (%d bound)",
-                           seq, tok, pos, si->n);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: sequence %d: the image token %d at position %d has no "
+                             "image (%d bound)",
+                             seq, tok, pos, si->n);
     if (tok != image_token && bound)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: sequence %d: an image is bound at position %d, where the "
-                           "token is %d, not the image token %d",
-                           seq, pos, tok, image_token);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: sequence %d: an image is bound at position %d, where the "
+                             "token is %d, not the image token %d",
+                             seq, pos, tok, image_token);
     return MLM_OK;
 }
 
@@ -219,35 +219,36 @@ mlm_status mlm_exec_images_bind(const mlm_model *m, const mlm_exec_params *p, ml
                                 void *scratch, mlm_pool *pool, mlm_error *err) {
     seq_images *si = &all[seq];
     if (si->n)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: sequence %d already holds %d images (reset it first)", seq,
-                           si->n);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: sequence %d already holds %d images (reset it first)", seq,
+                             si->n);
     if (n < 1 || n > p->max_images)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "executor: %d images for one sequence, the executor takes 1 to %d "
-                           "(max_images)",
-                           n, p->max_images);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: %d images for one sequence, the executor takes 1 to %d "
+                             "(max_images)",
+                             n, p->max_images);
     int32_t fresh = 0, from;
     for (int32_t i = 0; i < n; i++) {
         const mlm_image *img = images[i];
         if (!img || img->model != m || !img->embeds)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "executor: image %d is %s", i,
-                               !img              ? "missing"
-                               : img->model != m ? "another model's"
-                                                 : "not encoded (mlm_image_encode)");
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "executor: image %d is %s", i,
+                                 !img              ? "missing"
+                                 : img->model != m ? "another model's"
+                                                   : "not encoded (mlm_image_encode)");
         if (pos[i] < next || (i && pos[i] <= pos[i - 1]))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "executor: sequence %d: image %d at position %d: positions must "
-                               "increase from the next one, %d",
-                               seq, i, pos[i], next);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "executor: sequence %d: image %d at position %d: positions must "
+                                 "increase from the next one, %d",
+                                 seq, i, pos[i], next);
         if (held_elsewhere(xkv, all, p->max_seqs, seq, img->id, &from) < 0)
             fresh += img->px.n_tiles;
     }
     if (fresh > xkv->n_free)
-        return mlm_err_set(err, MLM_ERR_CAPACITY,
-                           "executor: the image pool has %d free tiles of %d, these images need %d "
-                           "(image_tiles)",
-                           xkv->n_free, xkv->max_num_blocks, fresh);
+        return mlm_error_set(
+            err, MLM_ERR_CAPACITY,
+            "executor: the image pool has %d free tiles of %d, these images need %d "
+            "(image_tiles)",
+            xkv->n_free, xkv->max_num_blocks, fresh);
     /* an image another sequence holds shares its tile blocks (their K/V are the same);
      * the others get new blocks and their K/V computed */
     int32_t T = m->vision.n_tok;

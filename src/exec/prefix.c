@@ -27,8 +27,8 @@ mlm_status mlm_prefix_init(mlm_prefix *p, mlm_kv *kv, mlm_error *err) {
     if (!p->cached || !p->key || !p->parent || !p->tokens || !p->bucket || !p->chain ||
         !p->lru_prev || !p->lru_next) {
         mlm_prefix_deinit(p);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "prefix cache: out of memory (%d blocks)",
-                           kv->max_num_blocks);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "prefix cache: out of memory (%d blocks)",
+                             kv->max_num_blocks);
     }
     for (int32_t i = 0; i < p->n_buckets; i++) p->bucket[i] = -1;
     p->lru_head = p->lru_tail = -1;

@@ -61,7 +61,7 @@ struct mlm_sched {
     float *penalized;       /* (n_vocab) */
     int32_t *counts;        /* (n_vocab) zeroed between uses */
     int32_t *top_ids;       /* (MAX_TOP) */
-    float *top_lp;
+    double *top_lp;
     int32_t *share;         /* (max_blocks_per_seq) prefix hit blocks */
     /* shared with other threads */
     pthread_mutex_t mu;
@@ -128,19 +128,21 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     mlm_sched_params p = params ? *params : mlm_sched_default_params();
     if (p.max_batch < 1 || p.max_seq_len < 2 || p.block_size < 1 || p.prefill_chunk < 1 ||
         p.max_queue < 0 || p.kv_blocks < 0 || p.max_logprobs < 0 || p.max_logprobs > MAX_TOP)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "scheduler: max_batch, block_size and prefill_chunk must be positive, "
-                           "max_seq_len at least 2, max_logprobs at most %d",
-                           MAX_TOP);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "scheduler: max_batch, block_size and prefill_chunk must be positive, "
+                             "max_seq_len at least 2, max_logprobs at most %d",
+                             MAX_TOP);
     int32_t per_seq = (p.max_seq_len + p.block_size - 1) / p.block_size;
     if (!p.kv_blocks) p.kv_blocks = p.max_batch * per_seq;
     /* A lone sequence must always fit the pool, so that preemption can always make room. */
     if ((int64_t)p.kv_blocks * p.block_size < p.max_seq_len) p.max_seq_len = p.kv_blocks * p.block_size;
     if (p.max_seq_len < 2)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "scheduler: %d KV blocks of %d tokens hold "
-                           "less than 2 tokens", p.kv_blocks, p.block_size);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "scheduler: %d KV blocks of %d tokens hold "
+                             "less than 2 tokens",
+                             p.kv_blocks, p.block_size);
     mlm_sched *s = calloc(1, sizeof *s);
-    if (!s) return mlm_err_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
+    if (!s) return mlm_error_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
     s->p = p;
     s->model = model;
     s->n_vocab = mlm_model_config(model)->n_vocab;
@@ -167,13 +169,13 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     s->row_req = malloc(B * sizeof *s->row_req), s->fed = malloc(B * sizeof *s->fed);
     s->logits = malloc(B * V * sizeof(float)), s->penalized = malloc(V * sizeof(float));
     s->counts = calloc(V, sizeof(int32_t));
-    s->top_ids = malloc(MAX_TOP * sizeof(int32_t)), s->top_lp = malloc(MAX_TOP * sizeof(float));
+    s->top_ids = malloc(MAX_TOP * sizeof(int32_t)), s->top_lp = malloc(MAX_TOP * sizeof(double));
     s->share = malloc((size_t)s->kv->max_blocks_per_seq * sizeof(int32_t));
     if (!s->slots || !s->b_tok || !s->b_seq || !s->b_pos || !s->b_want || !s->row_req ||
         !s->fed || !s->logits || !s->penalized || !s->counts || !s->top_ids || !s->top_lp ||
         !s->share) {
         mlm_sched_free(s);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
     }
     s->stats.kv_blocks_total = p.kv_blocks;
     *out = s;
@@ -213,10 +215,8 @@ static int emit(req *r, int32_t token, int is_stop_id, mlm_finish finish, const 
                           .n_generated = r->n_tokens - r->n_prompt,
                           .error = error};
     if (logits && r->logprobs >= 0 && token >= 0) {
-        double lp, top_lp[MAX_TOP];
-        int32_t n_top = mlm_logprobs(logits, s->n_vocab, token, r->logprobs, &lp, s->top_ids, top_lp);
-        ev.logprob = (float)lp;
-        for (int32_t i = 0; i < n_top; i++) s->top_lp[i] = (float)top_lp[i];
+        int32_t n_top =
+            mlm_logprobs(logits, s->n_vocab, token, r->logprobs, &ev.logprob, s->top_ids, s->top_lp);
         ev.n_top = n_top;
         ev.top_ids = s->top_ids;
         ev.top_logprobs = s->top_lp;
@@ -239,29 +239,29 @@ static mlm_status check_images(const mlm_sched *s, const mlm_request_params *q, 
                                int32_t n_tokens, int32_t pool, int32_t *tiles, mlm_error *err) {
     *tiles = 0;
     if (q->n_images < 0 || (q->n_images && !q->images))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: bad images");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: bad images");
     if (q->n_images && image < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: the model takes no images");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: the model takes no images");
     if (n_tokens != q->n_images)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "request: the prompt holds %d image tokens, %d images were given",
-                           n_tokens, q->n_images);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "request: the prompt holds %d image tokens, %d images were given",
+                             n_tokens, q->n_images);
     if (q->n_images > s->p.max_images)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "request: %d images, at most %d per request (max_images)", q->n_images,
-                           s->p.max_images);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "request: %d images, at most %d per request (max_images)", q->n_images,
+                             s->p.max_images);
     for (int32_t i = 0; i < q->n_images; i++) {
         mlm_image_info info;
         mlm_image_get_info(q->images[i], &info);
         if (!info.encoded)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: image %d is not encoded", i);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: image %d is not encoded", i);
         *tiles += info.n_tiles;
     }
     if (*tiles > pool)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "request: its images take %d tiles, the image pool holds %d "
-                           "(image_tiles)",
-                           *tiles, pool);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "request: its images take %d tiles, the image pool holds %d "
+                             "(image_tiles)",
+                             *tiles, pool);
     return MLM_OK;
 }
 
@@ -270,41 +270,42 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     *id = 0;
     int32_t L = s->p.max_seq_len;
     if (!q->prompt || q->n_prompt < 1)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: the prompt is empty");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: the prompt is empty");
     if (q->n_prompt >= L)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "request: the prompt has %d tokens, but the maximum context length is "
-                           "%d tokens (prompt and at least one new token)",
-                           q->n_prompt, L);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "request: the prompt has %d tokens, but the maximum context length is "
+                             "%d tokens (prompt and at least one new token)",
+                             q->n_prompt, L);
     if (q->max_new_tokens < 1)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: max_new_tokens %d must be >= 1",
-                           q->max_new_tokens);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: max_new_tokens %d must be >= 1",
+                             q->max_new_tokens);
     if ((int64_t)q->n_prompt + q->max_new_tokens > L)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "request: the maximum context length is %d tokens, but %lld were "
-                           "requested (%d in the prompt, %d to generate)",
-                           L, (long long)q->n_prompt + q->max_new_tokens, q->n_prompt,
-                           q->max_new_tokens);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "request: the maximum context length is %d tokens, but %lld were "
+                             "requested (%d in the prompt, %d to generate)",
+                             L, (long long)q->n_prompt + q->max_new_tokens, q->n_prompt,
+                             q->max_new_tokens);
     int32_t image = mlm_model_image_token(s->model), n_image_tokens = 0;
     for (int32_t i = 0; i < q->n_prompt; i++) {
         n_image_tokens += image >= 0 && q->prompt[i] == image;
         if ((q->prompt[i] < 0 || q->prompt[i] >= s->n_vocab) && q->prompt[i] != image)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "request: prompt token %d (at %d) is outside the vocabulary [0, %d)",
-                               q->prompt[i], i, s->n_vocab);
+            return mlm_error_set(
+                err, MLM_ERR_INVALID_ARG,
+                "request: prompt token %d (at %d) is outside the vocabulary [0, %d)", q->prompt[i],
+                i, s->n_vocab);
     }
     int32_t tiles = 0; /* s->p.image_tiles: the pool's size, fixed at creation */
     mlm_status st = check_images(s, q, image, n_image_tokens, s->p.image_tiles, &tiles, err);
     if (st) return st;
     if (q->logprobs > s->p.max_logprobs)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: %d top logprobs asked, at most %d",
-                           q->logprobs, s->p.max_logprobs);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: %d top logprobs asked, at most %d",
+                             q->logprobs, s->p.max_logprobs);
     if (!isfinite(q->presence_penalty) || !isfinite(q->frequency_penalty))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: penalties must be finite");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: penalties must be finite");
     if (q->n_stop_ids < 0 || (q->n_stop_ids && !q->stop_ids))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "request: bad stop ids");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: bad stop ids");
     req *r = calloc(1, sizeof *r);
-    if (!r) return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
+    if (!r) return mlm_error_set(err, MLM_ERR_NOMEM, "request: out of memory");
     st = mlm_sampler_init(&r->sampler, &q->sampling, s->n_vocab, err);
     if (st) {
         free(r);
@@ -314,7 +315,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     r->stop_ids = malloc(((size_t)q->n_stop_ids + 1) * sizeof *r->stop_ids);
     if (!r->tokens || !r->stop_ids) {
         req_free(r);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "request: out of memory");
     }
     memcpy(r->tokens, q->prompt, (size_t)q->n_prompt * sizeof *r->tokens);
     if (q->n_images) {
@@ -322,7 +323,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
         r->image_pos = malloc((size_t)q->n_images * sizeof *r->image_pos);
         if (!r->images || !r->image_pos) {
             req_free(r);
-            return mlm_err_set(err, MLM_ERR_NOMEM, "request: out of memory");
+            return mlm_error_set(err, MLM_ERR_NOMEM, "request: out of memory");
         }
         for (int32_t i = 0, k = 0; i < q->n_prompt; i++)
             if (q->prompt[i] == image) r->image_pos[k] = i, r->images[k] = q->images[k], k++;
@@ -344,9 +345,9 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
         int32_t n = s->n_waiting;
         pthread_mutex_unlock(&s->mu);
         req_free(r);
-        return mlm_err_set(err, MLM_ERR_CAPACITY,
-                           "scheduler: %d requests are waiting (the queue holds %d); retry later",
-                           n, s->p.max_queue);
+        return mlm_error_set(err, MLM_ERR_CAPACITY,
+                             "scheduler: %d requests are waiting (the queue holds %d); retry later",
+                             n, s->p.max_queue);
     }
     r->id = s->next_id++;
     r->live_next = s->live;

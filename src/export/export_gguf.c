@@ -93,7 +93,7 @@ static mlm_status add(plan *p, const xtensor *x, mlm_error *err) {
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 64;
         xtensor *t = realloc(p->t, (size_t)cap * sizeof *t);
-        if (!t) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+        if (!t) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
         p->t = t;
         p->cap = cap;
     }
@@ -136,7 +136,7 @@ static xtensor matrix(const char *name, const char *hf, uint32_t type, const mlm
 static mlm_status rope_factors(const mlm_config *c, float **out, mlm_error *err) {
     int half = c->head_dim / 2;
     float *f = malloc((size_t)(half ? half : 1) * sizeof *f);
-    if (!f) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!f) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     double low_wavelen = (double)c->rope_orig_ctx / c->rope_low_freq_factor;
     double high_wavelen = (double)c->rope_orig_ctx / c->rope_high_freq_factor;
     for (int i = 0; i < half; i++) {
@@ -216,13 +216,13 @@ static mlm_status make_plan(const mlm_model *m, uint32_t type, plan *p, mlm_erro
         for (int k = 0; k < t->n_w; k++)
             if ((t->w[k]->type != MLM_W_F32 && t->w[k]->type != MLM_W_BF16) || !t->w[k]->data ||
                 t->w[k]->cols != t->cols || t->w[k]->type != t->w[0]->type)
-                return mlm_err_set(err, MLM_ERR_INTERNAL,
-                                   "export: tensor '%s': the model has a %s weight", t->name,
-                                   mlm_wtype_name(t->w[k]->type));
+                return mlm_error_set(err, MLM_ERR_INTERNAL,
+                                     "export: tensor '%s': the model has a %s weight", t->name,
+                                     mlm_wtype_name(t->w[k]->type));
         if ((t->kind != X_MATRIX && !t->vec) ||
             (t->permute_heads && t->rows % (2 * t->permute_heads)))
-            return mlm_err_set(err, MLM_ERR_INTERNAL, "export: tensor '%s' cannot be written",
-                               t->name);
+            return mlm_error_set(err, MLM_ERR_INTERNAL, "export: tensor '%s' cannot be written",
+                                 t->name);
     }
     qsort(p->t, (size_t)p->n, sizeof *p->t, cmp_hf);
     return MLM_OK;
@@ -258,7 +258,7 @@ static mlm_status write_data(mlm_gguf_writer *w, const plan *p, mlm_error *err) 
     float *wide = malloc((size_t)max_cols * 4);
     if (!buf || !wide || !gather) {
         free(buf), free(wide), free(gather);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     }
     mlm_status st = MLM_OK;
     for (int i = 0; i < p->n && !st; i++) {
@@ -523,12 +523,13 @@ static int all_bf16(const char *dir) {
 mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtype dtype,
                            mlm_error *err) {
     if (!model_dir || !out_path)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "export: NULL model directory or output path");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "export: NULL model directory or output path");
     if (dtype != MLM_DTYPE_F32 && dtype != MLM_DTYPE_F16 && dtype != MLM_DTYPE_BF16)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "export: dtype %s is not f32, f16 or bf16",
-                           mlm_dtype_name(dtype));
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "export: dtype %s is not f32, f16 or bf16",
+                             mlm_dtype_name(dtype));
     if (!mlm_is_dir(model_dir))
-        return mlm_err_set(err, MLM_ERR_IO, "export: %s is not a directory", model_dir);
+        return mlm_error_set(err, MLM_ERR_IO, "export: %s is not a directory", model_dir);
     mlm_export_files f = {model_dir, NULL, NULL};
     mlm_model *m = NULL;
     mlm_gguf_writer *w = NULL;
@@ -538,7 +539,7 @@ mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtyp
     for (int i = 0; i < 2 && !st; i++) {
         path = mlm_path_join(model_dir, i ? "generation_config.json" : "config.json");
         if (!path)
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
         else if (mlm_is_file(path))
             st = mlm_json_load_file(path, 16u << 20, i ? &f.generation : &f.config, err);
         free(path);

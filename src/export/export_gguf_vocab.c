@@ -100,7 +100,7 @@ static char *read_text(const char *dir, const char *name, mlm_error *err, mlm_st
     size_t len;
     *st = MLM_OK;
     if (!path) {
-        *st = mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+        *st = mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
         return NULL;
     }
     if (mlm_is_file(path)) *st = mlm_read_file(path, 64u << 20, &text, &len, err);
@@ -111,7 +111,7 @@ static char *read_text(const char *dir, const char *name, mlm_error *err, mlm_st
 static mlm_status load_json_opt(const char *dir, const char *name, json_t **out, mlm_error *err) {
     *out = NULL;
     char *path = mlm_path_join(dir, name);
-    if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!path) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     mlm_status st = mlm_is_file(path) ? mlm_json_load_file(path, 256u << 20, out, err) : MLM_OK;
     free(path);
     return st;
@@ -122,7 +122,7 @@ static mlm_status reserve(vocab_ctx *c, size_t at, size_t n, mlm_error *err) {
     if (at + n <= c->cap) return MLM_OK;
     size_t cap = 2 * (at + n) + 64;
     char *b = realloc(c->buf, cap);
-    if (!b) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!b) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     c->buf = b;
     c->cap = cap;
     return MLM_OK;
@@ -170,7 +170,7 @@ static mlm_status open_tokenizer(vocab_ctx *c, mlm_error *err) {
     char *merges_path = mlm_path_join(dir, "merges.txt");
     mlm_status st = MLM_OK;
     if (!json_path || !vocab_path || !merges_path) {
-        st = mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+        st = mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     } else if (mlm_is_file(json_path)) {
         c->src = SRC_HF_JSON;
         c->tok_path = json_path;
@@ -182,16 +182,16 @@ static mlm_status open_tokenizer(vocab_ctx *c, mlm_error *err) {
         c->src = SRC_TIKTOKEN;
         c->tok_path = mlm_tokenizer_locate(dir);
         if (!c->tok_path)
-            st = mlm_err_set(err, MLM_ERR_IO,
-                             "export: %s has no tokenizer (tokenizer.json, vocab.json + "
-                             "merges.txt, tokenizer.model or original/tokenizer.model); a GGUF "
-                             "file carries its vocabulary",
-                             dir);
+            st = mlm_error_set(err, MLM_ERR_IO,
+                               "export: %s has no tokenizer (tokenizer.json, vocab.json + "
+                               "merges.txt, tokenizer.model or original/tokenizer.model); a GGUF "
+                               "file carries its vocabulary",
+                               dir);
     }
     free(json_path);
     free(vocab_path);
     free(merges_path);
-    if (!st && !c->tok_path) st = mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!st && !c->tok_path) st = mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     if (!st) st = mlm_tokenizer_load(c->tok_path, &c->tok, err);
     if (!st && c->src == SRC_HF_JSON)
         st = mlm_json_load_file(c->tok_path, 1u << 30, &c->tok_json, err);
@@ -234,11 +234,11 @@ static mlm_status pre_name(vocab_ctx *c, const char **out, mlm_error *err) {
         *out = "gpt-2";
         return MLM_OK;
     }
-    return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                       "export: %s: pre-tokenizer %s%s%s has no llama.cpp name meshlm knows "
-                       "(llama-bpe, dbrx, gpt-2)",
-                       c->tok_path, pat ? "regex '" : "", pat ? pat : "of this kind",
-                       pat ? "'" : "");
+    return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                         "export: %s: pre-tokenizer %s%s%s has no llama.cpp name meshlm knows "
+                         "(llama-bpe, dbrx, gpt-2)",
+                         c->tok_path, pat ? "regex '" : "", pat ? pat : "of this kind",
+                         pat ? "'" : "");
 }
 
 // ---- tokens and types ----
@@ -247,11 +247,11 @@ static mlm_status write_tokens(vocab_ctx *c, mlm_gguf_writer *w, mlm_error *err)
     const mlm_tokenizer *t = c->tok;
     int32_t n = c->cfg->n_vocab;
     if (t->n_vocab > n)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "export: %s has token id %d, beyond the model's vocab_size %d",
-                           c->tok_path, t->n_vocab - 1, n);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "export: %s has token id %d, beyond the model's vocab_size %d",
+                             c->tok_path, t->n_vocab - 1, n);
     int32_t *types = malloc((size_t)n * sizeof *types);
-    if (!types) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!types) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     mlm_status st =
         mlm_gguf_writer_arr_begin(w, "tokenizer.ggml.tokens", MLM_GGUF_STRING, (uint64_t)n, err);
     for (int32_t i = 0; i < n && !st; i++) {
@@ -317,7 +317,7 @@ typedef struct split {
 static mlm_status write_rank_merges(vocab_ctx *c, mlm_gguf_writer *w, mlm_error *err) {
     const mlm_vocab *v = &c->tok->vocab;
     split *sp = malloc(MLM_VOCAB_MAX_TOKEN_BYTES * sizeof *sp);
-    if (!sp) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!sp) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     /* Two passes: count, then write (the array header needs the count). */
     uint64_t total = 0;
     mlm_status st = MLM_OK;
@@ -374,8 +374,9 @@ static mlm_status write_json_merges(vocab_ctx *c, mlm_gguf_writer *w, mlm_error 
         const json_t *e = json_array_get(m, i);
         if (!pairs) {
             if (!json_is_string(e)) {
-                st = mlm_err_set(err, MLM_ERR_FORMAT,
-                                 "export: %s: model.merges[%zu] must be a string", c->tok_path, i);
+                st =
+                    mlm_error_set(err, MLM_ERR_FORMAT,
+                                  "export: %s: model.merges[%zu] must be a string", c->tok_path, i);
                 break;
             }
             st = mlm_gguf_writer_arr_str(w, json_string_value(e), json_string_length(e), err);
@@ -383,16 +384,16 @@ static mlm_status write_json_merges(vocab_ctx *c, mlm_gguf_writer *w, mlm_error 
         }
         const json_t *a = json_array_get(e, 0), *b = json_array_get(e, 1);
         if (json_array_size(e) != 2 || !json_is_string(a) || !json_is_string(b)) {
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "export: %s: model.merges[%zu] must be a pair of "
-                             "strings",
-                             c->tok_path, i);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "export: %s: model.merges[%zu] must be a pair of "
+                               "strings",
+                               c->tok_path, i);
             break;
         }
         size_t la = json_string_length(a), lb = json_string_length(b), k = 0;
         free(line);
         if (!(line = malloc(2 * (la + lb) + 1))) {
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
             break;
         }
         for (int part = 0; part < 2; part++) {
@@ -452,7 +453,7 @@ static mlm_status write_txt_merges(vocab_ctx *c, mlm_gguf_writer *w, mlm_error *
             if (pass == 1) {
                 char *line = malloc((size_t)(sp - s) + 1 + (size_t)(e - b));
                 if (!line) {
-                    st = mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+                    st = mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
                     break;
                 }
                 memcpy(line, s, (size_t)(sp - s));
@@ -485,8 +486,8 @@ static void add_flag(vocab_ctx *c, int type, int val) {
 
 static mlm_status set_special(vocab_ctx *c, int type, int64_t id, mlm_error *err) {
     if (id < 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "export: %s: invalid %s token id %lld", c->f->dir,
-                           TYPE_KEYS[type][0], (long long)id);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "export: %s: invalid %s token id %lld", c->f->dir,
+                             TYPE_KEYS[type][0], (long long)id);
     for (int i = 0; i < c->n_ids; i++)
         if (c->id_type[i] == type) return MLM_OK; /* the first source wins */
     c->id_type[c->n_ids] = type;
@@ -673,7 +674,7 @@ static mlm_status chat_template(vocab_ctx *c, char **out, mlm_error *err) {
     const json_t *t = json_object_get(c->tc, "chat_template");
     if (t) {
         if (json_is_string(t) && !(*out = strdup(json_string_value(t))))
-            return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+            return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
         return MLM_OK; /* null, or a list of named templates: none written */
     }
     mlm_status st;
@@ -682,7 +683,7 @@ static mlm_status chat_template(vocab_ctx *c, char **out, mlm_error *err) {
     json_t *j;
     if ((st = load_json_opt(c->f->dir, "chat_template.json", &j, err)) || !j) return st;
     const char *s = str_of(json_object_get(j, "chat_template"));
-    if (s && !(*out = strdup(s))) st = mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (s && !(*out = strdup(s))) st = mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     json_decref(j);
     return st;
 }
@@ -698,7 +699,7 @@ static mlm_status imply_tiktoken(vocab_ctx *c, mlm_error *err) {
     for (int32_t i = 0; c->added && i < t->specials.n; i++)
         json_array_append_new(c->added, json_pack("{s:s,s:i}", "content", t->specials.tok[i].text,
                                                   "id", (json_int_t)t->specials.tok[i].id));
-    if (!c->added) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!c->added) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     if (t->flavour != MLM_TOK_LLAMA3) return MLM_OK;
     const char *bos = "<|begin_of_text|>";
     c->post =
@@ -708,7 +709,7 @@ static mlm_status imply_tiktoken(vocab_ctx *c, mlm_error *err) {
                   "Sequence", "id", "A", "type_id", 0, "pair", "SpecialToken", "id", bos, "type_id",
                   0, "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id", bos, "type_id", 1,
                   "Sequence", "id", "B", "type_id", 1);
-    if (!c->post) return mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    if (!c->post) return mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
     if (c->tc) return MLM_OK;
     const char *eos = "<|end_of_text|>";
     for (int i = 0; i < c->cfg->n_stop_ids; i++) {
@@ -719,7 +720,7 @@ static mlm_status imply_tiktoken(vocab_ctx *c, mlm_error *err) {
         }
     }
     c->tc = json_pack("{s:s,s:s}", "bos_token", bos, "eos_token", eos);
-    return c->tc ? MLM_OK : mlm_err_set(err, MLM_ERR_NOMEM, "export: out of memory");
+    return c->tc ? MLM_OK : mlm_error_set(err, MLM_ERR_NOMEM, "export: out of memory");
 }
 
 // ---- the whole ----
@@ -730,8 +731,8 @@ static mlm_status write_all(vocab_ctx *c, mlm_gguf_writer *w, mlm_error *err) {
     if (st) return st;
     if ((st = load_json_opt(c->f->dir, "tokenizer_config.json", &c->tc, err))) return st;
     if (c->tc && !json_is_object(c->tc))
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "export: %s/tokenizer_config.json must be an object", c->f->dir);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "export: %s/tokenizer_config.json must be an object", c->f->dir);
     if (c->src == SRC_HF_JSON) {
         json_t *pp = json_object_get(c->tok_json, "post_processor");
         json_t *ad = json_object_get(c->tok_json, "added_tokens");

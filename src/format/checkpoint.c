@@ -20,7 +20,7 @@
 static mlm_status add_file(mlm_checkpoint *c, const char *path, const void *data, size_t size,
                            int *idx, mlm_error *err) {
     mlm_mapfile *f = realloc(c->files, (size_t)(c->n_files + 1) * sizeof *f);
-    if (!f) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+    if (!f) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     c->files = f;
     mlm_status st = data ? mlm_mapfile_borrow(&c->files[c->n_files], path, data, size, err)
                          : mlm_mapfile_open(&c->files[c->n_files], path, err);
@@ -64,7 +64,7 @@ static mlm_status index_rebuild(mlm_checkpoint *c, mlm_error *err) {
     int64_t n = 16;
     while (n < 2 * c->cap_tensors) n *= 2;
     int64_t *idx = malloc((size_t)n * sizeof *idx);
-    if (!idx) return mlm_err_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
+    if (!idx) return mlm_error_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
     for (int64_t i = 0; i < n; i++) idx[i] = -1;
     for (int64_t t = 0; t < c->n_tensors; t++) {
         uint64_t h = hash_name(c->tensors[t].name) & (uint64_t)(n - 1);
@@ -91,22 +91,22 @@ mlm_status mlm_ckpt_add_tensor(mlm_checkpoint *c, const char *name, mlm_dtype dt
                                const int64_t *shape, const int64_t *stride, const void *data,
                                int file, mlm_error *err) {
     if (n_dim < 0 || n_dim > MLM_MAX_DIMS)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: tensor '%s' has %d dims (max %d)",
-                           c->files[file].path, name, n_dim, MLM_MAX_DIMS);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: tensor '%s' has %d dims (max %d)",
+                             c->files[file].path, name, n_dim, MLM_MAX_DIMS);
     if (mlm_checkpoint_find(c, name))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: duplicate tensor '%s'", c->files[file].path,
-                           name);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: duplicate tensor '%s'", c->files[file].path,
+                             name);
     if (c->n_tensors == c->cap_tensors) {
         int64_t cap = c->cap_tensors ? 2 * c->cap_tensors : 64;
         mlm_tensor_view *t = realloc(c->tensors, (size_t)cap * sizeof *t);
-        if (!t) return mlm_err_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
+        if (!t) return mlm_error_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
         c->tensors = t;
         c->cap_tensors = cap;
     }
     mlm_tensor_view *v = &c->tensors[c->n_tensors];
     memset(v, 0, sizeof *v);
     char *copy = strdup(name);
-    if (!copy) return mlm_err_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
+    if (!copy) return mlm_error_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
     v->name = copy;
     v->dtype = dtype;
     v->n_dim = n_dim;
@@ -129,18 +129,18 @@ static mlm_status add_value(mlm_checkpoint *c, const char *name, ckpt_value **ou
                             mlm_error *err) {
     for (int64_t i = 0; i < c->n_values; i++)
         if (!strcmp(c->values[i].name, name))
-            return mlm_err_set(err, MLM_ERR_FORMAT, "checkpoint: duplicate value '%s'", name);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "checkpoint: duplicate value '%s'", name);
     if (c->n_values == c->cap_values) {
         int64_t cap = c->cap_values ? 2 * c->cap_values : 16;
         ckpt_value *v = realloc(c->values, (size_t)cap * sizeof *v);
-        if (!v) return mlm_err_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
+        if (!v) return mlm_error_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
         c->values = v;
         c->cap_values = cap;
     }
     ckpt_value *v = &c->values[c->n_values];
     memset(v, 0, sizeof *v);
     v->name = strdup(name);
-    if (!v->name) return mlm_err_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
+    if (!v->name) return mlm_error_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
     c->n_values++;
     *out = v;
     return MLM_OK;
@@ -162,7 +162,7 @@ mlm_status mlm_ckpt_add_str(mlm_checkpoint *c, const char *name, const char *s, 
     if (st) return st;
     v->kind = CKPT_VALUE_STR;
     v->s = malloc(len + 1);
-    if (!v->s) return mlm_err_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
+    if (!v->s) return mlm_error_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
     memcpy(v->s, s, len);
     v->s[len] = 0;
     return MLM_OK;
@@ -197,12 +197,12 @@ static mlm_status open_file(mlm_checkpoint *c, const char *path, const char *pre
     }
     /* The legacy format opens with a pickled magic number: PROTO 2, LONG1 of 10 bytes. */
     if (f->size >= 4 && !memcmp(f->data, "\x80\x02\x8a\x0a", 4))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: legacy (non-zip) torch.save format; re-save it with torch >= 1.6 "
-                           "(_use_new_zipfile_serialization=True)",
-                           path);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: legacy (non-zip) torch.save format; re-save it with torch >= 1.6 "
+                             "(_use_new_zipfile_serialization=True)",
+                             path);
     if (is_pytorch_name(path))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: not a zip archive (bad magic)", path);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: not a zip archive (bad magic)", path);
     c->format = MLM_CKPT_SAFETENSORS;
     return mlm_safetensors_read(c, idx, err);
 }
@@ -217,7 +217,7 @@ static mlm_status list_dir(const char *dir, int (*keep)(const char *), char ***o
     *out = NULL;
     *n = 0;
     DIR *d = opendir(dir);
-    if (!d) return mlm_err_set(err, MLM_ERR_IO, "%s: cannot open directory", dir);
+    if (!d) return mlm_error_set(err, MLM_ERR_IO, "%s: cannot open directory", dir);
     struct dirent *e;
     int cap = 0;
     mlm_status st = MLM_OK;
@@ -227,14 +227,14 @@ static mlm_status list_dir(const char *dir, int (*keep)(const char *), char ***o
             cap = cap ? 2 * cap : 8;
             char **p = realloc(*out, (size_t)cap * sizeof *p);
             if (!p) {
-                st = mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
+                st = mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
                 break;
             }
             *out = p;
         }
         (*out)[*n] = strdup(e->d_name);
         if (!(*out)[*n]) {
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
             break;
         }
         (*n)++;
@@ -261,7 +261,7 @@ static mlm_status open_list(mlm_checkpoint *c, const char *dir, char **names, in
                             int shard_prefix, mlm_error *err) {
     for (int i = 0; i < n; i++) {
         char *path = mlm_path_join(dir, names[i]);
-        if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
+        if (!path) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
         char prefix[32] = "";
         if (shard_prefix && n > 1) snprintf(prefix, sizeof prefix, "shard%d/", i);
         mlm_status st = open_file(c, path, prefix, err);
@@ -273,7 +273,7 @@ static mlm_status open_list(mlm_checkpoint *c, const char *dir, char **names, in
 
 static mlm_status open_dir(mlm_checkpoint *c, const char *dir, mlm_error *err) {
     char *index = mlm_path_join(dir, "model.safetensors.index.json");
-    if (!index) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
+    if (!index) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", dir);
     if (mlm_is_file(index)) {
         c->format = MLM_CKPT_SAFETENSORS;
         mlm_status st = mlm_safetensors_read_index(c, index, err);
@@ -288,14 +288,14 @@ static mlm_status open_dir(mlm_checkpoint *c, const char *dir, mlm_error *err) {
         mlm_status st = list_dir(dir, kinds[k], &names, &n, err);
         if (st == MLM_OK && n > 0) {
             if (kinds[k] == keep_gguf && n > 1) {
-                st = mlm_err_set(err, MLM_ERR_FORMAT,
-                                 "%s: %d GGUF files (e.g. '%s', '%s'): name the one to load", dir,
-                                 n, names[0], names[1]);
+                st = mlm_error_set(err, MLM_ERR_FORMAT,
+                                   "%s: %d GGUF files (e.g. '%s', '%s'): name the one to load", dir,
+                                   n, names[0], names[1]);
             } else if (kinds[k] == keep_pytorch && n > 1) {
-                st = mlm_err_set(err, MLM_ERR_FORMAT,
-                                 "%s: %d PyTorch files (e.g. '%s', '%s') and no "
-                                 "consolidated.NN.pth naming: cannot tell which to load",
-                                 dir, n, names[0], names[1]);
+                st = mlm_error_set(err, MLM_ERR_FORMAT,
+                                   "%s: %d PyTorch files (e.g. '%s', '%s') and no "
+                                   "consolidated.NN.pth naming: cannot tell which to load",
+                                   dir, n, names[0], names[1]);
             } else {
                 st = open_list(c, dir, names, n, kinds[k] == keep_consolidated, err);
             }
@@ -303,10 +303,10 @@ static mlm_status open_dir(mlm_checkpoint *c, const char *dir, mlm_error *err) {
         free_list(names, n);
         if (st || n > 0) return st;
     }
-    return mlm_err_set(err, MLM_ERR_IO,
-                       "%s: no checkpoint found (looked for model.safetensors.index.json, "
-                       "*.safetensors, consolidated.*.pth, *.pth/*.pt/*.bin, *.gguf)",
-                       dir);
+    return mlm_error_set(err, MLM_ERR_IO,
+                         "%s: no checkpoint found (looked for model.safetensors.index.json, "
+                         "*.safetensors, consolidated.*.pth, *.pth/*.pt/*.bin, *.gguf)",
+                         dir);
 }
 
 int mlm_checkpoint_present(const char *path) {
@@ -327,9 +327,9 @@ int mlm_checkpoint_present(const char *path) {
 
 mlm_status mlm_checkpoint_open(const char *path, mlm_checkpoint **out, mlm_error *err) {
     *out = NULL;
-    if (!path) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "checkpoint: no path given");
+    if (!path) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "checkpoint: no path given");
     mlm_checkpoint *c = calloc(1, sizeof *c);
-    if (!c) return mlm_err_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
+    if (!c) return mlm_error_set(err, MLM_ERR_NOMEM, "checkpoint: out of memory");
     mlm_status st;
     if (mlm_is_dir(path)) {
         st = open_dir(c, path, err);
@@ -412,10 +412,10 @@ static const ckpt_value *find_value(const mlm_checkpoint *c, const char *name) {
 mlm_status mlm_checkpoint_get_int(const mlm_checkpoint *c, const char *name, int64_t *out,
                                   mlm_error *err) {
     const ckpt_value *v = find_value(c, name);
-    if (!v) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "checkpoint: no value '%s'", name);
+    if (!v) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "checkpoint: no value '%s'", name);
     if (v->kind != CKPT_VALUE_INT)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "checkpoint: value '%s' is not an integer",
-                           name);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "checkpoint: value '%s' is not an integer",
+                             name);
     *out = v->i;
     return MLM_OK;
 }
@@ -423,10 +423,10 @@ mlm_status mlm_checkpoint_get_int(const mlm_checkpoint *c, const char *name, int
 mlm_status mlm_checkpoint_get_str(const mlm_checkpoint *c, const char *name, const char **out,
                                   mlm_error *err) {
     const ckpt_value *v = find_value(c, name);
-    if (!v) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "checkpoint: no value '%s'", name);
+    if (!v) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "checkpoint: no value '%s'", name);
     if (v->kind != CKPT_VALUE_STR)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "checkpoint: value '%s' is not a string",
-                           name);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "checkpoint: value '%s' is not a string",
+                             name);
     *out = v->s;
     return MLM_OK;
 }
@@ -492,12 +492,13 @@ static double load_elem(mlm_dtype dt, const unsigned char *p) {
 
 mlm_status mlm_tensor_to_f32(const mlm_tensor_view *t, float *dst, int64_t n, mlm_error *err) {
     if (n != mlm_tensor_numel(t))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tensor '%s': %lld elements, buffer of %lld",
-                           t->name, (long long)mlm_tensor_numel(t), (long long)n);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tensor '%s': %lld elements, buffer of %lld",
+                             t->name, (long long)mlm_tensor_numel(t), (long long)n);
     if (t->dtype == MLM_DTYPE_GGML) {
         if (!mlm_ggml_can_dequantize(t->ggml_type))
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "tensor '%s': ggml type %s is not supported",
-                               t->name, mlm_ggml_type_name(t->ggml_type));
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                 "tensor '%s': ggml type %s is not supported", t->name,
+                                 mlm_ggml_type_name(t->ggml_type));
         mlm_ggml_dequantize(t->ggml_type, t->data, n, dst); /* rows are contiguous */
         return MLM_OK;
     }
@@ -508,12 +509,13 @@ mlm_status mlm_tensor_to_f32(const mlm_tensor_view *t, float *dst, int64_t n, ml
 
 mlm_status mlm_tensor_to_i64(const mlm_tensor_view *t, int64_t *dst, int64_t n, mlm_error *err) {
     if (n != mlm_tensor_numel(t))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tensor '%s': %lld elements, buffer of %lld",
-                           t->name, (long long)mlm_tensor_numel(t), (long long)n);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tensor '%s': %lld elements, buffer of %lld",
+                             t->name, (long long)mlm_tensor_numel(t), (long long)n);
     if (t->dtype == MLM_DTYPE_F32 || t->dtype == MLM_DTYPE_F16 || t->dtype == MLM_DTYPE_BF16 ||
         t->dtype == MLM_DTYPE_F64 || t->dtype == MLM_DTYPE_GGML)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not an integer type",
-                           t->name, mlm_dtype_name(t->dtype));
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "tensor '%s': dtype %s is not an integer type", t->name,
+                             mlm_dtype_name(t->dtype));
     int64_t idx[MLM_MAX_DIMS] = {0};
     for (int64_t k = 0; k < n; k++) {
         const unsigned char *p = elem_next(t, idx);

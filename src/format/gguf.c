@@ -92,7 +92,7 @@ static uint64_t rd(const unsigned char *p, int n) {
 static mlm_status take(cursor *c, int n, uint64_t *v, const char *what, mlm_error *err) {
     *v = 0;
     if (c->size - c->pos < (uint64_t)n)
-        return mlm_err_set(
+        return mlm_error_set(
             err, MLM_ERR_FORMAT, "%s: truncated: %s needs %d bytes at offset %llu, file size %llu",
             c->file, what, n, (unsigned long long)c->pos, (unsigned long long)c->size);
     *v = rd(c->p + c->pos, n);
@@ -107,11 +107,11 @@ static mlm_status take_str(cursor *c, const char **s, uint64_t *len, const char 
     mlm_status st = take(c, 8, len, what, err);
     if (st) return st;
     if (*len > c->size - c->pos)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: %s: string length %llu at offset %llu exceeds the %llu bytes left",
-                           c->file, what, (unsigned long long)*len,
-                           (unsigned long long)(c->pos - 8),
-                           (unsigned long long)(c->size - c->pos));
+        return mlm_error_set(
+            err, MLM_ERR_FORMAT,
+            "%s: %s: string length %llu at offset %llu exceeds the %llu bytes left", c->file, what,
+            (unsigned long long)*len, (unsigned long long)(c->pos - 8),
+            (unsigned long long)(c->size - c->pos));
     *s = (const char *)c->p + c->pos;
     c->pos += *len;
     return MLM_OK;
@@ -145,9 +145,9 @@ static mlm_status parse_value(cursor *c, uint32_t type, int depth, const char *k
         case MLM_GGUF_F64: memcpy(&v->f, &x, 8); break;
         case MLM_GGUF_BOOL:
             if (x > 1)
-                return mlm_err_set(err, MLM_ERR_FORMAT,
-                                   "%s: key '%s': bool byte %llu is not 0 or 1", c->file, key,
-                                   (unsigned long long)x);
+                return mlm_error_set(err, MLM_ERR_FORMAT,
+                                     "%s: key '%s': bool byte %llu is not 0 or 1", c->file, key,
+                                     (unsigned long long)x);
             v->u = x;
             break;
         default: v->u = x; break;
@@ -156,19 +156,20 @@ static mlm_status parse_value(cursor *c, uint32_t type, int depth, const char *k
         if ((st = take_str(c, &v->str, &v->len, key, err))) return st;
     } else if (type == MLM_GGUF_ARRAY) {
         if (depth >= MLM_GGUF_MAX_DEPTH)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: key '%s': arrays nested deeper than %d",
-                               c->file, key, MLM_GGUF_MAX_DEPTH);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: key '%s': arrays nested deeper than %d",
+                                 c->file, key, MLM_GGUF_MAX_DEPTH);
         uint64_t et, n;
         if ((st = take(c, 4, &et, key, err)) || (st = take(c, 8, &n, key, err))) return st;
         if (et >= MLM_GGUF_TYPE_COUNT)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: key '%s': array element type %llu unknown",
-                               c->file, key, (unsigned long long)et);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: key '%s': array element type %llu unknown", c->file, key,
+                                 (unsigned long long)et);
         /* Every element takes at least one byte (strings 8, arrays 12): a count the rest of
          * the file cannot hold is refused before walking it. */
         size_t esz = scalar_size((uint32_t)et);
         uint64_t min = esz ? esz : et == MLM_GGUF_STRING ? 8 : 12;
         if (n > (c->size - c->pos) / min)
-            return mlm_err_set(
+            return mlm_error_set(
                 err, MLM_ERR_FORMAT,
                 "%s: key '%s': array of %llu %s needs at least %llu bytes, %llu left", c->file, key,
                 (unsigned long long)n, mlm_gguf_type_name((uint32_t)et),
@@ -184,8 +185,8 @@ static mlm_status parse_value(cursor *c, uint32_t type, int depth, const char *k
                 if ((st = parse_value(c, (uint32_t)et, depth + 1, key, &e, err))) return st;
         }
     } else {
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: key '%s': value type %u unknown", c->file, key,
-                           type);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: key '%s': value type %u unknown", c->file,
+                             key, type);
     }
     v->size = c->pos - start;
     return MLM_OK;
@@ -222,14 +223,14 @@ static mlm_status check_unique(const char *file, const void *items, int64_t n, s
                                const char *what, mlm_error *err) {
     if (n < 2) return MLM_OK;
     const char **v = malloc((size_t)n * sizeof *v);
-    if (!v) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
+    if (!v) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
     for (int64_t i = 0; i < n; i++)
         memcpy(&v[i], (const char *)items + (size_t)i * stride, sizeof v[i]);
     qsort(v, (size_t)n, sizeof *v, cmp_name);
     mlm_status st = MLM_OK;
     for (int64_t i = 1; i < n && !st; i++)
         if (!strcmp(v[i], v[i - 1]))
-            st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: duplicate %s '%s'", file, what, v[i]);
+            st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: duplicate %s '%s'", file, what, v[i]);
     free(v);
     return st;
 }
@@ -250,27 +251,27 @@ static int cmp_span(const void *a, const void *b) {
 static mlm_status check_tensor(const char *file, mlm_gguf_tensor *t, mlm_error *err) {
     uint32_t be, bb;
     if (!mlm_ggml_type_block(t->type, &be, &bb))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: tensor '%s': ggml type %u unknown", file,
-                           t->name, t->type);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: tensor '%s': ggml type %u unknown",
+                             file, t->name, t->type);
     uint64_t numel = 1;
     for (int d = 0; d < MLM_GGUF_MAX_DIMS; d++) {
         if (t->ne[d] < 0)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': ne[%d] = %lld is negative",
-                               file, t->name, d, (long long)t->ne[d]);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': ne[%d] = %lld is negative",
+                                 file, t->name, d, (long long)t->ne[d]);
         if (t->ne[d] && numel > INT64_MAX / (uint64_t)t->ne[d])
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': element count overflows",
-                               file, t->name);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': element count overflows",
+                                 file, t->name);
         numel *= (uint64_t)t->ne[d];
     }
     if (t->ne[0] % be)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: tensor '%s': %lld elements per row is not a multiple of %s's "
-                           "block of %u",
-                           file, t->name, (long long)t->ne[0], mlm_ggml_type_name(t->type), be);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: tensor '%s': %lld elements per row is not a multiple of %s's "
+                             "block of %u",
+                             file, t->name, (long long)t->ne[0], mlm_ggml_type_name(t->type), be);
     uint64_t blocks = numel / be;
     if (blocks > UINT64_MAX / bb)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': byte size overflows", file,
-                           t->name);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': byte size overflows", file,
+                             t->name);
     t->nbytes = blocks * bb;
     return MLM_OK;
 }
@@ -280,21 +281,21 @@ static mlm_status check_offsets(mlm_gguf *g, mlm_error *err) {
     const char *file = g->file.path;
     uint64_t data_len = g->file.size - g->data_offset;
     span *sp = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *sp);
-    if (!sp) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
+    if (!sp) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
     mlm_status st = MLM_OK;
     for (int64_t i = 0; i < g->n_tensors && !st; i++) {
         mlm_gguf_tensor *t = &g->tensors[i];
         if (t->offset % g->alignment)
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "%s: tensor '%s': offset %llu is not a multiple of the alignment %u",
-                             file, t->name, (unsigned long long)t->offset, g->alignment);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "%s: tensor '%s': offset %llu is not a multiple of the alignment %u",
+                               file, t->name, (unsigned long long)t->offset, g->alignment);
         else if (t->offset > data_len || t->nbytes > data_len - t->offset)
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "%s: tensor '%s': bytes [%llu, +%llu) exceed the data section of "
-                             "%llu bytes (file size %zu)",
-                             file, t->name, (unsigned long long)t->offset,
-                             (unsigned long long)t->nbytes, (unsigned long long)data_len,
-                             g->file.size);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "%s: tensor '%s': bytes [%llu, +%llu) exceed the data section of "
+                               "%llu bytes (file size %zu)",
+                               file, t->name, (unsigned long long)t->offset,
+                               (unsigned long long)t->nbytes, (unsigned long long)data_len,
+                               g->file.size);
         else {
             t->data = g->file.data + g->data_offset + t->offset;
             sp[i] = (span){t->offset, t->offset + t->nbytes, i};
@@ -304,8 +305,8 @@ static mlm_status check_offsets(mlm_gguf *g, mlm_error *err) {
         qsort(sp, (size_t)g->n_tensors, sizeof *sp, cmp_span);
         for (int64_t i = 1; i < g->n_tensors && !st; i++)
             if (sp[i].begin < sp[i - 1].end && sp[i].begin != sp[i].end)
-                st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", file,
-                                 g->tensors[sp[i - 1].idx].name, g->tensors[sp[i].idx].name);
+                st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", file,
+                                   g->tensors[sp[i - 1].idx].name, g->tensors[sp[i].idx].name);
     }
     free(sp);
     return st;
@@ -328,13 +329,13 @@ static mlm_status parse(mlm_gguf *g, mlm_error *err) {
     uint64_t version, n_tensors, n_kv;
     mlm_status st;
     if (g->file.size < 4 || rd(g->file.data, 4) != MLM_GGUF_MAGIC)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: bad magic (not a GGUF file)", file);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: bad magic (not a GGUF file)", file);
     c.pos = 4;
     if ((st = take(&c, 4, &version, "version", err))) return st;
     if (version < 2 || version > MLM_GGUF_VERSION)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: GGUF version %llu is not supported (only 2 and 3)", file,
-                           (unsigned long long)version);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: GGUF version %llu is not supported (only 2 and 3)", file,
+                             (unsigned long long)version);
     g->version = (uint32_t)version;
     if ((st = take(&c, 8, &n_tensors, "tensor count", err)) ||
         (st = take(&c, 8, &n_kv, "key-value count", err)))
@@ -342,19 +343,19 @@ static mlm_status parse(mlm_gguf *g, mlm_error *err) {
     /* A key-value pair takes at least 8 + 4 + 1 bytes, a tensor info 8 + 4 + 4 + 8. */
     uint64_t left = c.size - c.pos;
     if (n_kv > left / 13)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: key-value count %llu cannot fit in the %llu bytes left", file,
-                           (unsigned long long)n_kv, (unsigned long long)left);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: key-value count %llu cannot fit in the %llu bytes left", file,
+                             (unsigned long long)n_kv, (unsigned long long)left);
     if (n_tensors > left / 24)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: tensor count %llu cannot fit in the %llu bytes left", file,
-                           (unsigned long long)n_tensors, (unsigned long long)left);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: tensor count %llu cannot fit in the %llu bytes left", file,
+                             (unsigned long long)n_tensors, (unsigned long long)left);
     g->kv = calloc(n_kv ? n_kv : 1, sizeof *g->kv);
     g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
     /* Names are at most the file's bytes plus one NUL each. */
     g->names = malloc(g->file.size + n_kv + n_tensors + 1);
     if (!g->kv || !g->tensors || !g->names)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
     size_t at = 0;
 
     for (uint64_t i = 0; i < n_kv; i++) {
@@ -364,18 +365,18 @@ static mlm_status parse(mlm_gguf *g, mlm_error *err) {
         uint64_t klen, type;
         if ((st = take_str(&c, &k, &klen, what, err))) return st;
         if (klen == 0)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: key %llu is empty", file,
-                               (unsigned long long)i);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: key %llu is empty", file,
+                                 (unsigned long long)i);
         if (memchr(k, 0, klen))
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: key %llu contains a NUL byte", file,
-                               (unsigned long long)i);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: key %llu contains a NUL byte", file,
+                                 (unsigned long long)i);
         mlm_gguf_kv *kv = &g->kv[i];
         kv->key = put_name(g, &at, k, klen);
         g->n_kv = (int64_t)i + 1;
         if ((st = take(&c, 4, &type, kv->key, err))) return st;
         if (type >= MLM_GGUF_TYPE_COUNT)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: key '%s': value type %llu unknown", file,
-                               kv->key, (unsigned long long)type);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: key '%s': value type %llu unknown", file,
+                                 kv->key, (unsigned long long)type);
         if ((st = parse_value(&c, (uint32_t)type, 0, kv->key, &kv->value, err))) return st;
     }
     if ((st = check_unique(file, g->kv, g->n_kv, sizeof *g->kv, "key", err))) return st;
@@ -384,12 +385,12 @@ static mlm_status parse(mlm_gguf *g, mlm_error *err) {
     const mlm_gguf_kv *al = mlm_gguf_find(g, "general.alignment");
     if (al) {
         if (al->value.type != MLM_GGUF_U32)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: general.alignment must be u32, not %s",
-                               file, mlm_gguf_type_name(al->value.type));
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: general.alignment must be u32, not %s",
+                                 file, mlm_gguf_type_name(al->value.type));
         if (al->value.u == 0 || (al->value.u & (al->value.u - 1)))
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: general.alignment %llu is not a power of two", file,
-                               (unsigned long long)al->value.u);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: general.alignment %llu is not a power of two", file,
+                                 (unsigned long long)al->value.u);
         g->alignment = (uint32_t)al->value.u;
     }
 
@@ -400,16 +401,16 @@ static mlm_status parse(mlm_gguf *g, mlm_error *err) {
         uint64_t nlen, n_dim, type;
         if ((st = take_str(&c, &nm, &nlen, what, err))) return st;
         if (nlen == 0 || nlen > MLM_GGUF_MAX_NAME || memchr(nm, 0, nlen))
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: tensor %llu: name of %llu bytes (must be 1..%d, no NUL)", file,
-                               (unsigned long long)i, (unsigned long long)nlen, MLM_GGUF_MAX_NAME);
+            return mlm_error_set(
+                err, MLM_ERR_FORMAT, "%s: tensor %llu: name of %llu bytes (must be 1..%d, no NUL)",
+                file, (unsigned long long)i, (unsigned long long)nlen, MLM_GGUF_MAX_NAME);
         mlm_gguf_tensor *t = &g->tensors[i];
         t->name = put_name(g, &at, nm, nlen);
         g->n_tensors = (int64_t)i + 1;
         if ((st = take(&c, 4, &n_dim, t->name, err))) return st;
         if (n_dim > MLM_GGUF_MAX_DIMS)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': %llu dims (at most %d)", file,
-                               t->name, (unsigned long long)n_dim, MLM_GGUF_MAX_DIMS);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: tensor '%s': %llu dims (at most %d)",
+                                 file, t->name, (unsigned long long)n_dim, MLM_GGUF_MAX_DIMS);
         t->n_dim = (int)n_dim;
         for (int d = 0; d < MLM_GGUF_MAX_DIMS; d++)
             t->ne[d] = 1;
@@ -430,10 +431,10 @@ static mlm_status parse(mlm_gguf *g, mlm_error *err) {
      * after the header when there are no tensors). */
     uint64_t pad = (g->alignment - c.pos % g->alignment) % g->alignment;
     if (n_tensors && pad > c.size - c.pos)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: truncated: the data section should start at offset %llu, file "
-                           "size %llu",
-                           file, (unsigned long long)(c.pos + pad), (unsigned long long)c.size);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: truncated: the data section should start at offset %llu, file "
+                             "size %llu",
+                             file, (unsigned long long)(c.pos + pad), (unsigned long long)c.size);
     g->data_offset = n_tensors ? c.pos + pad : c.pos;
     return check_offsets(g, err);
 }
@@ -453,7 +454,7 @@ static mlm_status finish_open(mlm_gguf *g, mlm_gguf **out, mlm_error *err) {
 mlm_status mlm_gguf_open(const char *path, mlm_gguf **out, mlm_error *err) {
     *out = NULL;
     mlm_gguf *g = calloc(1, sizeof *g);
-    if (!g) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+    if (!g) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     mlm_status st = mlm_mapfile_open(&g->file, path, err);
     if (st) {
         free(g);
@@ -466,7 +467,7 @@ mlm_status mlm_gguf_open_memory(const void *data, size_t size, const char *name,
                                 mlm_error *err) {
     *out = NULL;
     mlm_gguf *g = calloc(1, sizeof *g);
-    if (!g) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
+    if (!g) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
     mlm_status st = mlm_mapfile_borrow(&g->file, name, data, size, err);
     if (st) {
         free(g);
@@ -515,10 +516,10 @@ const mlm_gguf_tensor *mlm_gguf_find_tensor(const mlm_gguf *g, const char *name)
 static mlm_status get(const mlm_gguf *g, const char *key, const char *want, int ok_type_mask,
                       const mlm_gguf_value **v, mlm_error *err) {
     const mlm_gguf_kv *kv = mlm_gguf_find(g, key);
-    if (!kv) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: no key '%s'", g->file.path, key);
+    if (!kv) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: no key '%s'", g->file.path, key);
     if (!(ok_type_mask >> kv->value.type & 1))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s' is %s, not %s", g->file.path,
-                           key, mlm_gguf_type_name(kv->value.type), want);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s' is %s, not %s", g->file.path,
+                             key, mlm_gguf_type_name(kv->value.type), want);
     *v = &kv->value;
     return MLM_OK;
 }
@@ -540,8 +541,8 @@ mlm_status mlm_gguf_get_int(const mlm_gguf *g, const char *key, int64_t *out, ml
     mlm_status st = get(g, key, "an integer", UNSIGNED_TYPES | SIGNED_TYPES, &v, err);
     if (st) return st;
     if ((UNSIGNED_TYPES >> v->type & 1) && v->u > INT64_MAX)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': %llu does not fit int64",
-                           g->file.path, key, (unsigned long long)v->u);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': %llu does not fit int64",
+                             g->file.path, key, (unsigned long long)v->u);
     *out = (UNSIGNED_TYPES >> v->type & 1) ? (int64_t)v->u : v->i;
     return MLM_OK;
 }

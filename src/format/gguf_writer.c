@@ -48,11 +48,11 @@ static mlm_status grow(mlm_gguf_writer *w, size_t add, mlm_error *err) {
     size_t cap = w->cap_kv ? w->cap_kv : 4096;
     while (cap - w->n_kv_bytes < add) {
         if (cap > SIZE_MAX / 2)
-            return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+            return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
         cap *= 2;
     }
     unsigned char *p = realloc(w->kv, cap);
-    if (!p) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+    if (!p) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
     w->kv = p;
     w->cap_kv = cap;
     return MLM_OK;
@@ -104,7 +104,7 @@ mlm_status mlm_gguf_writer_create(const char *path, mlm_gguf_writer **out, mlm_e
     mlm_gguf_writer *w = calloc(1, sizeof *w);
     if (!w || !(w->path = strdup(path))) {
         free(w);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     }
     w->alignment = MLM_GGUF_DEFAULT_ALIGNMENT;
     *out = w;
@@ -131,19 +131,20 @@ void mlm_gguf_writer_free(mlm_gguf_writer *w) {
 static mlm_status begin_kv(mlm_gguf_writer *w, const char *key, mlm_gguf_type type,
                            mlm_error *err) {
     if (w->started || w->in_array)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s' added %s", w->path, key,
-                           w->started ? "after the data started" : "inside an open array");
-    if (!key[0]) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: empty key", w->path);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s' added %s", w->path, key,
+                             w->started ? "after the data started" : "inside an open array");
+    if (!key[0]) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: empty key", w->path);
     for (uint64_t i = 0; i < w->n_kv; i++)
         if (!strcmp(w->keys[i], key))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s' added twice", w->path, key);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s' added twice", w->path,
+                                 key);
     if ((w->n_kv & (w->n_kv - 1)) == 0) {
         char **k = realloc(w->keys, (size_t)(w->n_kv ? 2 * w->n_kv : 1) * sizeof *k);
-        if (!k) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+        if (!k) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
         w->keys = k;
     }
     if (!(w->keys[w->n_kv] = strdup(key)))
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
     w->n_kv++;
     mlm_status st = emit_str(w, key, strlen(key), err);
     if (!st) st = emit(w, (uint64_t)type, 4, err);
@@ -159,10 +160,10 @@ static mlm_status scalar_kv(mlm_gguf_writer *w, const char *key, mlm_gguf_type t
 mlm_status mlm_gguf_writer_u32(mlm_gguf_writer *w, const char *key, uint32_t v, mlm_error *err) {
     if (!strcmp(key, "general.alignment")) {
         if (v == 0 || (v & (v - 1)) || w->n_t)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "%s: general.alignment %u must be a power of two set before any "
-                               "tensor",
-                               w->path, v);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "%s: general.alignment %u must be a power of two set before any "
+                                 "tensor",
+                                 w->path, v);
         w->alignment = v;
     }
     return scalar_kv(w, key, MLM_GGUF_U32, v, err);
@@ -195,8 +196,8 @@ mlm_status mlm_gguf_writer_str(mlm_gguf_writer *w, const char *key, const char *
 mlm_status mlm_gguf_writer_arr_begin(mlm_gguf_writer *w, const char *key, mlm_gguf_type elem_type,
                                      uint64_t n, mlm_error *err) {
     if (elem_type != MLM_GGUF_STRING && !scalar_bytes(elem_type))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': arrays of %s are not written",
-                           w->path, key, mlm_gguf_type_name(elem_type));
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': arrays of %s are not written",
+                             w->path, key, mlm_gguf_type_name(elem_type));
     mlm_status st = begin_kv(w, key, MLM_GGUF_ARRAY, err);
     if (!st) st = emit(w, (uint64_t)elem_type, 4, err);
     if (!st) st = emit(w, n, 8, err);
@@ -210,13 +211,14 @@ mlm_status mlm_gguf_writer_arr_begin(mlm_gguf_writer *w, const char *key, mlm_gg
 
 static mlm_status arr_slot(mlm_gguf_writer *w, int is_str, mlm_error *err) {
     if (!w->in_array)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: array element outside an array", w->path);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: array element outside an array",
+                             w->path);
     if ((w->arr_type == MLM_GGUF_STRING) != is_str)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': element is not %s", w->path,
-                           w->keys[w->n_kv - 1], mlm_gguf_type_name(w->arr_type));
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': element is not %s", w->path,
+                             w->keys[w->n_kv - 1], mlm_gguf_type_name(w->arr_type));
     if (w->arr_done == w->arr_n)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': more than %llu elements",
-                           w->path, w->keys[w->n_kv - 1], (unsigned long long)w->arr_n);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': more than %llu elements",
+                             w->path, w->keys[w->n_kv - 1], (unsigned long long)w->arr_n);
     w->arr_done++;
     return MLM_OK;
 }
@@ -233,12 +235,12 @@ mlm_status mlm_gguf_writer_arr_scalar(mlm_gguf_writer *w, uint64_t bits, mlm_err
 
 mlm_status mlm_gguf_writer_arr_end(mlm_gguf_writer *w, mlm_error *err) {
     if (!w->in_array)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: array end without a begin", w->path);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: array end without a begin", w->path);
     w->in_array = 0;
     if (w->arr_done != w->arr_n)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': %llu of %llu elements given",
-                           w->path, w->keys[w->n_kv - 1], (unsigned long long)w->arr_done,
-                           (unsigned long long)w->arr_n);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': %llu of %llu elements given",
+                             w->path, w->keys[w->n_kv - 1], (unsigned long long)w->arr_done,
+                             (unsigned long long)w->arr_n);
     return MLM_OK;
 }
 
@@ -251,45 +253,45 @@ mlm_status mlm_gguf_writer_tensor(mlm_gguf_writer *w, const char *name, uint32_t
     size_t len = strlen(name);
     uint32_t be, bb;
     if (w->started)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "%s: tensor '%s' declared after the data "
-                           "started",
-                           w->path, name);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "%s: tensor '%s' declared after the data "
+                             "started",
+                             w->path, name);
     if (len == 0 || len > MLM_GGUF_MAX_NAME)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor name '%s' must be 1..%d bytes",
-                           w->path, name, MLM_GGUF_MAX_NAME);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor name '%s' must be 1..%d bytes",
+                             w->path, name, MLM_GGUF_MAX_NAME);
     if (!mlm_ggml_type_block(type, &be, &bb))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': ggml type %u unknown",
-                           w->path, name, type);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': ggml type %u unknown",
+                             w->path, name, type);
     if (n_dim < 1 || n_dim > MLM_GGUF_MAX_DIMS)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': %d dims (1..%d)", w->path,
-                           name, n_dim, MLM_GGUF_MAX_DIMS);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': %d dims (1..%d)", w->path,
+                             name, n_dim, MLM_GGUF_MAX_DIMS);
     for (int64_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s' declared twice", w->path,
-                               name);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s' declared twice",
+                                 w->path, name);
     uint64_t numel = 1;
     for (int d = 0; d < n_dim; d++) {
         if (ne[d] < 0 || (ne[d] && numel > (UINT64_MAX >> 8) / (uint64_t)ne[d]))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': bad dim %lld", w->path,
-                               name, (long long)ne[d]);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': bad dim %lld", w->path,
+                                 name, (long long)ne[d]);
         numel *= (uint64_t)ne[d];
     }
     if (ne[0] % be)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "%s: tensor '%s': row of %lld is not a whole number of %u-blocks",
-                           w->path, name, (long long)ne[0], be);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "%s: tensor '%s': row of %lld is not a whole number of %u-blocks",
+                             w->path, name, (long long)ne[0], be);
     if (w->n_t == w->cap_t) {
         int64_t cap = w->cap_t ? 2 * w->cap_t : 64;
         winfo *t = realloc(w->t, (size_t)cap * sizeof *t);
-        if (!t) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+        if (!t) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
         w->t = t;
         w->cap_t = cap;
     }
     winfo *t = &w->t[w->n_t];
     memset(t, 0, sizeof *t);
     if (!(t->name = strdup(name)))
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
     t->type = type;
     t->n_dim = n_dim;
     for (int d = 0; d < MLM_GGUF_MAX_DIMS; d++)
@@ -316,8 +318,8 @@ uint64_t mlm_gguf_writer_total_bytes(const mlm_gguf_writer *w) {
 
 static mlm_status start(mlm_gguf_writer *w, mlm_error *err) {
     if (w->in_array)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': array not ended", w->path,
-                           w->keys[w->n_kv - 1]);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: key '%s': array not ended", w->path,
+                             w->keys[w->n_kv - 1]);
     mlm_status st = mlm_outfile_open(&w->out, w->path, mlm_gguf_writer_total_bytes(w), err);
     if (st) return st;
     w->started = 1;
@@ -369,7 +371,7 @@ static mlm_status next_tensor(mlm_gguf_writer *w, mlm_error *err) {
 mlm_status mlm_gguf_writer_write(mlm_gguf_writer *w, const void *data, size_t n, mlm_error *err) {
     mlm_status st = MLM_OK;
     if (w->finished)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: write after finish", w->path);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: write after finish", w->path);
     if (!w->started && (st = start(w, err))) return st;
     const unsigned char *p = data;
     while (n > 0) {
@@ -377,8 +379,8 @@ mlm_status mlm_gguf_writer_write(mlm_gguf_writer *w, const void *data, size_t n,
         while (w->cur < w->n_t && w->cur_done == w->t[w->cur].nbytes)
             if ((st = next_tensor(w, err))) return st;
         if (w->cur == w->n_t)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: %zu bytes past the last tensor",
-                               w->path, n);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: %zu bytes past the last tensor",
+                                 w->path, n);
         uint64_t room = w->t[w->cur].nbytes - w->cur_done;
         size_t k = room < n ? (size_t)room : n;
         if ((st = mlm_outfile_write(&w->out, p, k, err))) return st;
@@ -396,9 +398,9 @@ mlm_status mlm_gguf_writer_finish(mlm_gguf_writer *w, mlm_error *err) {
     while (w->cur < w->n_t && w->cur_done == w->t[w->cur].nbytes)
         if ((st = next_tensor(w, err))) return st;
     if (w->cur < w->n_t)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': %llu of %llu bytes given",
-                           w->path, w->t[w->cur].name, (unsigned long long)w->cur_done,
-                           (unsigned long long)w->t[w->cur].nbytes);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': %llu of %llu bytes given",
+                             w->path, w->t[w->cur].name, (unsigned long long)w->cur_done,
+                             (unsigned long long)w->t[w->cur].nbytes);
     if ((st = mlm_outfile_sync(&w->out, err))) return st;
     w->finished = 1;
     return MLM_OK;
@@ -406,13 +408,13 @@ mlm_status mlm_gguf_writer_finish(mlm_gguf_writer *w, mlm_error *err) {
 
 mlm_status mlm_gguf_writer_commit(mlm_gguf_writer *w, mlm_error *err) {
     if (!w->finished)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: commit before finish", w->path);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "%s: commit before finish", w->path);
     if (w->committed) return MLM_OK;
     mlm_status st = mlm_outfile_commit(&w->out, err);
     if (st) return st;
     w->committed = 1;
     char *dir = strdup(w->path);
-    if (!dir) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+    if (!dir) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
     char *slash = strrchr(dir, '/');
     if (slash) slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
     st = mlm_fsync_dir(slash ? dir : ".", err);

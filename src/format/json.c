@@ -11,8 +11,8 @@ mlm_status mlm_json_parse(const char *what, const char *text, size_t len, json_t
     json_error_t jerr;
     *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!*out)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", what,
-                           jerr.line, jerr.column, jerr.text);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", what,
+                             jerr.line, jerr.column, jerr.text);
     return MLM_OK;
 }
 
@@ -48,7 +48,7 @@ static int lookup(const char *what, const json_t *obj, const char *key, int requ
     *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     if (found) *found = *v != NULL && !json_is_null(*v);
     if (*v && !json_is_null(*v)) return 1;
-    if (required) *st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: missing field '%s'", what, key);
+    if (required) *st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: missing field '%s'", what, key);
     return 0;
 }
 
@@ -58,12 +58,12 @@ mlm_status mlm_json_get_int(const char *what, const json_t *obj, const char *key
     mlm_status st;
     if (!lookup(what, obj, key, required, &v, found, &st, err)) return st;
     if (!json_is_integer(v))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be an integer, got %s", what,
-                           key, mlm_json_type_name(v));
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be an integer, got %s", what,
+                             key, mlm_json_type_name(v));
     int64_t x = (int64_t)json_integer_value(v);
     if (x < lo || x > hi)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' = %lld is outside [%lld, %lld]",
-                           what, key, (long long)x, (long long)lo, (long long)hi);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' = %lld is outside [%lld, %lld]",
+                             what, key, (long long)x, (long long)lo, (long long)hi);
     *out = x;
     return MLM_OK;
 }
@@ -74,8 +74,8 @@ mlm_status mlm_json_get_num(const char *what, const json_t *obj, const char *key
     mlm_status st;
     if (!lookup(what, obj, key, required, &v, found, &st, err)) return st;
     if (!json_is_number(v))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a number, got %s", what,
-                           key, mlm_json_type_name(v));
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a number, got %s", what,
+                             key, mlm_json_type_name(v));
     *out = json_number_value(v);
     return MLM_OK;
 }
@@ -86,8 +86,8 @@ mlm_status mlm_json_get_bool(const char *what, const json_t *obj, const char *ke
     mlm_status st;
     if (!lookup(what, obj, key, required, &v, found, &st, err)) return st;
     if (!json_is_boolean(v))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a boolean, got %s", what,
-                           key, mlm_json_type_name(v));
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a boolean, got %s", what,
+                             key, mlm_json_type_name(v));
     *out = json_is_true(v);
     return MLM_OK;
 }
@@ -98,8 +98,8 @@ mlm_status mlm_json_get_str(const char *what, const json_t *obj, const char *key
     mlm_status st;
     if (!lookup(what, obj, key, required, &v, found, &st, err)) return st;
     if (!json_is_string(v))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a string, got %s", what,
-                           key, mlm_json_type_name(v));
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: field '%s' must be a string, got %s", what,
+                             key, mlm_json_type_name(v));
     *out = json_string_value(v);
     return MLM_OK;
 }

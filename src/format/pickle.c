@@ -45,8 +45,8 @@ static int grow(void **arr, int64_t *cap, int64_t need, size_t elem) {
 }
 
 static mlm_status fail(unpickler *u, mlm_status st, const char *msg) {
-    return mlm_err_set(u->err, st, "%s: pickle offset %lld: %s", u->what,
-                       (long long)(u->p - u->d), msg);
+    return mlm_error_set(u->err, st, "%s: pickle offset %lld: %s", u->what,
+                         (long long)(u->p - u->d), msg);
 }
 
 static pk_value *node(unpickler *u, pk_kind kind) {
@@ -422,7 +422,7 @@ mlm_status mlm_pickle_load(const char *what, const unsigned char *d, size_t n, m
     *root = NULL;
     unpickler u = {.what = what, .d = d, .end = d + n, .p = d, .err = err};
     u.pk = calloc(1, sizeof *u.pk);
-    if (!u.pk) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", what);
+    if (!u.pk) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", what);
     mlm_status st = MLM_OK;
     int done = 0;
     while (!done && st == MLM_OK) {

@@ -326,9 +326,9 @@ mlm_status mlm_pytorch_writer_create(const char *path, const mlm_tensor_spec *te
                                      mlm_pytorch_writer **out, mlm_error *err) {
     *out = NULL;
     if (!path || n < 0 || (n > 0 && !tensors))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "pytorch writer: bad arguments");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "pytorch writer: bad arguments");
     mlm_pytorch_writer *w = calloc(1, sizeof *w);
-    if (!w) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+    if (!w) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     crc_init(w);
     w->path = strdup(path);
     const char *base = strrchr(path, '/');
@@ -340,7 +340,7 @@ mlm_status mlm_pytorch_writer_create(const char *path, const mlm_tensor_spec *te
     w->recs = calloc((size_t)w->n_recs, sizeof *w->recs);
     mlm_status st = MLM_OK;
     if (!w->path || !w->archive || !w->tensors || !w->recs)
-        st = mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+        st = mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     if (!st) {
         char *dot = strrchr(w->archive, '.');
         if (dot && dot != w->archive) *dot = 0;
@@ -352,25 +352,26 @@ mlm_status mlm_pytorch_writer_create(const char *path, const mlm_tensor_spec *te
                   t->n_dim < 0 ||
                   t->n_dim > MLM_MAX_DIMS;
         if (bad) {
-            st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor %lld: bad spec", path,
-                             (long long)i);
+            st = mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor %lld: bad spec", path,
+                               (long long)i);
             break;
         }
         int empty = 0;
         for (int d = 0; d < t->n_dim; d++)
             empty |= t->shape[d] == 0;
         if (!empty && mlm_tensor_spec_bytes(t) == 0)
-            st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': bad shape", path, t->name);
+            st = mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: tensor '%s': bad shape", path,
+                               t->name);
         for (int64_t j = 0; !st && j < i; j++)
             if (!strcmp(tensors[j].name, t->name))
-                st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: duplicate tensor '%s'", path,
-                                 t->name);
+                st = mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: duplicate tensor '%s'", path,
+                                   t->name);
     }
     if (!st) {
         pickler pk = {0};
         build_pickle(&pk, w->tensors, n);
         w->pickle = pk.b;
-        if (w->pickle.oom) st = mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+        if (w->pickle.oom) st = mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     }
     /* Records in torch 2.x's order. */
     struct {
@@ -402,12 +403,12 @@ mlm_status mlm_pytorch_writer_create(const char *path, const mlm_tensor_spec *te
         size_t len = strlen(w->archive) + 1 + strlen(name) + 1;
         rec->name = malloc(len);
         if (!rec->name) {
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
             break;
         }
         snprintf(rec->name, len, "%s/%s", w->archive, name);
         if (strlen(rec->name) > 0xFFFF) {
-            st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: archive name too long", path);
+            st = mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: archive name too long", path);
             break;
         }
         place(rec, cursor);
@@ -433,7 +434,7 @@ uint64_t mlm_pytorch_writer_written(const mlm_pytorch_writer *w) { return w->wri
 // ---- streaming ----
 
 static mlm_status emit(mlm_pytorch_writer *w, const buf *b, mlm_error *err) {
-    if (b->oom) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
+    if (b->oom) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->path);
     mlm_status st = mlm_outfile_write(&w->out, b->p, b->n, err);
     if (!st) w->written += b->n;
     return st;
@@ -441,9 +442,9 @@ static mlm_status emit(mlm_pytorch_writer *w, const buf *b, mlm_error *err) {
 
 static mlm_status local_header(mlm_pytorch_writer *w, const record *r, mlm_error *err) {
     if (w->out.size != r->local_off)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: record '%s' at %llu, planned %llu", w->path,
-                           r->name, (unsigned long long)w->out.size,
-                           (unsigned long long)r->local_off);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "%s: record '%s' at %llu, planned %llu",
+                             w->path, r->name, (unsigned long long)w->out.size,
+                             (unsigned long long)r->local_off);
     buf h = {0};
     size_t name_len = strlen(r->name);
     put_le(&h, 0x04034b50u, 4);
@@ -525,13 +526,13 @@ mlm_status mlm_pytorch_writer_write(mlm_pytorch_writer *w, const void *data, siz
                                     mlm_error *err) {
     const unsigned char *p = data;
     if (w->finished)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: write after finish", w->path);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: write after finish", w->path);
     while (n > 0) {
         mlm_status st = pump(w, err);
         if (st) return st;
         if (w->rec >= w->n_recs || w->recs[w->rec].bytes)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: %zu bytes past the last tensor",
-                               w->path, n);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: %zu bytes past the last tensor",
+                                 w->path, n);
         size_t k = n < w->left ? n : (size_t)w->left;
         if ((st = mlm_outfile_write(&w->out, p, k, err))) return st;
         w->crc = crc_update(w, w->crc, p, k);
@@ -547,11 +548,12 @@ mlm_status mlm_pytorch_writer_finish(mlm_pytorch_writer *w, mlm_error *err) {
     mlm_status st = pump(w, err);
     if (st) return st;
     if (w->rec < w->n_recs)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: record '%s' is missing %llu bytes",
-                           w->path, w->recs[w->rec].name, (unsigned long long)w->left);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: record '%s' is missing %llu bytes",
+                             w->path, w->recs[w->rec].name, (unsigned long long)w->left);
     if (w->out.size != w->cd_off)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: central directory at %llu, planned %llu",
-                           w->path, (unsigned long long)w->out.size, (unsigned long long)w->cd_off);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "%s: central directory at %llu, planned %llu",
+                             w->path, (unsigned long long)w->out.size,
+                             (unsigned long long)w->cd_off);
     buf h = {0};
     for (int64_t i = 0; i < w->n_recs; i++) {
         const record *r = &w->recs[i];
@@ -613,8 +615,8 @@ mlm_status mlm_pytorch_writer_finish(mlm_pytorch_writer *w, mlm_error *err) {
     st = emit(w, &h, err);
     free(h.p);
     if (!st && w->out.size != w->total)
-        st = mlm_err_set(err, MLM_ERR_INTERNAL, "%s: wrote %llu bytes, planned %llu", w->path,
-                         (unsigned long long)w->out.size, (unsigned long long)w->total);
+        st = mlm_error_set(err, MLM_ERR_INTERNAL, "%s: wrote %llu bytes, planned %llu", w->path,
+                           (unsigned long long)w->out.size, (unsigned long long)w->total);
     if (!st) st = mlm_outfile_sync(&w->out, err);
     if (!st) w->finished = 1;
     return st;
@@ -622,7 +624,7 @@ mlm_status mlm_pytorch_writer_finish(mlm_pytorch_writer *w, mlm_error *err) {
 
 mlm_status mlm_pytorch_writer_commit(mlm_pytorch_writer *w, mlm_error *err) {
     if (!w->finished)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: commit before finish", w->path);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "%s: commit before finish", w->path);
     return mlm_outfile_commit(&w->out, err);
 }
 

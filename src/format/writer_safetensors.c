@@ -19,7 +19,7 @@
 // ---- atomic buffered output files ----
 
 static mlm_status io_fail(const mlm_outfile *f, const char *what, int e, mlm_error *err) {
-    return mlm_err_set(err, MLM_ERR_IO, "%s: %s: %s", f->path ? f->path : "?", what, strerror(e));
+    return mlm_error_set(err, MLM_ERR_IO, "%s: %s: %s", f->path ? f->path : "?", what, strerror(e));
 }
 
 mlm_status mlm_outfile_open(mlm_outfile *f, const char *path, uint64_t expect_size,
@@ -33,7 +33,7 @@ mlm_status mlm_outfile_open(mlm_outfile *f, const char *path, uint64_t expect_si
     f->buf = malloc(MLM_OUTFILE_BUF);
     if (!f->path || !f->tmp || !f->buf) {
         mlm_outfile_discard(f);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
     }
     /* ".<name>.tmp-XXXXXX" in the same directory: rename() stays atomic, and the name
      * matches none of the patterns a checkpoint reader looks for. */
@@ -59,8 +59,8 @@ mlm_status mlm_outfile_open(mlm_outfile *f, const char *path, uint64_t expect_si
         int e = errno;
         /* Filesystems without fallocate are fine; a full disk is not. */
         if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_IO, "%s: cannot reserve %llu bytes: %s", path,
-                                        (unsigned long long)expect_size, strerror(e));
+            mlm_status st = mlm_error_set(err, MLM_ERR_IO, "%s: cannot reserve %llu bytes: %s",
+                                          path, (unsigned long long)expect_size, strerror(e));
             mlm_outfile_discard(f);
             return st;
         }
@@ -104,7 +104,7 @@ static mlm_status flush(mlm_outfile *f, mlm_error *err) {
 }
 
 mlm_status mlm_outfile_write(mlm_outfile *f, const void *data, size_t n, mlm_error *err) {
-    if (!f->is_open) return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: write after close", f->path);
+    if (!f->is_open) return mlm_error_set(err, MLM_ERR_INTERNAL, "%s: write after close", f->path);
     const unsigned char *p = data;
     f->size += n;
     if (f->n_buf + n <= MLM_OUTFILE_BUF) {
@@ -125,7 +125,7 @@ mlm_status mlm_outfile_write(mlm_outfile *f, const void *data, size_t n, mlm_err
 }
 
 mlm_status mlm_outfile_sync(mlm_outfile *f, mlm_error *err) {
-    if (!f->is_open) return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: sync after close", f->path);
+    if (!f->is_open) return mlm_error_set(err, MLM_ERR_INTERNAL, "%s: sync after close", f->path);
     mlm_status st = flush(f, err);
     if (st) return st;
     if (fsync(f->fd) != 0) return io_fail(f, "fsync failed", errno, err);
@@ -139,7 +139,7 @@ mlm_status mlm_outfile_sync(mlm_outfile *f, mlm_error *err) {
 
 mlm_status mlm_outfile_commit(mlm_outfile *f, mlm_error *err) {
     if (f->is_open || !f->tmp)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: commit before sync", f->path);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "%s: commit before sync", f->path);
     if (rename(f->tmp, f->path) != 0)
         return io_fail(f, "cannot rename the temporary file onto it", errno, err);
     free(f->tmp);
@@ -168,12 +168,12 @@ mlm_status mlm_outfile_put(mlm_outfile *f, const char *path, const void *data, s
 
 mlm_status mlm_fsync_dir(const char *dir, mlm_error *err) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    if (fd < 0) return mlm_error_set(err, MLM_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
     int rc = fsync(fd), e = errno;
     close(fd);
     /* Some filesystems refuse fsync on directories; the renames are done either way. */
     if (rc != 0 && e != EINVAL && e != EROFS)
-        return mlm_err_set(err, MLM_ERR_IO, "%s: fsync failed: %s", dir, strerror(e));
+        return mlm_error_set(err, MLM_ERR_IO, "%s: fsync failed: %s", dir, strerror(e));
     return MLM_OK;
 }
 
@@ -231,7 +231,7 @@ static mlm_status build_header(mlm_safetensors_writer *w, st_shard *s, mlm_error
     if (!root || !meta || json_object_set_new(meta, "format", json_string("pt")) ||
         json_object_set_new(root, "__metadata__", meta)) {
         json_decref(root);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", s->path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", s->path);
     }
     uint64_t off = 0;
     for (int64_t i = s->first; i < s->first + s->n; i++) {
@@ -253,27 +253,27 @@ static mlm_status build_header(mlm_safetensors_writer *w, st_shard *s, mlm_error
             json_decref(shape);
             json_decref(offs);
             json_decref(root);
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "%s: tensor '%s': cannot add it to the header (name not UTF-8, or "
-                               "out of memory)",
-                               s->path, t->name);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "%s: tensor '%s': cannot add it to the header (name not UTF-8, or "
+                                 "out of memory)",
+                                 s->path, t->name);
         }
         off += w->bytes[i];
     }
     /* jansson keeps the last of two equal keys: a duplicate would lose a tensor. */
     if (json_object_size(root) != (size_t)s->n + 1) {
         json_decref(root);
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: duplicate tensor names", s->path);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: duplicate tensor names", s->path);
     }
     s->data_bytes = off;
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    if (!text) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", s->path);
+    if (!text) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", s->path);
     size_t n = strlen(text), padded = (n + 7) & ~(size_t)7;
     s->header = malloc(8 + padded);
     if (!s->header) {
         free(text);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", s->path);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", s->path);
     }
     for (int i = 0; i < 8; i++)
         s->header[i] = (char)((uint64_t)padded >> (8 * i));
@@ -301,8 +301,8 @@ static mlm_status build_index(mlm_safetensors_writer *w, mlm_error *err) {
         json_decref(meta);
         json_decref(map);
         json_decref(root);
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: duplicate tensor names across shards",
-                           w->index_path);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: duplicate tensor names across shards",
+                             w->index_path);
     }
     bad = bad || json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
     bad = bad || json_object_set_new(root, "metadata", meta);
@@ -313,7 +313,7 @@ static mlm_status build_index(mlm_safetensors_writer *w, mlm_error *err) {
     json_decref(meta);
     json_decref(map);
     json_decref(root);
-    if (!text) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->index_path);
+    if (!text) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", w->index_path);
     size_t n = strlen(text);
     w->index_text = malloc(n + 2);
     if (w->index_text) {
@@ -321,7 +321,7 @@ static mlm_status build_index(mlm_safetensors_writer *w, mlm_error *err) {
         memcpy(w->index_text + n, "\n", 2);
     }
     free(text);
-    return w->index_text ? MLM_OK : mlm_err_set(err, MLM_ERR_NOMEM, "out of memory");
+    return w->index_text ? MLM_OK : mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
 }
 
 static char *shard_path(const char *dir, const char *basename, int k, int n) {
@@ -339,9 +339,9 @@ mlm_status mlm_safetensors_writer_create(const char *dir, const char *basename,
                                          mlm_error *err) {
     *out = NULL;
     if (n < 0 || (n > 0 && !tensors) || max_shard_bytes < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "safetensors writer: bad arguments");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "safetensors writer: bad arguments");
     mlm_safetensors_writer *w = calloc(1, sizeof *w);
-    if (!w) return mlm_err_set(err, MLM_ERR_NOMEM, "safetensors writer: out of memory");
+    if (!w) return mlm_error_set(err, MLM_ERR_NOMEM, "safetensors writer: out of memory");
     w->cur_shard = -1;
     w->n_tensors = n;
     w->tensors = calloc(n ? (size_t)n : 1, sizeof *w->tensors);
@@ -349,26 +349,26 @@ mlm_status mlm_safetensors_writer_create(const char *dir, const char *basename,
     w->shards = calloc(n ? (size_t)n : 1, sizeof *w->shards); /* at most one per tensor */
     mlm_status st = MLM_OK;
     if (!w->tensors || !w->bytes || !w->shards)
-        st = mlm_err_set(err, MLM_ERR_NOMEM, "safetensors writer: out of memory");
+        st = mlm_error_set(err, MLM_ERR_NOMEM, "safetensors writer: out of memory");
     for (int64_t i = 0; !st && i < n; i++) {
         const mlm_tensor_spec *t = &tensors[i];
         w->tensors[i] = *t;
         if (!t->name || !t->name[0] || (unsigned)t->dtype >= MLM_DTYPE_COUNT ||
             !st_dtype_names[t->dtype] || t->n_dim < 0 ||
             t->n_dim > MLM_MAX_DIMS)
-            st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "safetensors writer: tensor %lld: bad spec",
-                             (long long)i);
+            st = mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                               "safetensors writer: tensor %lld: bad spec", (long long)i);
         else if (!strcmp(t->name, "__metadata__"))
-            st = mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                             "safetensors writer: '__metadata__' is not a tensor name");
+            st = mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                               "safetensors writer: '__metadata__' is not a tensor name");
         w->bytes[i] = st ? 0 : mlm_tensor_spec_bytes(t);
         if (!st && w->bytes[i] == 0 && mlm_dtype_size(t->dtype)) {
             int empty = 0;
             for (int d = 0; d < t->n_dim; d++)
                 empty |= t->shape[d] == 0;
             if (!empty)
-                st = mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                                 "safetensors writer: tensor '%s': bad shape", t->name);
+                st = mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                   "safetensors writer: tensor '%s': bad shape", t->name);
         }
     }
     /* HF's split: close a shard when the next tensor would take it past the limit. */
@@ -388,7 +388,7 @@ mlm_status mlm_safetensors_writer_create(const char *dir, const char *basename,
     for (int k = 0; !st && k < w->n_shards; k++) {
         w->shards[k].path = shard_path(dir, basename, k, w->n_shards);
         if (!w->shards[k].path)
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "out of memory");
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
         else
             st = build_header(w, &w->shards[k], err);
     }
@@ -396,7 +396,8 @@ mlm_status mlm_safetensors_writer_create(const char *dir, const char *basename,
         char name[512];
         snprintf(name, sizeof name, "%s.safetensors.index.json", basename);
         w->index_path = mlm_path_join(dir, name);
-        st = w->index_path ? build_index(w, err) : mlm_err_set(err, MLM_ERR_NOMEM, "out of memory");
+        st = w->index_path ? build_index(w, err)
+                           : mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     }
     if (st) {
         mlm_safetensors_writer_free(w);
@@ -455,12 +456,12 @@ mlm_status mlm_safetensors_writer_write(mlm_safetensors_writer *w, const void *d
                                         mlm_error *err) {
     const unsigned char *p = data;
     if (w->finished)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "safetensors writer: write after finish");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "safetensors writer: write after finish");
     while (n > 0) {
         advance(w);
         if (w->cur >= w->n_tensors)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "safetensors writer: %zu bytes past the last tensor", n);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "safetensors writer: %zu bytes past the last tensor", n);
         mlm_status st = open_shard(w, shard_of(w, w->cur), err);
         if (st) return st;
         size_t k = n < w->cur_left ? n : (size_t)w->cur_left;
@@ -477,9 +478,9 @@ mlm_status mlm_safetensors_writer_write(mlm_safetensors_writer *w, const void *d
 mlm_status mlm_safetensors_writer_finish(mlm_safetensors_writer *w, mlm_error *err) {
     advance(w);
     if (w->cur < w->n_tensors)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "safetensors writer: tensor '%s' is missing %llu bytes",
-                           w->tensors[w->cur].name, (unsigned long long)w->cur_left);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "safetensors writer: tensor '%s' is missing %llu bytes",
+                             w->tensors[w->cur].name, (unsigned long long)w->cur_left);
     /* Shards whose tensors are all empty, or an empty set, still get their header. */
     mlm_status st = open_shard(w, w->n_shards - 1, err);
     if (!st) st = mlm_outfile_sync(&w->shards[w->n_shards - 1].out, err);
@@ -494,7 +495,7 @@ mlm_status mlm_safetensors_writer_finish(mlm_safetensors_writer *w, mlm_error *e
 
 mlm_status mlm_safetensors_writer_commit(mlm_safetensors_writer *w, mlm_error *err) {
     if (!w->finished)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "safetensors writer: commit before finish");
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "safetensors writer: commit before finish");
     for (int k = 0; k < w->n_shards; k++) {
         mlm_status st = mlm_outfile_commit(&w->shards[k].out, err);
         if (st) return st;

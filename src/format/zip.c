@@ -81,36 +81,38 @@ static mlm_status zip_open(mlm_zip *z, const char *path, const unsigned char *d,
     memset(z, 0, sizeof *z);
     int64_t eocd = find_eocd(d, size);
     if (eocd < 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip end-of-central-directory record not found",
-                           path);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: zip end-of-central-directory record not found", path);
     uint64_t n_entries = rd16(d + eocd + 10), cd_size = rd32(d + eocd + 12),
              cd_off = rd32(d + eocd + 16);
     if (n_entries == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu) {
         if (eocd < 20 || rd32(d + eocd - 20) != SIG_LOCATOR64)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip64 locator missing", path);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: zip64 locator missing", path);
         uint64_t e64 = rd64(d + eocd - 20 + 8);
         if (size < 56 || e64 > size - 56 || rd32(d + e64) != SIG_EOCD64)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip64 end record at %llu is invalid",
-                               path, (unsigned long long)e64);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: zip64 end record at %llu is invalid",
+                                 path, (unsigned long long)e64);
         n_entries = rd64(d + e64 + 32);
         cd_size = rd64(d + e64 + 40);
         cd_off = rd64(d + e64 + 48);
     }
     if (cd_off > size || cd_size > size - cd_off)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: zip central directory [%llu, +%llu) is outside the file (%zu bytes)",
-                           path, (unsigned long long)cd_off, (unsigned long long)cd_size, size);
+        return mlm_error_set(
+            err, MLM_ERR_FORMAT,
+            "%s: zip central directory [%llu, +%llu) is outside the file (%zu bytes)", path,
+            (unsigned long long)cd_off, (unsigned long long)cd_size, size);
     if (n_entries > cd_size / 46)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip claims %llu entries in %llu bytes", path,
-                           (unsigned long long)n_entries, (unsigned long long)cd_size);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: zip claims %llu entries in %llu bytes", path,
+                             (unsigned long long)n_entries, (unsigned long long)cd_size);
     z->entries = calloc(n_entries ? n_entries : 1, sizeof *z->entries);
-    if (!z->entries) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
+    if (!z->entries) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", path);
 
     const unsigned char *p = d + cd_off, *end = p + cd_size;
     for (uint64_t i = 0; i < n_entries; i++) {
         if (p + 46 > end || rd32(p) != SIG_CENTRAL) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu is malformed",
-                               path, (unsigned long long)i);
+            mlm_status st =
+                mlm_error_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu is malformed", path,
+                              (unsigned long long)i);
             mlm_zip_close(z);
             return st;
         }
@@ -118,8 +120,9 @@ static mlm_status zip_open(mlm_zip *z, const char *path, const unsigned char *d,
                  comment_len = rd16(p + 32);
         uint64_t csize = rd32(p + 20), usize = rd32(p + 24), loff = rd32(p + 42);
         if (p + 46 + name_len + extra_len + comment_len > end) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu overruns", path,
-                               (unsigned long long)i);
+            mlm_status st =
+                mlm_error_set(err, MLM_ERR_FORMAT, "%s: zip central entry %llu overruns", path,
+                              (unsigned long long)i);
             mlm_zip_close(z);
             return st;
         }
@@ -127,34 +130,37 @@ static mlm_status zip_open(mlm_zip *z, const char *path, const unsigned char *d,
         e->name = (const char *)p + 46;
         e->name_len = name_len;
         if (!apply_zip64_extra(p + 46 + name_len, extra_len, &usize, &csize, &loff)) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: zip entry '%.*s': bad zip64 extra field",
-                               path, (int)name_len, e->name);
+            mlm_status st =
+                mlm_error_set(err, MLM_ERR_FORMAT, "%s: zip entry '%.*s': bad zip64 extra field",
+                              path, (int)name_len, e->name);
             mlm_zip_close(z);
             return st;
         }
         if (method != 0 || csize != usize) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: zip entry '%.*s' is compressed (method %u); torch.save writes "
-                               "stored entries only",
-                               path, (int)name_len, e->name, method);
+            mlm_status st =
+                mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                              "%s: zip entry '%.*s' is compressed (method %u); torch.save writes "
+                              "stored entries only",
+                              path, (int)name_len, e->name, method);
             mlm_zip_close(z);
             return st;
         }
         unsigned char lh[30];
         if (loff <= size && size - loff >= 30) local_header(fd, d, loff, lh);
         if (loff > size || size - loff < 30 || rd32(lh) != SIG_LOCAL) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: zip entry '%.*s': local header at %llu is invalid", path,
-                               (int)name_len, e->name, (unsigned long long)loff);
+            mlm_status st = mlm_error_set(err, MLM_ERR_FORMAT,
+                                          "%s: zip entry '%.*s': local header at %llu is invalid",
+                                          path, (int)name_len, e->name, (unsigned long long)loff);
             mlm_zip_close(z);
             return st;
         }
         uint64_t data_off = loff + 30 + rd16(lh + 26) + rd16(lh + 28);
         if (data_off > size || usize > size - data_off) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: zip entry '%.*s': data [%llu, +%llu) exceeds the file size %zu",
-                               path, (int)name_len, e->name, (unsigned long long)data_off,
-                               (unsigned long long)usize, size);
+            mlm_status st =
+                mlm_error_set(err, MLM_ERR_FORMAT,
+                              "%s: zip entry '%.*s': data [%llu, +%llu) exceeds the file size %zu",
+                              path, (int)name_len, e->name, (unsigned long long)data_off,
+                              (unsigned long long)usize, size);
             mlm_zip_close(z);
             return st;
         }

@@ -37,24 +37,24 @@ mlm_status mlm_image_alloc_checked(const char *name, const char *what, uint64_t 
                                    mlm_error *err) {
     if (max_pixels <= 0) max_pixels = MLM_IMAGE_MAX_PIXELS_DEFAULT;
     if (width == 0 || height == 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: header says %llu x %llu pixels", name,
-                           what, (unsigned long long)width, (unsigned long long)height);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s: header says %llu x %llu pixels", name,
+                             what, (unsigned long long)width, (unsigned long long)height);
     /* Both sides are below 2^32 in either format, so the product fits in 64 bits. */
     if (width > (uint64_t)max_pixels || height > (uint64_t)max_pixels ||
         width * height > (uint64_t)max_pixels)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: %s: %llu x %llu = %llu pixels exceed the limit of %lld pixels "
-                           "(max_pixels)",
-                           name, what, (unsigned long long)width, (unsigned long long)height,
-                           (unsigned long long)(width * height), (long long)max_pixels);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: %s: %llu x %llu = %llu pixels exceed the limit of %lld pixels "
+                             "(max_pixels)",
+                             name, what, (unsigned long long)width, (unsigned long long)height,
+                             (unsigned long long)(width * height), (long long)max_pixels);
     if (width > INT32_MAX || height > INT32_MAX)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: %s: %llu x %llu: a side over 2^31", name,
-                           what, (unsigned long long)width, (unsigned long long)height);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: %s: %llu x %llu: a side over 2^31",
+                             name, what, (unsigned long long)width, (unsigned long long)height);
     size_t bytes = (size_t)(width * height) * 3;
     out->rgb = malloc(bytes);
     if (!out->rgb)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: %s: out of memory for %zu bytes of pixels",
-                           name, what, bytes);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: %s: out of memory for %zu bytes of pixels",
+                             name, what, bytes);
     out->width = (int32_t)width;
     out->height = (int32_t)height;
     return MLM_OK;
@@ -65,7 +65,7 @@ mlm_status mlm_image_decode(const char *name, const void *data, size_t size, int
     memset(out, 0, sizeof *out);
     if (!name) name = "image";
     if (!data || size == 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: empty (0 bytes): not an image", name);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: empty (0 bytes): not an image", name);
     const unsigned char *p = data;
     mlm_status st;
     switch (mlm_image_sniff(data, size)) {
@@ -82,14 +82,14 @@ mlm_status mlm_image_decode(const char *name, const void *data, size_t size, int
             at += (size_t)snprintf(hex + at, sizeof hex - at, i ? " %02x" : "%02x", p[i]);
         const char *other = known_other(p, size);
         if (other)
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: unsupported image format (first bytes %s: %s); PNG and "
-                               "JPEG are supported",
-                               name, hex, other);
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: unknown image format (%zu bytes, first bytes %s): neither a "
-                           "PNG nor a JPEG signature",
-                           name, size, hex);
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                 "%s: unsupported image format (first bytes %s: %s); PNG and "
+                                 "JPEG are supported",
+                                 name, hex, other);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: unknown image format (%zu bytes, first bytes %s): neither a "
+                             "PNG nor a JPEG signature",
+                             name, size, hex);
     }
     }
     if (st != MLM_OK) mlm_image_deinit(out);

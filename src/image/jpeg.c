@@ -63,20 +63,20 @@ static void progress_monitor(j_common_ptr cinfo) {
 
 static mlm_status unwound(const jpeg_job *j, const char *name, mlm_error *err) {
     if (j->too_many_scans)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: JPEG: more than %d progressive scans (a decoding cost limit)", name,
-                           MAX_SCANS);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: JPEG: more than %d progressive scans (a decoding cost limit)",
+                             name, MAX_SCANS);
     if (j->warning && j->code == JWRN_JPEG_EOF)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: JPEG: truncated file (%s)", name, j->msg);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: JPEG: truncated file (%s)", name, j->msg);
     if (j->code == JERR_OUT_OF_MEMORY)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: JPEG: %s", name, j->msg);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: JPEG: %s", name, j->msg);
     if (j->code == JERR_BAD_PRECISION)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: JPEG: %s (8-bit samples only)", name,
-                           j->msg);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: JPEG: %s (8-bit samples only)", name,
+                             j->msg);
     /* libjpeg's warnings say "Corrupt JPEG data: ..." themselves */
     const char *msg = j->msg, *prefix = "Corrupt JPEG data: ";
     if (strncmp(msg, prefix, strlen(prefix)) == 0) msg += strlen(prefix);
-    return mlm_err_set(err, MLM_ERR_FORMAT, "%s: JPEG: corrupt data: %s", name, msg);
+    return mlm_error_set(err, MLM_ERR_FORMAT, "%s: JPEG: corrupt data: %s", name, msg);
 }
 
 /* Pillow's MULDIV255: a * b / 255, rounded. */
@@ -114,11 +114,11 @@ static mlm_status decode(jpeg_job *j, const char *name, const unsigned char *dat
     cinfo->progress = &j->progress;
     jpeg_mem_src(cinfo, data, (unsigned long)size);
     if (jpeg_read_header(cinfo, TRUE) != JPEG_HEADER_OK)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: JPEG: tables only, no image", name);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: JPEG: tables only, no image", name);
     int n = cinfo->num_components;
     if (n != 1 && n != 3 && n != 4)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: JPEG: %d components (1, 3 or 4 are supported)", name, n);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: JPEG: %d components (1, 3 or 4 are supported)", name, n);
     mlm_status st = mlm_image_alloc_checked(name, "JPEG", cinfo->image_width, cinfo->image_height,
                                             max_pixels, out, err);
     if (st != MLM_OK) return st;
@@ -126,16 +126,17 @@ static mlm_status decode(jpeg_job *j, const char *name, const unsigned char *dat
     jpeg_start_decompress(cinfo);
     if (cinfo->output_width != (JDIMENSION)out->width ||
         cinfo->output_height != (JDIMENSION)out->height || cinfo->output_components != n)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: JPEG: output %ux%ux%d for a %dx%dx%d image",
-                           name, cinfo->output_width, cinfo->output_height,
-                           cinfo->output_components, out->width, out->height, n);
+        return mlm_error_set(err, MLM_ERR_INTERNAL,
+                             "%s: JPEG: output %ux%ux%d for a %dx%dx%d image", name,
+                             cinfo->output_width, cinfo->output_height, cinfo->output_components,
+                             out->width, out->height, n);
     j->row = malloc((size_t)out->width * (size_t)n);
-    if (!j->row) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: JPEG: out of memory", name);
+    if (!j->row) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: JPEG: out of memory", name);
     while (cinfo->output_scanline < cinfo->output_height) {
         JSAMPROW rows[1] = {j->row};
         size_t y = cinfo->output_scanline;
         if (jpeg_read_scanlines(cinfo, rows, 1) != 1)
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: JPEG: no data for row %zu", name, y);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: JPEG: no data for row %zu", name, y);
         convert_row(j->row, n, (uint32_t)out->width, out->rgb + y * (size_t)out->width * 3);
     }
     /* Reads up to EOI: damage or truncation after the last row is caught too. */
@@ -146,10 +147,10 @@ static mlm_status decode(jpeg_job *j, const char *name, const unsigned char *dat
 mlm_status mlm_image_decode_jpeg(const char *name, const unsigned char *data, size_t size,
                                  int64_t max_pixels, mlm_rgb_image *out, mlm_error *err) {
     if (size > (unsigned long)-1)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: JPEG: %zu bytes is too large", name,
-                           size);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: JPEG: %zu bytes is too large", name,
+                             size);
     jpeg_job *j = calloc(1, sizeof *j);
-    if (!j) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: JPEG: out of memory", name);
+    if (!j) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: JPEG: out of memory", name);
     j->cinfo.err = jpeg_std_error(&j->jerr);
     j->jerr.error_exit = error_exit;
     j->jerr.emit_message = emit_message;

@@ -42,18 +42,19 @@ int32_t mlm_mllama_aspect_ratios(int32_t max_tiles, int32_t (*rc)[2], int32_t ca
 }
 
 static mlm_status check_params(const mlm_mllama_image_params *p, mlm_error *err) {
-    if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "mllama image: no params");
+    if (!p) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "mllama image: no params");
     if (p->tile_size < 1 || p->tile_size > MAX_TILE_SIZE)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "mllama image: tile_size %d outside 1 .. %d",
-                           p->tile_size, MAX_TILE_SIZE);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "mllama image: tile_size %d outside 1 .. %d",
+                             p->tile_size, MAX_TILE_SIZE);
     if (p->max_tiles < 1 || p->max_tiles > MLM_MLLAMA_TILES_CAP)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "mllama image: max_tiles %d outside 1 .. %d (MLM_MLLAMA_TILES_CAP)",
-                           p->max_tiles, MLM_MLLAMA_TILES_CAP);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "mllama image: max_tiles %d outside 1 .. %d (MLM_MLLAMA_TILES_CAP)",
+                             p->max_tiles, MLM_MLLAMA_TILES_CAP);
     for (int c = 0; c < 3; c++)
         if (!((float)p->std[c] != 0.0f) || !isfinite(p->mean[c]) || !isfinite(p->std[c]))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "mllama image: channel %d mean %g std %g",
-                               c, p->mean[c], p->std[c]);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "mllama image: channel %d mean %g std %g", c, p->mean[c],
+                                 p->std[c]);
     return MLM_OK;
 }
 
@@ -63,8 +64,8 @@ mlm_status mlm_mllama_canvas(int64_t width, int64_t height, const mlm_mllama_ima
     mlm_status st = check_params(p, err);
     if (st != MLM_OK) return st;
     if (width < 1 || height < 1)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "mllama image: size %lld x %lld",
-                           (long long)width, (long long)height);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "mllama image: size %lld x %lld",
+                             (long long)width, (long long)height);
     /* With max_tiles <= 16 there are at most 50 grids. */
     int32_t rc[64][2];
     int32_t n = mlm_mllama_aspect_ratios(p->max_tiles, rc, 64);
@@ -124,7 +125,7 @@ mlm_status mlm_mllama_preprocess(const mlm_rgb_image *img, const mlm_mllama_imag
     memset(out, 0, sizeof *out);
     if (resized) memset(resized, 0, sizeof *resized);
     if (!img || !img->rgb || img->width < 1 || img->height < 1)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "mllama image: empty image");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "mllama image: empty image");
     int32_t rows, cols, id;
     mlm_status st = mlm_mllama_canvas(img->width, img->height, p, &rows, &cols, &id, err);
     if (st != MLM_OK) return st;
@@ -140,8 +141,8 @@ mlm_status mlm_mllama_preprocess(const mlm_rgb_image *img, const mlm_mllama_imag
     out->pixels = calloc((size_t)p->max_tiles * tile_elems, sizeof *out->pixels);
     if (!out->pixels) {
         mlm_image_deinit(&rs);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "mllama image: out of memory for %d tiles",
-                           p->max_tiles);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "mllama image: out of memory for %d tiles",
+                             p->max_tiles);
     }
     out->max_tiles = p->max_tiles;
     out->tile_size = T;

@@ -168,10 +168,10 @@ static void read_format(png_structp png, png_infop info, png_fmt *f) {
 
 static mlm_status unwound(const png_job *j, const char *name, mlm_error *err) {
     if (j->truncated)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: PNG: truncated file: needed %zu more bytes at offset %zu of %zu",
-                           name, j->want, j->pos, j->size);
-    return mlm_err_set(err, MLM_ERR_FORMAT, "%s: PNG: corrupt data: %s", name, j->msg);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: PNG: truncated file: needed %zu more bytes at offset %zu of %zu",
+                             name, j->want, j->pos, j->size);
+    return mlm_error_set(err, MLM_ERR_FORMAT, "%s: PNG: corrupt data: %s", name, j->msg);
 }
 
 /* The decoding proper; libpng's errors longjmp out of it to mlm_image_decode_png. Returns a
@@ -192,14 +192,14 @@ static mlm_status decode(png_structp png, png_infop info, png_job *j, png_fmt *f
     png_read_update_info(png, info);
     size_t rowbytes = png_get_rowbytes(png, info);
     if (rowbytes == 0 || rowbytes > SIZE_MAX / h)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: PNG: bad row size %zu", name, rowbytes);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: PNG: bad row size %zu", name, rowbytes);
     if (interlaced) {
         /* Adam7 needs the whole stored image before any row is final. */
         j->raw = malloc(rowbytes * h);
         j->rows = malloc(h * sizeof *j->rows);
         if (!j->raw || !j->rows)
-            return mlm_err_set(err, MLM_ERR_NOMEM, "%s: PNG: out of memory for %zu bytes", name,
-                               rowbytes * h);
+            return mlm_error_set(err, MLM_ERR_NOMEM, "%s: PNG: out of memory for %zu bytes", name,
+                                 rowbytes * h);
         for (png_uint_32 y = 0; y < h; y++)
             j->rows[y] = j->raw + y * rowbytes;
         png_read_image(png, j->rows);
@@ -207,7 +207,7 @@ static mlm_status decode(png_structp png, png_infop info, png_job *j, png_fmt *f
             convert_row(fmt, j->rows[y], out->rgb + (size_t)y * w * 3);
     } else {
         if (!(j->row = malloc(rowbytes)))
-            return mlm_err_set(err, MLM_ERR_NOMEM, "%s: PNG: out of memory", name);
+            return mlm_error_set(err, MLM_ERR_NOMEM, "%s: PNG: out of memory", name);
         for (png_uint_32 y = 0; y < h; y++) {
             png_read_row(png, j->row, NULL);
             convert_row(fmt, j->row, out->rgb + (size_t)y * w * 3);
@@ -228,7 +228,7 @@ mlm_status mlm_image_decode_png(const char *name, const unsigned char *data, siz
     if (j && fmt) png = png_create_read_struct(PNG_LIBPNG_VER_STRING, j, error_fn, warning_fn);
     if (png) info = png_create_info_struct(png);
     if (!info) {
-        st = mlm_err_set(err, MLM_ERR_NOMEM, "%s: PNG: cannot create a decoder", name);
+        st = mlm_error_set(err, MLM_ERR_NOMEM, "%s: PNG: cannot create a decoder", name);
     } else {
         j->data = data;
         j->size = size;

@@ -53,9 +53,9 @@ static mlm_status coeffs_make(int32_t in_size, int32_t out_size, coeffs *c, mlm_
     double ksize_d = ceil(support) * 2 + 1;
     /* MAX_KSIZE keeps the int32 sums of the passes from overflowing (see pass_horizontal). */
     if (ksize_d > MAX_KSIZE || (double)out_size * ksize_d > (double)(INT_MAX / 8))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "resize: %d -> %d pixels needs %.0f weights per pixel (limit %d)",
-                           in_size, out_size, ksize_d, MAX_KSIZE);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "resize: %d -> %d pixels needs %.0f weights per pixel (limit %d)",
+                             in_size, out_size, ksize_d, MAX_KSIZE);
     c->ksize = (int32_t)ksize_d;
     double *w = malloc((size_t)c->ksize * sizeof *w);
     c->first = malloc((size_t)out_size * sizeof *c->first);
@@ -64,7 +64,7 @@ static mlm_status coeffs_make(int32_t in_size, int32_t out_size, coeffs *c, mlm_
     if (!w || !c->first || !c->count || !c->k) {
         free(w);
         coeffs_free(c);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "resize: out of memory for the weights");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "resize: out of memory for the weights");
     }
     for (int32_t xx = 0; xx < out_size; xx++) {
         double center = 0.0f + (xx + 0.5) * scale;
@@ -144,17 +144,18 @@ mlm_status mlm_image_resize_bilinear(const mlm_rgb_image *src, int32_t width, in
     memset(out, 0, sizeof *out);
     if (!src || !src->rgb || src->width < 1 || src->height < 1 || src->width > MAX_SIDE ||
         src->height > MAX_SIDE)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "resize: bad source image %d x %d",
-                           src ? src->width : 0, src ? src->height : 0);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "resize: bad source image %d x %d",
+                             src ? src->width : 0, src ? src->height : 0);
     if (width < 1 || height < 1 || width > MAX_SIDE || height > MAX_SIDE)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "resize: target %d x %d outside 1 .. %d per side", width, height,
-                           MAX_SIDE);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "resize: target %d x %d outside 1 .. %d per side", width, height,
+                             MAX_SIDE);
     int32_t in_w = src->width, in_h = src->height;
     size_t out_bytes = (size_t)width * (size_t)height * 3;
     out->rgb = malloc(out_bytes);
     if (!out->rgb)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "resize: out of memory for %d x %d", width, height);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "resize: out of memory for %d x %d", width,
+                             height);
     out->width = width;
     out->height = height;
     int need_h = width != in_w, need_v = height != in_h;
@@ -183,7 +184,7 @@ mlm_status mlm_image_resize_bilinear(const mlm_rgb_image *src, int32_t width, in
         if (need_h && need_v) {
             tmp = malloc((size_t)width * (size_t)(row1 - row0) * 3);
             if (!tmp) {
-                st = mlm_err_set(err, MLM_ERR_NOMEM, "resize: out of memory");
+                st = mlm_error_set(err, MLM_ERR_NOMEM, "resize: out of memory");
                 goto done;
             }
             pass_horizontal(src->rgb, in_w, row0, row1 - row0, tmp, width, &ch);
@@ -197,7 +198,7 @@ mlm_status mlm_image_resize_bilinear(const mlm_rgb_image *src, int32_t width, in
         if (need_h) {
             tmp = malloc((size_t)in_w * (size_t)height * 3);
             if (!tmp) {
-                st = mlm_err_set(err, MLM_ERR_NOMEM, "resize: out of memory");
+                st = mlm_error_set(err, MLM_ERR_NOMEM, "resize: out of memory");
                 goto done;
             }
             pass_vertical(src->rgb, in_w, tmp, height, &cv, 0);

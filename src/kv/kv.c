@@ -30,9 +30,9 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type,
     kv->seqs = calloc((size_t)max_seqs, sizeof *kv->seqs);
     if (!kv->pool || !kv->layers || !kv->free_blocks || !kv->refs || !kv->seqs) {
         mlm_kv_deinit(kv);
-        return mlm_err_set(err, MLM_ERR_NOMEM,
-                           "kv cache: cannot allocate %zu bytes (%d blocks of %d tokens)",
-                           kv->pool_bytes, max_num_blocks, block_size);
+        return mlm_error_set(err, MLM_ERR_NOMEM,
+                             "kv cache: cannot allocate %zu bytes (%d blocks of %d tokens)",
+                             kv->pool_bytes, max_num_blocks, block_size);
     }
     for (int32_t l = 0; l < n_layer; l++) {
         kv->layers[l].k = (char *)kv->pool + per_pool * (size_t)(2 * l);
@@ -49,7 +49,7 @@ mlm_status mlm_kv_init(mlm_kv *kv, int32_t n_layer, int64_t row, mlm_wtype type,
         kv->seqs[s].blocks = malloc((size_t)kv->max_blocks_per_seq * sizeof(int32_t));
         if (!kv->seqs[s].blocks) {
             mlm_kv_deinit(kv);
-            return mlm_err_set(err, MLM_ERR_NOMEM, "kv cache: out of memory");
+            return mlm_error_set(err, MLM_ERR_NOMEM, "kv cache: out of memory");
         }
     }
     return MLM_OK;
@@ -78,21 +78,21 @@ mlm_status mlm_kv_set_pages(mlm_kv *kv, int32_t seq, const int32_t *blocks, int3
                             mlm_error *err) {
     mlm_kv_seq *s = &kv->seqs[seq];
     if (s->n_blocks)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "kv cache: sequence %d already holds pages",
-                           seq);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "kv cache: sequence %d already holds pages",
+                             seq);
     if (n < 0 || n > kv->max_blocks_per_seq)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "kv cache: %d pages for one sequence (at most %d)", n,
-                           kv->max_blocks_per_seq);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "kv cache: %d pages for one sequence (at most %d)", n,
+                             kv->max_blocks_per_seq);
     for (int32_t i = 0; i < n; i++) {
         if (blocks[i] < 0 || blocks[i] >= kv->max_num_blocks || kv->refs[blocks[i]])
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "kv cache: page %d is out of range [0, %d) or in use", blocks[i],
-                               kv->max_num_blocks);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "kv cache: page %d is out of range [0, %d) or in use", blocks[i],
+                                 kv->max_num_blocks);
         for (int32_t j = 0; j < i; j++)
             if (blocks[j] == blocks[i])
-                return mlm_err_set(err, MLM_ERR_INVALID_ARG, "kv cache: page %d given twice",
-                                   blocks[i]);
+                return mlm_error_set(err, MLM_ERR_INVALID_ARG, "kv cache: page %d given twice",
+                                     blocks[i]);
     }
     /* Take them out of the free stack. */
     for (int32_t i = 0; i < n; i++) kv->refs[blocks[i]] = 1;

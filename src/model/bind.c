@@ -124,7 +124,8 @@ static mlm_status check(const binder *b, const char *name, int64_t rows, int64_t
         char where[32] = "";
         if (b->n_shards > 1) snprintf(where, sizeof where, " (shard %d)", s);
         if (!found)
-            return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'%s", name, where);
+            return mlm_error_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'%s", name,
+                                 where);
         mlm_tensor_view *t = &views[s];
         *t = *found;
         /* a contiguous tensor of more dimensions (a patch embedding [D, C, p, p]) as 2-D */
@@ -149,19 +150,20 @@ static mlm_status check(const binder *b, const char *name, int64_t rows, int64_t
             char want[64];
             if (cols) snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
             else snprintf(want, sizeof want, "[%lld]", (long long)rows);
-            return mlm_err_set(b->err, MLM_ERR_FORMAT,
-                               "model: tensor '%s'%s has shape %s, but %s implies %s", name, where,
-                               got, b->source, want);
+            return mlm_error_set(b->err, MLM_ERR_FORMAT,
+                                 "model: tensor '%s'%s has shape %s, but %s implies %s", name,
+                                 where, got, b->source, want);
         }
         if (t->dtype == MLM_DTYPE_GGML && !mlm_ggml_can_dequantize(t->ggml_type))
-            return mlm_err_set(b->err, MLM_ERR_UNSUPPORTED,
-                               "model: tensor '%s' has ggml type %s, which meshlm does not read "
-                               "(f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k..q6_k, iq4_nl, iq4_xs)",
-                               name, mlm_ggml_type_name(t->ggml_type));
+            return mlm_error_set(
+                b->err, MLM_ERR_UNSUPPORTED,
+                "model: tensor '%s' has ggml type %s, which meshlm does not read "
+                "(f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k..q6_k, iq4_nl, iq4_xs)",
+                name, mlm_ggml_type_name(t->ggml_type));
         if (!is_float(t->dtype) && t->dtype != MLM_DTYPE_GGML)
-            return mlm_err_set(b->err, MLM_ERR_FORMAT,
-                               "model: tensor '%s'%s has dtype %s, expected f32, f16 or bf16", name,
-                               where, mlm_dtype_name(t->dtype));
+            return mlm_error_set(b->err, MLM_ERR_FORMAT,
+                                 "model: tensor '%s'%s has dtype %s, expected f32, f16 or bf16",
+                                 name, where, mlm_dtype_name(t->dtype));
     }
     return MLM_OK;
 }
@@ -249,8 +251,8 @@ mlm_status mlm_bind_tensor(binder *b, const char *name, mlm_wtype want_type, sli
     int64_t srows = split_cols ? s.total_rows : s.total_rows / b->n_shards;
     int64_t scols = split_cols ? s.total_cols / b->n_shards : s.total_cols;
     if ((split_cols ? s.total_cols : s.total_rows) % b->n_shards)
-        return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: '%s' does not split into %d shards", name,
-                           b->n_shards);
+        return mlm_error_set(b->err, MLM_ERR_FORMAT, "model: '%s' does not split into %d shards",
+                             name, b->n_shards);
     mlm_status st = check(b, name, srows, scols, v);
     return st ? st : bind_views(b, name, v, want_type, s, split_cols, perm_heads, out);
 }
@@ -273,19 +275,19 @@ static mlm_status bind_native(binder *b, const char *name, const mlm_tensor_view
     int32_t chunks = out->n_chunks;
     int64_t kc = s.cols / chunks;
     if (b->n_shards != 1 || v->dtype != MLM_DTYPE_GGML || mlm_ggml_qkind(v->ggml_type) != (int)k)
-        return mlm_err_set(b->err, MLM_ERR_INTERNAL, "model: '%s' is not a %s tensor", name,
-                           tname);
+        return mlm_error_set(b->err, MLM_ERR_INTERNAL, "model: '%s' is not a %s tensor", name,
+                             tname);
     for (int32_t c = 0; c < chunks; c++)
         if (!mlm_qpanel_fits(k, s.col0 + c * kc, kc))
-            return mlm_err_set(b->err, MLM_ERR_UNSUPPORTED,
-                               "model: '%s' (%s): columns [%lld, %lld) of a K chunk do not cut "
-                               "its blocks (multiples of 32, whole super-blocks of 256); use "
-                               "another --optimizations profile",
-                               name, tname, (long long)(s.col0 + c * kc),
-                               (long long)(s.col0 + (c + 1) * kc));
+            return mlm_error_set(b->err, MLM_ERR_UNSUPPORTED,
+                                 "model: '%s' (%s): columns [%lld, %lld) of a K chunk do not cut "
+                                 "its blocks (multiples of 32, whole super-blocks of 256); use "
+                                 "another --optimizations profile",
+                                 name, tname, (long long)(s.col0 + c * kc),
+                                 (long long)(s.col0 + (c + 1) * kc));
     int64_t bytes = mlm_chunked_bytes(out->type, s.rows, s.cols, chunks);
     uint8_t *buf = calloc(1, bytes ? (size_t)bytes : 1);
-    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
+    if (!buf) return mlm_error_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
     mlm_status st = mlm_model_own(m, buf, (size_t)bytes, b->err);
     if (st) return st;
     int64_t row_bytes = (int64_t)(view_bytes(v) / (size_t)v->shape[0]);
@@ -321,9 +323,9 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
     int64_t scols = split_cols ? s.total_cols / b->n_shards : s.total_cols;
     int32_t chunks = s.chunks > 1 ? s.chunks : 1;
     if (s.cols % chunks)
-        return mlm_err_set(b->err, MLM_ERR_FORMAT,
-                           "model: '%s': %lld columns do not cut into %d K chunks", name,
-                           (long long)s.cols, chunks);
+        return mlm_error_set(b->err, MLM_ERR_FORMAT,
+                             "model: '%s': %lld columns do not cut into %d K chunks", name,
+                             (long long)s.cols, chunks);
     int64_t kc = s.cols / chunks; /* columns per chunk */
     out->type = bind_type(want_type, v[0].dtype);
     out->rows = s.rows;
@@ -349,7 +351,7 @@ static mlm_status bind_views(binder *b, const char *name, const mlm_tensor_view 
     float *rows = malloc((size_t)(block * s.cols) * sizeof *rows);
     if (!buf || !tmp || !rows) {
         free(buf), free(tmp), free(rows);
-        return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
+        return mlm_error_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
     }
     if ((st = mlm_model_own(m, buf, (size_t)bytes, b->err))) {
         free(tmp), free(rows);
@@ -417,7 +419,7 @@ static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
     mlm_status st = check(b, name, d, 0, v);
     if (st) return st;
     float *buf = malloc((size_t)d * sizeof *buf);
-    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
+    if (!buf) return mlm_error_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
     if ((st = mlm_model_own(b->m, buf, (size_t)d * sizeof *buf, b->err))) return st;
     if ((st = mlm_tensor_to_f32(&v[0], buf, d, b->err))) return st;
     *out = buf;
@@ -426,20 +428,20 @@ static mlm_status bind_norm(binder *b, role r, int l, const float **out) {
 
 mlm_status mlm_bind_vector(binder *b, const char *name, int64_t len, const float **out) {
     const mlm_tensor_view *t = mlm_bind_find(b, name, 0);
-    if (!t) return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'", name);
+    if (!t) return mlm_error_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'", name);
     if (mlm_tensor_numel(t) != len || !is_float(t->dtype)) {
         char got[96] = "[";
         for (int d = 0; d < t->n_dim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
                      (long long)t->shape[d]);
         strncat(got, "]", sizeof got - strlen(got) - 1);
-        return mlm_err_set(b->err, MLM_ERR_FORMAT,
-                           "model: tensor '%s' has shape %s and dtype %s, but %s implies %lld "
-                           "float values",
-                           name, got, mlm_dtype_name(t->dtype), b->source, (long long)len);
+        return mlm_error_set(b->err, MLM_ERR_FORMAT,
+                             "model: tensor '%s' has shape %s and dtype %s, but %s implies %lld "
+                             "float values",
+                             name, got, mlm_dtype_name(t->dtype), b->source, (long long)len);
     }
     float *buf = malloc((size_t)(len ? len : 1) * sizeof *buf);
-    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
+    if (!buf) return mlm_error_set(b->err, MLM_ERR_NOMEM, "model: out of memory for '%s'", name);
     mlm_status st = mlm_model_own(b->m, buf, (size_t)len * sizeof *buf, b->err);
     if (!st) st = mlm_tensor_to_f32(t, buf, len, b->err);
     if (st) return st;
@@ -523,10 +525,11 @@ mlm_status mlm_bind_decoder(binder *b) {
         return MLM_OK;
     }
     if (!b->meta && !c->tied_embeddings)
-        return mlm_err_set(b->err, MLM_ERR_FORMAT,
-                           "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
-                           "tied)",
-                           b->source);
+        return mlm_error_set(
+            b->err, MLM_ERR_FORMAT,
+            "model: missing tensor 'lm_head.weight' (%s says the embeddings are not "
+            "tied)",
+            b->source);
     m->output = m->tok_emb;
     return MLM_OK;
 }
@@ -543,12 +546,14 @@ static mlm_status native_type(const char *name, const mlm_tensor_view *t, mlm_wt
     }
     int w = t->dtype == MLM_DTYPE_GGML ? mlm_wtype_of_ggml(t->ggml_type) : -1;
     if (w < 0)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "model: tensor '%s' has type %s, which the native profile does not run "
-                           "(q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f32, "
-                           "f16, bf16); use --optimizations bf16",
-                           name, t->dtype == MLM_DTYPE_GGML ? mlm_ggml_type_name(t->ggml_type)
-                                                            : mlm_dtype_name(t->dtype));
+        return mlm_error_set(
+            err, MLM_ERR_UNSUPPORTED,
+            "model: tensor '%s' has type %s, which the native profile does not run "
+            "(q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f32, "
+            "f16, bf16); use --optimizations bf16",
+            name,
+            t->dtype == MLM_DTYPE_GGML ? mlm_ggml_type_name(t->ggml_type)
+                                       : mlm_dtype_name(t->dtype));
     *out = (mlm_wtype)w;
     return MLM_OK;
 }
@@ -571,9 +576,9 @@ mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
                                       const mlm_config *local, const char *dir, mlm_error *err) {
     char gguf[1024];
     if (!mlm_gguf_model_file(dir, gguf, sizeof gguf))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "model: %s: the native profile runs GGUF files; this checkpoint is %s",
-                           dir, cfg->source);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "model: %s: the native profile runs GGUF files; this checkpoint is %s",
+                             dir, cfg->source);
     mlm_checkpoint *ck = NULL;
     mlm_status st = mlm_checkpoint_open(dir, &ck, err);
     if (st) return st;

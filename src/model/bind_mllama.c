@@ -27,10 +27,10 @@ static void MLM_PRINTF(3, 4) fmt(char *buf, size_t size, const char *f, ...) {
 /* The value of the one-element tensor NAME (a gate). */
 static mlm_status gate(mlm_binder *b, const char *name, float *out) {
     const mlm_tensor_view *t = mlm_bind_find(b, name, 0);
-    if (!t) return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'", name);
+    if (!t) return mlm_error_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'", name);
     if (mlm_tensor_numel(t) != 1)
-        return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: gate '%s' has %lld values, not 1", name,
-                           (long long)mlm_tensor_numel(t));
+        return mlm_error_set(b->err, MLM_ERR_FORMAT, "model: gate '%s' has %lld values, not 1",
+                             name, (long long)mlm_tensor_numel(t));
     return mlm_tensor_to_f32(t, out, 1, b->err);
 }
 
@@ -38,7 +38,7 @@ static mlm_status gate(mlm_binder *b, const char *name, float *out) {
 static mlm_status owned_floats(mlm_binder *b, int64_t n, float **out) {
     float *p = calloc((size_t)(n ? n : 1), sizeof *p);
     *out = NULL;
-    if (!p) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
+    if (!p) return mlm_error_set(b->err, MLM_ERR_NOMEM, "model: out of memory");
     mlm_status st = mlm_model_own(b->m, p, (size_t)n * sizeof *p, b->err); /* frees p on failure */
     if (!st) *out = p;
     return st;
@@ -66,11 +66,11 @@ static mlm_status append_learnable(mlm_binder *b) {
     if (st) return st;
     const mlm_tensor_view *t = mlm_bind_find(b, name, 0);
     if (t->n_dim != 2 || t->shape[0] != extra)
-        return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: tensor '%s' must be [%lld, %lld]", name,
-                           (long long)extra, (long long)d);
+        return mlm_error_set(b->err, MLM_ERR_FORMAT, "model: tensor '%s' must be [%lld, %lld]",
+                             name, (long long)extra, (long long)d);
     size_t es = e->type == MLM_W_BF16 ? 2 : 4, old = (size_t)(e->rows * d) * es;
     char *buf = malloc(old + (size_t)(extra * d) * es);
-    if (!buf) return mlm_err_set(b->err, MLM_ERR_NOMEM, "model: out of memory for the embedding");
+    if (!buf) return mlm_error_set(b->err, MLM_ERR_NOMEM, "model: out of memory for the embedding");
     memcpy(buf, e->data, old);
     for (int64_t i = 0; i < extra * d; i++) {
         if (es == 2)
@@ -147,9 +147,9 @@ static mlm_status meta_table(mlm_binder *b, const char *name, int64_t per, float
     if (st) return st;
     const mlm_tensor_view *t = mlm_bind_find(b, name, 0);
     if (t->n_dim < 2 || t->shape[0] != nt || t->shape[1] != nt)
-        return mlm_err_set(b->err, MLM_ERR_FORMAT,
-                           "model: tensor '%s' must start with [%lld, %lld] (max tiles)", name,
-                           (long long)nt, (long long)nt);
+        return mlm_error_set(b->err, MLM_ERR_FORMAT,
+                             "model: tensor '%s' must start with [%lld, %lld] (max tiles)", name,
+                             (long long)nt, (long long)nt);
     aspect_table(v, e, per, dst);
     *out = dst;
     return MLM_OK;
@@ -174,13 +174,13 @@ static mlm_status bind_tile_pos(mlm_binder *b, const char *name, mlm_weight *out
                                  .file = name};
     } else {
         const mlm_tensor_view *t = mlm_bind_find(b, name, 0);
-        if (!t) return mlm_err_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'", name);
+        if (!t) return mlm_error_set(b->err, MLM_ERR_FORMAT, "model: missing tensor '%s'", name);
         if (t->n_dim != 2 || t->shape[0] != a1 || t->shape[1] != nt * T * d || t->stride[1] != 1 ||
             t->stride[0] != nt * T * d || t->dtype == MLM_DTYPE_GGML)
-            return mlm_err_set(b->err, MLM_ERR_FORMAT,
-                               "model: tensor '%s' must be a contiguous [%lld, %lld] table (the "
-                               "vision config's aspect ratios + 1, tiles x tokens x width)",
-                               name, (long long)a1, (long long)(nt * T * d));
+            return mlm_error_set(b->err, MLM_ERR_FORMAT,
+                                 "model: tensor '%s' must be a contiguous [%lld, %lld] table (the "
+                                 "vision config's aspect ratios + 1, tiles x tokens x width)",
+                                 name, (long long)a1, (long long)(nt * T * d));
         view = *t; /* read as (A + 1) * NT * T rows of D */
         view.shape[0] = a1 * nt * T, view.shape[1] = d, view.stride[0] = d;
     }

@@ -85,7 +85,7 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int
                          size_t size, mlm_error *err) {
     char real[PATH_MAX];
     if (!realpath(dir, real))
-        return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
+        return mlm_error_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
     char *names[4096], folder[PATH_MAX];
     int n = 0;
     snprintf(folder, sizeof folder, "%s", real);
@@ -96,7 +96,7 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int
         mlm_path_dir(real, folder, sizeof folder);
     } else {
         DIR *d = opendir(real);
-        if (!d) return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", real, strerror(errno));
+        if (!d) return mlm_error_set(err, MLM_ERR_IO, "cache: %s: %s", real, strerror(errno));
         for (struct dirent *e; (e = readdir(d)) && n < 4096;)
             if (source_file(e->d_name) && (names[n] = strdup(e->d_name))) n++;
         closedir(d);
@@ -123,8 +123,8 @@ mlm_status mlm_cache_key(const char *dir, const mlm_profile *p, int tp_rank, int
     else if (len < size)
         len += (size_t)snprintf(key + len, size - len, "mesh tp %d rank %d\n", tp_size, tp_rank);
     if (len >= size)
-        return mlm_err_set(err, MLM_ERR_CAPACITY, "cache: %s: the cache key exceeds %zu bytes",
-                           real, size);
+        return mlm_error_set(err, MLM_ERR_CAPACITY, "cache: %s: the cache key exceeds %zu bytes",
+                             real, size);
     return MLM_OK;
 }
 
@@ -149,13 +149,13 @@ static mlm_status cache_dir(const char *dir, const mlm_model_params *p, char *ou
         if (xdg && xdg[0]) n = snprintf(out, size, "%s/meshlm", xdg);
         else if (home && home[0]) n = snprintf(out, size, "%s/.cache/meshlm", home);
         else
-            return mlm_err_set(err, MLM_ERR_IO,
-                               "cache: %s is read-only and neither MESHLM_CACHE, XDG_CACHE_HOME "
-                               "nor HOME is set",
-                               dir ? dir : "the model folder");
+            return mlm_error_set(err, MLM_ERR_IO,
+                                 "cache: %s is read-only and neither MESHLM_CACHE, XDG_CACHE_HOME "
+                                 "nor HOME is set",
+                                 dir ? dir : "the model folder");
     }
     if (n < 0 || (size_t)n >= size)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "cache: folder name too long");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "cache: folder name too long");
     return MLM_OK;
 }
 
@@ -164,7 +164,7 @@ mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
                               mlm_error *err) {
     char real[PATH_MAX], folder[PATH_MAX], types[1024], id[PATH_MAX + 1100];
     if (!realpath(dir, real))
-        return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
+        return mlm_error_set(err, MLM_ERR_IO, "cache: %s: %s", dir, strerror(errno));
     mlm_status st = cache_dir(dir, params, folder, sizeof folder, err);
     if (st) return st;
     mlm_profile_describe(prof, types, sizeof types);
@@ -189,7 +189,7 @@ mlm_status mlm_cache_path_for(const char *dir, const mlm_profile *prof,
                      h, r, tp);
     }
     if (n < 0 || (size_t)n >= size)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "cache: path too long");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "cache: path too long");
     return MLM_OK;
 }
 
@@ -223,11 +223,12 @@ static mlm_status mkdirs(const char *path, mlm_error *err) {
         if (*s != '/') continue;
         *s = 0;
         if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return mlm_err_set(err, MLM_ERR_IO, "cache: cannot create %s: %s", buf, strerror(errno));
+            return mlm_error_set(err, MLM_ERR_IO, "cache: cannot create %s: %s", buf,
+                                 strerror(errno));
         *s = '/';
     }
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return mlm_err_set(err, MLM_ERR_IO, "cache: cannot create %s: %s", buf, strerror(errno));
+        return mlm_error_set(err, MLM_ERR_IO, "cache: cannot create %s: %s", buf, strerror(errno));
     return MLM_OK;
 }
 
@@ -253,7 +254,7 @@ static mlm_status plan_make(mlm_model *m, size_t key_len, plan *pl, mlm_error *e
     pl->e = calloc((size_t)(n_w_max + n_v_max), sizeof *pl->e);
     if (!pl->w || !pl->norms || !pl->e) {
         plan_free(pl);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "cache: out of memory");
     }
     pl->n_norms = mlm_model_norms(m, pl->norms);
     int n_w = mlm_model_weights(m, pl->w);
@@ -315,7 +316,7 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
     const size_t chunk_max = 64u << 20;
     size_t chunk_cap = chunk_max;
     void *chunk = malloc(chunk_cap);
-    if (!chunk && !st) st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
+    if (!chunk && !st) st = mlm_error_set(err, MLM_ERR_NOMEM, "cache: out of memory");
     uint64_t total = pl.index_offset, done = HEADER_BYTES;
     for (int i = 0; i < pl.n && !st; i++) {
         entry *e = &pl.e[i];
@@ -338,7 +339,7 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
             if (need > chunk_cap) { /* rows wider than 8 MB: one block at a time still fits */
                 void *bigger = realloc(chunk, need);
                 if (!bigger) {
-                    st = mlm_err_set(err, MLM_ERR_NOMEM, "cache: out of memory");
+                    st = mlm_error_set(err, MLM_ERR_NOMEM, "cache: out of memory");
                     break;
                 }
                 chunk = bigger, chunk_cap = need;
@@ -404,7 +405,7 @@ mlm_status mlm_cache_write(mlm_model *m, const char *path, const char *key,
     if (!st && slash) st = mlm_fsync_dir(folder, err);
     mlm_outfile_discard(&f);
     plan_free(&pl);
-    if (st) mlm_err_prefix(err, "cache %s", path);
+    if (st) mlm_error_prefix(err, "cache %s", path);
     return st;
 }
 
@@ -424,21 +425,24 @@ static mlm_status read_frame(const mlm_mapfile *f, const char **key, size_t *key
                              const entry **index, uint64_t *n, mlm_error *err) {
     header h;
     if (f->size < HEADER_BYTES + TRAILER_BYTES)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: truncated (%zu bytes)", f->path, f->size);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: truncated (%zu bytes)", f->path,
+                             f->size);
     memcpy(&h, f->data, sizeof h);
     if (memcmp(h.magic, "MLMCACHE", 8))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: not a meshlm weight cache", f->path);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: not a meshlm weight cache", f->path);
     if (h.version != VERSION)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: format version %u, this meshlm writes %d",
-                           f->path, h.version, VERSION);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "cache %s: format version %u, this meshlm writes %d", f->path,
+                             h.version, VERSION);
     if (h.file_bytes != f->size)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: truncated or extended: %zu bytes, the "
-                                                "header says %llu",
-                           f->path, f->size, (unsigned long long)h.file_bytes);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "cache %s: truncated or extended: %zu bytes, the "
+                             "header says %llu",
+                             f->path, f->size, (unsigned long long)h.file_bytes);
     if (h.header_bytes != HEADER_BYTES || h.index_offset < HEADER_BYTES ||
         h.index_bytes < 16 || h.index_offset > f->size - TRAILER_BYTES ||
         h.index_bytes != f->size - TRAILER_BYTES - h.index_offset)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: corrupt header", f->path);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: corrupt header", f->path);
     trailer t;
     memcpy(&t, f->data + f->size - TRAILER_BYTES, sizeof t);
     mlm_hash hs;
@@ -446,18 +450,18 @@ static mlm_status read_frame(const mlm_mapfile *f, const char **key, size_t *key
     mlm_hash_update(&hs, f->data, HEADER_BYTES);
     mlm_hash_update(&hs, f->data + h.index_offset, h.index_bytes);
     if (memcmp(t.magic, "MLMCEND", 8) || t.hash != mlm_hash_final(&hs))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: corrupt (index checksum mismatch)",
-                           f->path);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: corrupt (index checksum mismatch)",
+                             f->path);
     const unsigned char *ix = f->data + h.index_offset;
     uint64_t kl, ne;
     memcpy(&kl, ix, 8);
     if (kl > h.index_bytes - 16 || (kl + 7) / 8 * 8 > h.index_bytes - 16)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: corrupt index", f->path);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: corrupt index", f->path);
     uint64_t padded = (kl + 7) / 8 * 8;
     memcpy(&ne, ix + 8 + padded, 8);
     if (ne > (h.index_bytes - 16 - padded) / sizeof(entry) ||
         16 + padded + ne * sizeof(entry) != h.index_bytes || h.index_offset % 8)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: corrupt index", f->path);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: corrupt index", f->path);
     /* entries are 8-byte aligned in the file (the index starts on a 4096 boundary and the key
      * is padded), so they can be read in place */
     *key = (const char *)ix + 8, *key_len = (size_t)kl;
@@ -524,31 +528,32 @@ mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_er
     if (!st && (have_len != strlen(key) || memcmp(have, key, have_len))) {
         char line[160];
         key_diff(have, have_len, key, line, sizeof line);
-        st = mlm_err_set(err, MLM_ERR_FORMAT, "cache %s is stale (changed: %s)", path, line);
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "cache %s is stale (changed: %s)", path, line);
     }
     if (!st) {
         set_shapes(m);
         st = plan_make(m, have_len, &pl, err);
     }
     if (!st && n != (uint64_t)pl.n)
-        st = mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: %llu tensors, the model has %d", path,
-                         (unsigned long long)n, pl.n);
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: %llu tensors, the model has %d", path,
+                           (unsigned long long)n, pl.n);
     for (int i = 0; !st && i < pl.n; i++) {
         const entry *e = &ix[i], *want = &pl.e[i];
         if (memcmp(e->name, want->name, sizeof e->name) || e->type != want->type ||
             e->rows != want->rows || e->cols != want->cols || e->bytes != want->bytes ||
             e->offset % ALIGN || e->offset > f.size || e->bytes > f.size - e->offset)
-            st = mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: entry %d ('%.24s') does not match "
-                                                  "the model",
-                             path, i, e->name);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "cache %s: entry %d ('%.24s') does not match "
+                               "the model",
+                               path, i, e->name);
     }
     /* every tensor's checksum, in parallel: this also brings the file into memory */
     check_job cj = {f.data, ix, -1};
     if (!st) mlm_pool_run(m->load_pool, pl.n, check_task, &cj);
     int bad = (int)atomic_load(&cj.bad);
     if (!st && bad >= 0)
-        st = mlm_err_set(err, MLM_ERR_FORMAT, "cache %s: tensor '%.24s' fails its checksum", path,
-                         ix[bad].name);
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "cache %s: tensor '%.24s' fails its checksum", path,
+                           ix[bad].name);
     if (!st) {
         for (int i = 0; i < pl.n_norms; i++) *pl.norms[i].v = (const float *)(f.data + ix[i].offset);
         for (int i = pl.n_norms; i < pl.n; i++) {
@@ -584,7 +589,7 @@ static mlm_status list_folder(const char *folder, int depth, mlm_cache_entry **l
     DIR *d = opendir(folder);
     if (!d) {
         if (errno == ENOENT) return MLM_OK;
-        return mlm_err_set(err, MLM_ERR_IO, "cache: %s: %s", folder, strerror(errno));
+        return mlm_error_set(err, MLM_ERR_IO, "cache: %s: %s", folder, strerror(errno));
     }
     mlm_cache_entry *list = *listp;
     int n = *np;

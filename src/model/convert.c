@@ -49,7 +49,8 @@ mlm_status mlm_weight_convert_rows(const mlm_weight *src, mlm_wtype to, int64_t 
     if (bfp && (r1 - r0) % MLM_BFP_ROWS) /* the padding rows of the last panel are zeros */
         memset(dst, 0, (size_t)mlm_wtype_bytes(to, r1 - r0, cols));
     convert_job j = {src, to, r0, r1, dst, malloc((size_t)(mlm_pool_threads(pool) * cols) * sizeof(float))};
-    if (!j.rows) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory converting weights");
+    if (!j.rows)
+        return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory converting weights");
     mlm_pool_run(pool, (r1 - r0 + 15) / 16, convert_task, &j);
     free(j.rows);
     return MLM_OK;
@@ -85,7 +86,7 @@ mlm_status mlm_weight_convert(const mlm_weight *src, mlm_wtype to, void *dst, ml
 mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error *err) {
     (void)p;
     mlm_weight_ref *refs = malloc((size_t)mlm_model_n_weights(m) * sizeof *refs);
-    if (!refs) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+    if (!refs) return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
     int n = mlm_model_weights(m, refs);
     mlm_status st = MLM_OK;
     for (int i = 0; i < n && !st; i++) {
@@ -94,8 +95,8 @@ mlm_status mlm_model_convert(mlm_model *m, const mlm_model_params *p, mlm_error 
         int64_t bytes = mlm_chunked_bytes(refs[i].want, w->rows, w->cols, w->n_chunks);
         void *buf = malloc(bytes ? (size_t)bytes : 1);
         if (!buf) {
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory converting '%s'",
-                             refs[i].name);
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory converting '%s'",
+                               refs[i].name);
             break;
         }
         if ((st = mlm_weight_convert(w, refs[i].want, buf, m->load_pool, err))) {

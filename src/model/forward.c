@@ -521,7 +521,7 @@ static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, cons
         return st;
     }
     size_t counts[256];
-    if (tp > 256) return mlm_err_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
+    if (tp > 256) return mlm_error_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
     f->rout = out, f->ractive = residual;
     /* slabs of GATHER_TOKENS tokens: every rank's partials of the slab, then their sum */
     for (int32_t t0 = 0; t0 < n; t0 += GATHER_TOKENS) {
@@ -542,7 +542,7 @@ static mlm_status gather_logits(const mlm_model *m, const float *local, float *a
                                 float *logits, mlm_error *err) {
     size_t counts[256];
     int tp = m->tp_size;
-    if (tp > 256) return mlm_err_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
+    if (tp > 256) return mlm_error_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
     for (int r = 0; r < tp; r++) {
         int32_t v0, nv;
         mlm_model_vocab_slice(m->cfg.n_vocab, r, tp, &v0, &nv);

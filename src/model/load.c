@@ -66,25 +66,25 @@ static mlm_status bind_checkpoint(mlm_model *m, const char *dir, mlm_error *err)
              !mlm_checkpoint_find(m->ckpt, b.mllama ? "language_model.model.embed_tokens.weight"
                                                     : "model.embed_tokens.weight");
     if (b.mllama && b.meta && !mlm_checkpoint_find(m->ckpt, "text_model.tok_embeddings.weight"))
-        st = mlm_err_set(err, MLM_ERR_FORMAT,
-                         "model: %s: no Llama 3.2 Vision embedding (language_model.model."
-                         "embed_tokens.weight or text_model.tok_embeddings.weight; Meta "
-                         "checkpoints of several shards are not read for this model)",
-                         dir);
+        st = mlm_error_set(err, MLM_ERR_FORMAT,
+                           "model: %s: no Llama 3.2 Vision embedding (language_model.model."
+                           "embed_tokens.weight or text_model.tok_embeddings.weight; Meta "
+                           "checkpoints of several shards are not read for this model)",
+                           dir);
     else if (b.gguf && strcmp(m->cfg.source, "gguf"))
-        st = mlm_err_set(err, MLM_ERR_FORMAT, "model: %s: a GGUF checkpoint beside %s", dir,
-                         m->cfg.source);
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "model: %s: a GGUF checkpoint beside %s", dir,
+                           m->cfg.source);
     else if (b.meta && !b.mllama && !mlm_checkpoint_find(m->ckpt, "tok_embeddings.weight")) {
         b.n_shards = count_shards(m->ckpt);
         if (b.n_shards <= 0)
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "model: %s: no embedding tensor (model.embed_tokens.weight or "
-                             "tok_embeddings.weight)",
-                             dir);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "model: %s: no embedding tensor (model.embed_tokens.weight or "
+                               "tok_embeddings.weight)",
+                               dir);
     }
     if (!st) st = mlm_bind_decoder(&b);
     if (!st && b.mllama) st = mlm_bind_mllama(&b);
-    if (st) mlm_err_prefix(err, "%s", dir);
+    if (st) mlm_error_prefix(err, "%s", dir);
     return st;
 }
 
@@ -164,10 +164,10 @@ static mlm_status layers_init(mlm_model *m, mlm_error *err) {
     if (c->family != MLM_FAMILY_MLLAMA) return MLM_OK;
     m->n_emb_extra = 8;
     if (c->image_token_id < c->n_vocab || c->image_token_id >= c->n_vocab + m->n_emb_extra)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "model: image token %d is not one of the embedding's learnable rows "
-                           "[%d, %d)",
-                           c->image_token_id, c->n_vocab, c->n_vocab + m->n_emb_extra);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "model: image token %d is not one of the embedding's learnable rows "
+                             "[%d, %d)",
+                             c->image_token_id, c->n_vocab, c->n_vocab + m->n_emb_extra);
     return mlm_model_alloc_vision(m, err);
 }
 
@@ -176,24 +176,25 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     *out = NULL;
     mlm_model_params p = params ? *params : mlm_model_default_params();
     if (!p.optimizations && p.dtype != MLM_DTYPE_F32 && p.dtype != MLM_DTYPE_BF16)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "model: dtype %s is not a compute dtype (f32, bf16)",
-                           mlm_dtype_name(p.dtype));
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "model: dtype %s is not a compute dtype (f32, bf16)",
+                             mlm_dtype_name(p.dtype));
     const char *name = mlm_model_params_profile(&p);
     mlm_model *m = calloc(1, sizeof *m);
-    if (!m) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+    if (!m) return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
     mlm_status st = mlm_kernels_pick(&m->kernels, err);
     if (!st) st = mlm_config_load(dir, &m->cfg, err);
     if (!st && m->cfg.family == MLM_FAMILY_MLLAMA && mlm_comm_size(p.tp) > 1)
-        st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                         "model: %s is Llama 3.2 Vision: meshlm runs it on one device (TP 1), "
-                         "not on a mesh of %d",
-                         dir, mlm_comm_size(p.tp));
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "model: %s is Llama 3.2 Vision: meshlm runs it on one device (TP 1), "
+                           "not on a mesh of %d",
+                           dir, mlm_comm_size(p.tp));
     if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
     if (!st && p.tp_reduce != MLM_TP_EXACT && p.tp_reduce != MLM_TP_SUM)
-        st = mlm_err_set(err, MLM_ERR_INVALID_ARG, "model: tp_reduce %d is neither exact (0) nor "
-                                                   "sum (1)",
-                         (int)p.tp_reduce);
+        st = mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                           "model: tp_reduce %d is neither exact (0) nor "
+                           "sum (1)",
+                           (int)p.tp_reduce);
     m->tp_reduce = p.tp_reduce;
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
@@ -202,7 +203,7 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     if (!st) {
         mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
-        if (!m->layers) st = mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+        if (!m->layers) st = mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
     }
     if (!st) st = layers_init(m, err);
     /* threads for the conversions and checksums of this load, gone when it returns */

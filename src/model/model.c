@@ -21,7 +21,7 @@ mlm_status mlm_model_own(mlm_model *m, void *p, size_t bytes, mlm_error *err) {
         void **o = realloc(m->owned, (size_t)cap * sizeof *o);
         if (!o) {
             free(p);
-            return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+            return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
         }
         m->owned = o;
         m->cap_owned = cap;
@@ -158,12 +158,12 @@ mlm_status mlm_model_alloc_vision(mlm_model *m, mlm_error *err) {
     if (v->patch_size < 1 || v->image_size % v->patch_size || v->n_layer < 1 ||
         v->n_global_layer < 0 || v->n_head < 1 || v->n_embd % v->n_head || v->max_tiles < 1 ||
         v->n_aspect < 1 || v->n_aspect > 16)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "model: inconsistent vision config");
+        return mlm_error_set(err, MLM_ERR_FORMAT, "model: inconsistent vision config");
     t->n_grid = v->image_size / v->patch_size;
     t->n_tok = t->n_grid * t->n_grid + 1;
     t->n_tok_pad = (t->n_tok + 7) / 8 * 8;
     t->layers = calloc((size_t)(v->n_layer + v->n_global_layer), sizeof *t->layers);
-    if (!t->layers) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+    if (!t->layers) return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
     return MLM_OK;
 }
 

@@ -13,7 +13,7 @@ mlm_status mlm_rope_init(mlm_model *m, mlm_error *err) {
     const mlm_config *c = &m->cfg;
     int half = c->head_dim / 2;
     m->inv_freq = malloc((size_t)half * sizeof *m->inv_freq);
-    if (!m->inv_freq) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+    if (!m->inv_freq) return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
     for (int i = 0; i < half; i++) {
         float inv = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
         if (c->rope_type == MLM_ROPE_LLAMA3) {
@@ -36,7 +36,7 @@ mlm_status mlm_rope_init(mlm_model *m, mlm_error *err) {
     if (c->rope_type == MLM_ROPE_FACTORS) {
         /* llama.cpp: angle = pos * theta^(-2i/hd) / rope_freqs[i] */
         float *f = malloc((size_t)half * sizeof *f);
-        if (!f) return mlm_err_set(err, MLM_ERR_NOMEM, "model: out of memory");
+        if (!f) return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
         mlm_status st = mlm_gguf_rope_factors(m->gguf_path, f, half, err);
         for (int i = 0; i < half && !st; i++) m->inv_freq[i] /= f[i];
         free(f);

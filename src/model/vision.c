@@ -295,21 +295,21 @@ int64_t mlm_vision_scratch_bytes(const mlm_config *cfg) {
 mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t aspect_ratio_id,
                              int32_t n_tiles, float *projected, mlm_pool *pool, mlm_error *err) {
     if (!m || !pixels || !projected || m->cfg.family != MLM_FAMILY_MLLAMA)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "vision: no image or no vision model");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "vision: no image or no vision model");
     const mlm_vision_config *c = &m->cfg.vision;
     const mlm_vision_tower *v = &m->vision;
     if (aspect_ratio_id < 0 || aspect_ratio_id > c->n_aspect)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "vision: aspect_ratio_id %d out of range [0, %d]", (int)aspect_ratio_id,
-                           (int)c->n_aspect);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "vision: aspect_ratio_id %d out of range [0, %d]",
+                             (int)aspect_ratio_id, (int)c->n_aspect);
     if (n_tiles < 1 || n_tiles > c->max_tiles)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "vision: n_tiles %d out of range [1, %d]",
-                           (int)n_tiles, (int)c->max_tiles);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "vision: n_tiles %d out of range [1, %d]",
+                             (int)n_tiles, (int)c->max_tiles);
     if (c->n_head > 64 || c->n_ff < 2 * c->n_embd)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "vision: %d heads (at most 64) and an MLP %d wide (at least twice the "
-                           "width %d) are what this encoder handles",
-                           (int)c->n_head, (int)c->n_ff, (int)c->n_embd);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "vision: %d heads (at most 64) and an MLP %d wide (at least twice the "
+                             "width %d) are what this encoder handles",
+                             (int)c->n_head, (int)c->n_ff, (int)c->n_embd);
     sizes z = sizes_of(&m->cfg);
     const int64_t D = z.D, L = z.L, K = z.K, O = z.O, E = m->cfg.n_embd, NT = c->max_tiles;
     const int64_t T = v->n_tok, TP = v->n_tok_pad, G = v->n_grid, S = c->image_size;
@@ -337,9 +337,9 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
     if (!f || !idx || ((forms & (1 << MLM_ACT_Q8)) && (!e.aq || !e.au || !e.ad)) ||
         ((forms & (1 << MLM_ACT_BF16)) && !e.ah)) {
         free(f), free(idx), free(e.aq), free(e.au), free(e.ad), free(e.ah);
-        return mlm_err_set(err, MLM_ERR_NOMEM,
-                           "vision: out of memory for %lld bytes of scratch (%lld tokens)",
-                           (long long)mlm_vision_scratch_bytes(&m->cfg), (long long)L);
+        return mlm_error_set(err, MLM_ERR_NOMEM,
+                             "vision: out of memory for %lld bytes of scratch (%lld tokens)",
+                             (long long)mlm_vision_scratch_bytes(&m->cfg), (long long)L);
     }
     e.x = f, e.xn = e.x + L * D, e.q = e.xn + L * D, e.kk = e.q + L * D, e.vv = e.kk + L * D;
     e.att = e.vv + L * D, e.h = e.att + L * D, e.inter = e.h + L * z.F;

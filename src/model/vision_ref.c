@@ -134,21 +134,21 @@ static int all_f32(const mlm_model *m) {
 mlm_status mlm_vision_encode_ref(const mlm_model *m, const float *pixels, int32_t aspect_ratio_id,
                                  int32_t n_tiles, float *out, float *projected, mlm_error *err) {
     if (!m || !pixels || m->cfg.family != MLM_FAMILY_MLLAMA)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "vision: no image or no vision model");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "vision: no image or no vision model");
     if (!all_f32(m))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "vision: the reference runs on f32 weights (the f32 profile), this "
-                           "model is loaded in '%s'",
-                           m->profile.name);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "vision: the reference runs on f32 weights (the f32 profile), this "
+                             "model is loaded in '%s'",
+                             m->profile.name);
     const mlm_vision_tower *v = &m->vision;
     const mlm_vision_config *c = &m->cfg.vision;
     if (aspect_ratio_id < 0 || aspect_ratio_id > c->n_aspect)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "vision: aspect_ratio_id %d out of range [0, %d]", (int)aspect_ratio_id,
-                           (int)c->n_aspect);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "vision: aspect_ratio_id %d out of range [0, %d]",
+                             (int)aspect_ratio_id, (int)c->n_aspect);
     if (n_tiles < 1 || n_tiles > c->max_tiles)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "vision: n_tiles %d out of range [1, %d]",
-                           (int)n_tiles, (int)c->max_tiles);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "vision: n_tiles %d out of range [1, %d]",
+                             (int)n_tiles, (int)c->max_tiles);
     const int64_t d = c->n_embd, ff = c->n_ff, nt = c->max_tiles, ch = c->n_channels;
     const int64_t S = c->image_size, ps = c->patch_size, G = v->n_grid;
     const int64_t T = v->n_tok, TP = v->n_tok_pad, L = nt * TP, K = c->n_intermediate;
@@ -160,9 +160,9 @@ mlm_status mlm_vision_encode_ref(const mlm_model *m, const float *pixels, int32_
     scratch s;
     float *block = malloc((size_t)n_float * sizeof(float) + (size_t)L);
     if (!block)
-        return mlm_err_set(err, MLM_ERR_NOMEM,
-                           "vision: out of memory for %lld bytes of scratch (%lld tokens)",
-                           (long long)n_float * 4 + (long long)L, (long long)L);
+        return mlm_error_set(err, MLM_ERR_NOMEM,
+                             "vision: out of memory for %lld bytes of scratch (%lld tokens)",
+                             (long long)n_float * 4 + (long long)L, (long long)L);
     s.x = block;
     s.xn = s.x + L * d;
     s.q = s.xn + L * d;
@@ -252,7 +252,7 @@ mlm_status mlm_vision_encode_ref(const mlm_model *m, const float *pixels, int32_
     float *own = out ? NULL : malloc((size_t)(nt * T * O) * sizeof(float));
     if (!out && !own) {
         free(block);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "vision: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "vision: out of memory");
     }
     if (!out) out = own;
     for (int64_t t = 0; t < nt; t++)

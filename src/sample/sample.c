@@ -43,14 +43,14 @@ mlm_status mlm_sampler_init(mlm_sampler *s, const mlm_sampler_params *params, in
     s->params = params ? *params : mlm_sampler_default_params();
     const mlm_sampler_params *p = &s->params;
     if (!(p->temperature >= 0) || !isfinite(p->temperature))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: temperature %g must be >= 0",
-                           p->temperature);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "sampler: temperature %g must be >= 0",
+                             p->temperature);
     if (!(p->top_p > 0 && p->top_p <= 1))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: top_p %g must be in (0, 1]",
-                           p->top_p);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "sampler: top_p %g must be in (0, 1]",
+                             p->top_p);
     if (p->top_k < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: top_k %d must be >= 0", p->top_k);
-    if (n_vocab < 1) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "sampler: empty vocabulary");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "sampler: top_k %d must be >= 0", p->top_k);
+    if (n_vocab < 1) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "sampler: empty vocabulary");
     s->n_vocab = n_vocab;
     uint64_t x = p->seed;
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
@@ -58,7 +58,7 @@ mlm_status mlm_sampler_init(mlm_sampler *s, const mlm_sampler_params *params, in
     s->idx = malloc((size_t)n_vocab * sizeof *s->idx);
     if (!s->probs || !s->idx) {
         mlm_sampler_deinit(s);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "sampler: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "sampler: out of memory");
     }
     return MLM_OK;
 }

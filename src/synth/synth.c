@@ -46,7 +46,7 @@ mlm_status mlm_synth_push_tensor(mlm_synth_plan *pl, int64_t *cap, mlm_synth_ten
     if (pl->n_tensors == *cap) {
         int64_t nc = *cap ? *cap * 2 : 256;
         mlm_synth_tensor *t = realloc(pl->tensors, (size_t)nc * sizeof *t);
-        if (!t) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        if (!t) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
         pl->tensors = t;
         *cap = nc;
     }
@@ -124,11 +124,11 @@ static mlm_status plan_model(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
     const canon *layer = is_phi3 ? phi3 : llama;
     int meta = pl->format == MLM_SYNTH_META;
     if (meta && is_phi3) /* refused by mlm_synth_plan_make */
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: %s has no Meta form", pl->preset);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "synth: %s has no Meta form", pl->preset);
     if (meta && n_mp > 1 &&
         (c->n_head % n_mp || c->n_kv_head % n_mp || v % n_mp || f % n_mp || d % n_mp))
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: %s does not split into %d shards",
-                           pl->preset, n_mp);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "synth: %s does not split into %d shards",
+                             pl->preset, n_mp);
     int64_t cap = 0;
     int shards = meta ? n_mp : 1;
     mlm_status st = MLM_OK;
@@ -167,10 +167,10 @@ mlm_status mlm_synth_with_layers(const mlm_synth_preset *pr, const char *text, c
     while (end && *end >= '0' && *end <= '9')
         end++;
     if (!at || end == num)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': no %s<integer> in its text",
-                           pr->name, key);
+        return mlm_error_set(err, MLM_ERR_INTERNAL,
+                             "synth: preset '%s': no %s<integer> in its text", pr->name, key);
     size_t len = strlen(text) + 16;
-    if (!(*out = malloc(len))) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    if (!(*out = malloc(len))) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     snprintf(*out, len, "%.*s%d%s", (int)(num - text), text, (int)n, end);
     return MLM_OK;
 }
@@ -200,8 +200,9 @@ static mlm_status keep_layers(mlm_synth_plan *pl, const mlm_synth_preset *pr, in
     if (pl->params_json) pl->params_json = pl->params_owned;
     st = mlm_synth_read_config(pl, pr, pl->config_owned, err);
     if (!st && pl->cfg.n_layer != n_layer)
-        st = mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': config says %d layers, not %d",
-                         pr->name, (int)pl->cfg.n_layer, (int)n_layer);
+        st = mlm_error_set(err, MLM_ERR_INTERNAL,
+                           "synth: preset '%s': config says %d layers, not %d", pr->name,
+                           (int)pl->cfg.n_layer, (int)n_layer);
     return st;
 }
 
@@ -214,14 +215,14 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
     memset(pl, 0, sizeof *pl);
     const mlm_synth_preset *pr = mlm_synth_preset_find(p->preset);
     if (!pr)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: unknown preset '%s' (presets: %s)",
-                           p->preset ? p->preset : "(none)", mlm_synth_presets());
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "synth: unknown preset '%s' (presets: %s)",
+                             p->preset ? p->preset : "(none)", mlm_synth_presets());
     if (p->format != MLM_SYNTH_HF && p->format != MLM_SYNTH_META)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: format %d is not 0 (hf) or 1 (meta)",
-                           p->format);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "synth: format %d is not 0 (hf) or 1 (meta)",
+                             p->format);
     if (p->dtype != MLM_DTYPE_BF16 && p->dtype != MLM_DTYPE_F32)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: dtype %s is not bf16 or f32",
-                           mlm_dtype_name(p->dtype));
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "synth: dtype %s is not bf16 or f32",
+                             mlm_dtype_name(p->dtype));
     pl->preset = pr->name;
     pl->format = p->format;
     pl->dtype = p->dtype;
@@ -229,14 +230,15 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
     mlm_status st = mlm_synth_read_config(pl, pr, pr->config_json, err);
     if (st) return st;
     if (pl->cfg.family != pr->family)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': config is %s, not %s",
-                           pr->name, mlm_family_name(pl->cfg.family), mlm_family_name(pr->family));
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': config is %s, not %s",
+                             pr->name, mlm_family_name(pl->cfg.family),
+                             mlm_family_name(pr->family));
     if (p->format == MLM_SYNTH_META && pr->n_mp == 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "synth: preset '%s' has no Meta format: Phi-4 is published only as "
-                           "Hugging Face safetensors (there is no Meta-format checkpoint to "
-                           "imitate); use the hf format",
-                           pr->name);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "synth: preset '%s' has no Meta format: Phi-4 is published only as "
+                             "Hugging Face safetensors (there is no Meta-format checkpoint to "
+                             "imitate); use the hf format",
+                             pr->name);
     if (p->format == MLM_SYNTH_HF) {
         pl->config_json = pr->config_json;
         pl->generation_json = pr->generation_json;
@@ -254,10 +256,10 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
     int32_t all = pl->cfg.n_layer;
     int keep = n_layer != 0 && n_layer != all, mllama = pr->family == MLM_FAMILY_MLLAMA;
     if (n_layer < 0 || n_layer > all)
-        st = mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                         "synth: preset '%s' has %d layers, so %d of them cannot be kept "
-                         "(keep 1 to %d; 0 keeps all)",
-                         pr->name, (int)all, (int)n_layer, (int)all);
+        st = mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                           "synth: preset '%s' has %d layers, so %d of them cannot be kept "
+                           "(keep 1 to %d; 0 keeps all)",
+                           pr->name, (int)all, (int)n_layer, (int)all);
     else if (keep)
         st = mllama ? mlm_synth_keep_layers_mllama(pl, pr, n_layer, err)
                     : keep_layers(pl, pr, n_layer, err);
@@ -445,30 +447,30 @@ static mlm_status plan_tokenizer(job *jb, mlm_error *err) {
     int n_names = phi3 ? 3 : 1;
     struct stat sb;
     if (stat(src, &sb) != 0)
-        return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", src, strerror(errno));
+        return mlm_error_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", src, strerror(errno));
     if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
-        return mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: not a regular file", src);
+        return mlm_error_set(err, MLM_ERR_IO, "%s: tokenizer to copy: not a regular file", src);
     if (S_ISREG(sb.st_mode)) {
         if (phi3)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "%s: tokenizer to copy: preset '%s' needs a directory holding "
-                               "tokenizer.json (and tokenizer_config.json, "
-                               "special_tokens_map.json), not a file",
-                               src, jb->plan.preset);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "%s: tokenizer to copy: preset '%s' needs a directory holding "
+                                 "tokenizer.json (and tokenizer_config.json, "
+                                 "special_tokens_map.json), not a file",
+                                 src, jb->plan.preset);
         jb->tok[0] = (tok_file){strdup(src), names[0].name, sb.st_size};
-        if (!jb->tok[0].src) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        if (!jb->tok[0].src) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
         jb->n_tok = 1;
         jb->total += sb.st_size;
         return MLM_OK;
     }
     for (int i = 0; i < n_names; i++) {
         char *path = mlm_path_join(src, names[i].name);
-        if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        if (!path) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
         struct stat fs;
         int found = stat(path, &fs) == 0, e = errno, ok = found && S_ISREG(fs.st_mode);
         if (!ok && names[i].required) {
-            mlm_status st = mlm_err_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", path,
-                                        found ? "not a regular file" : strerror(e));
+            mlm_status st = mlm_error_set(err, MLM_ERR_IO, "%s: tokenizer to copy: %s", path,
+                                          found ? "not a regular file" : strerror(e));
             free(path);
             return st;
         }
@@ -490,15 +492,15 @@ static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *j
     memset(jb, 0, sizeof *jb);
     jb->p = p;
     if (!p->out_dir || !p->out_dir[0])
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no output directory given");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "synth: no output directory given");
     if (p->max_shard_bytes < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: max_shard_bytes %lld is negative",
-                           (long long)p->max_shard_bytes);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "synth: max_shard_bytes %lld is negative",
+                             (long long)p->max_shard_bytes);
     mlm_status st = mlm_synth_plan_make_layers(p, n_layer, &jb->plan, err);
     if (st) return st;
     const mlm_synth_plan *pl = &jb->plan;
     jb->specs = calloc((size_t)pl->n_tensors, sizeof *jb->specs);
-    if (!jb->specs) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    if (!jb->specs) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     for (int64_t i = 0; i < pl->n_tensors; i++) {
         const mlm_synth_tensor *t = &pl->tensors[i];
         mlm_tensor_spec *s = &jb->specs[i];
@@ -525,7 +527,7 @@ static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *j
             while (first + n < pl->n_tensors && pl->tensors[first + n].file == r)
                 n++;
             char *path = out_path(jb, pl->files[r]);
-            if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+            if (!path) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
             st = mlm_pytorch_writer_create(path, jb->specs + first, n, &jb->pt[r], err);
             free(path);
             if (st) return st;
@@ -547,14 +549,14 @@ static void progress(job *jb, int64_t done) {
 /* Creates DIR and its missing parents. */
 static mlm_status make_dirs(const char *dir, mlm_error *err) {
     char *p = strdup(dir);
-    if (!p) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    if (!p) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     for (char *s = p + 1;; s++) {
         int end = *s == 0;
         if (*s == '/' || end) {
             *s = 0;
             if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                mlm_status st = mlm_err_set(err, MLM_ERR_IO, "%s: cannot create directory: %s", p,
-                                            strerror(errno));
+                mlm_status st = mlm_error_set(err, MLM_ERR_IO, "%s: cannot create directory: %s", p,
+                                              strerror(errno));
                 free(p);
                 return st;
             }
@@ -564,7 +566,7 @@ static mlm_status make_dirs(const char *dir, mlm_error *err) {
     }
     free(p);
     if (!mlm_is_dir(dir))
-        return mlm_err_set(err, MLM_ERR_IO, "%s: exists and is not a directory", dir);
+        return mlm_error_set(err, MLM_ERR_IO, "%s: exists and is not a directory", dir);
     return MLM_OK;
 }
 
@@ -644,12 +646,12 @@ static mlm_status write_weights(job *jb, mlm_error *err) {
     pthread_cond_init(&rg.cv, NULL);
     for (int i = 0; i < RING; i++)
         if (!(rg.buf[i] = malloc(CHUNK_BYTES)))
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     pthread_t th;
     int started = 0;
     if (!st) {
         if (pthread_create(&th, NULL, generate, &rg) != 0)
-            st = mlm_err_set(err, MLM_ERR_INTERNAL, "synth: cannot start a thread");
+            st = mlm_error_set(err, MLM_ERR_INTERNAL, "synth: cannot start a thread");
         else
             started = 1;
     }
@@ -693,23 +695,23 @@ static mlm_status write_weights(job *jb, mlm_error *err) {
 static mlm_status copy_tokenizer(job *jb, const tok_file *tf, mlm_outfile *out, mlm_error *err) {
     const char *src = tf->src;
     char *dst = out_path(jb, tf->name);
-    if (!dst) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    if (!dst) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     int fd = open(src, O_RDONLY | O_CLOEXEC);
-    mlm_status st = fd < 0
-                        ? mlm_err_set(err, MLM_ERR_IO, "%s: cannot open: %s", src, strerror(errno))
-                        : mlm_outfile_open(out, dst, (uint64_t)tf->size, err);
+    mlm_status st =
+        fd < 0 ? mlm_error_set(err, MLM_ERR_IO, "%s: cannot open: %s", src, strerror(errno))
+               : mlm_outfile_open(out, dst, (uint64_t)tf->size, err);
     int64_t copied = 0;
     while (!st) {
         ssize_t n = read(fd, jb->chunk, CHUNK_BYTES);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) st = mlm_err_set(err, MLM_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+        if (n < 0) st = mlm_error_set(err, MLM_ERR_IO, "%s: read failed: %s", src, strerror(errno));
         if (n <= 0) break;
         st = mlm_outfile_write(out, jb->chunk, (size_t)n, err);
         copied += n;
         progress(jb, jb->done + n);
     }
     if (!st && copied != tf->size)
-        st = mlm_err_set(err, MLM_ERR_IO, "%s: changed size while being copied", src);
+        st = mlm_error_set(err, MLM_ERR_IO, "%s: changed size while being copied", src);
     if (!st) st = mlm_outfile_sync(out, err);
     if (fd >= 0) close(fd);
     free(dst);
@@ -721,12 +723,12 @@ static mlm_status run(job *jb, mlm_error *err) {
     mlm_status st = make_dirs(jb->p->out_dir, err);
     if (st) return st;
     jb->chunk = malloc(CHUNK_BYTES);
-    if (!jb->chunk) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    if (!jb->chunk) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     progress(jb, 0);
     if ((st = write_weights(jb, err))) return st;
     for (int i = 0; i < jb->n_small; i++) {
         char *path = out_path(jb, jb->small[i].name);
-        if (!path) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+        if (!path) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
         size_t len = strlen(jb->small[i].text);
         st = mlm_outfile_put(&jb->small_out[i], path, jb->small[i].text, len, err);
         free(path);
@@ -759,7 +761,7 @@ mlm_synth_params mlm_synth_default_params(void) {
 mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_layer, int64_t *total,
                                         mlm_error *err) {
     *total = 0;
-    if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
+    if (!p) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
     job jb;
     mlm_status st = job_prepare(p, n_layer, &jb, err);
     if (!st) *total = jb.total;
@@ -768,7 +770,7 @@ mlm_status mlm_synth_total_bytes_layers(const mlm_synth_params *p, int32_t n_lay
 }
 
 mlm_status mlm_synth_layers(const mlm_synth_params *p, int32_t n_layer, mlm_error *err) {
-    if (!p) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
+    if (!p) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "synth: no parameters");
     job jb;
     mlm_status st = job_prepare(p, n_layer, &jb, err);
     if (!st) st = run(&jb, err);

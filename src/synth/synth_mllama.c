@@ -341,8 +341,8 @@ mlm_status mlm_synth_plan_mllama(mlm_synth_plan *pl, mlm_error *err) {
     mplan m = {.pl = pl, .meta = pl->format == MLM_SYNTH_META, .err = err};
     const mlm_vision_config *v = &pl->cfg.vision;
     if (v->max_tiles < 1 || v->n_aspect > MLM_SYNTH_MAX_ASPECT)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "synth: %s: vision config out of range",
-                           pl->preset);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "synth: %s: vision config out of range",
+                             pl->preset);
     vision_top(&m, m.meta ? 1 : 0);
     for (int n = 0; n < v->n_layer; n++)
         vision_layer(&m, 0, n);
@@ -394,7 +394,7 @@ static int meta_can_keep(const mlm_config *c, int n) {
 static mlm_status replace_span(const char *text, const char *at, const char *end, const char *with,
                                char **out, mlm_error *err) {
     size_t len = strlen(text) - (size_t)(end - at) + strlen(with) + 1;
-    if (!(*out = malloc(len))) return mlm_err_set(err, MLM_ERR_NOMEM, "synth: out of memory");
+    if (!(*out = malloc(len))) return mlm_error_set(err, MLM_ERR_NOMEM, "synth: out of memory");
     snprintf(*out, len, "%.*s%s%s", (int)(at - text), text, with, end);
     return MLM_OK;
 }
@@ -422,28 +422,28 @@ mlm_status mlm_synth_keep_layers_mllama(mlm_synth_plan *pl, const mlm_synth_pres
             snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "%s%d", i ? ", " : "",
                      (int)sched[i]);
         if (n_cross == 0)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "synth: preset '%s' with %d layers cannot be written in the Meta "
-                               "format: it keeps no cross-attention layer, and Meta's model "
-                               "needs vision_num_cross_attention_layers >= 1 (its schedule "
-                               "divides by it); layer counts that work: %s",
-                               pr->name, (int)n_layer, ok);
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                           "synth: preset '%s' with %d layers cannot be written in the Meta "
-                           "format: it keeps %d self-attention and %d cross-attention layers "
-                           "(HF layers [%s]), and Meta's fusion schedule for n_layers %d, "
-                           "vision_num_cross_attention_layers %d places them at HF layers [%s]; "
-                           "layer counts that work: %s (the hf format takes any)",
-                           pr->name, (int)n_layer, n_self, n_cross, list, n_self, n_cross, meta,
-                           ok);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "synth: preset '%s' with %d layers cannot be written in the Meta "
+                                 "format: it keeps no cross-attention layer, and Meta's model "
+                                 "needs vision_num_cross_attention_layers >= 1 (its schedule "
+                                 "divides by it); layer counts that work: %s",
+                                 pr->name, (int)n_layer, ok);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "synth: preset '%s' with %d layers cannot be written in the Meta "
+                             "format: it keeps %d self-attention and %d cross-attention layers "
+                             "(HF layers [%s]), and Meta's fusion schedule for n_layers %d, "
+                             "vision_num_cross_attention_layers %d places them at HF layers [%s]; "
+                             "layer counts that work: %s (the hf format takes any)",
+                             pr->name, (int)n_layer, n_self, n_cross, list, n_self, n_cross, meta,
+                             ok);
     }
     /* config.json: text_config's num_hidden_layers and cross_attention_layers */
     const char *tc = strstr(pr->config_json, "\"text_config\"");
     const char *xl = tc ? strstr(tc, "\"cross_attention_layers\": [") : NULL;
     const char *xe = xl ? strchr(xl, ']') : NULL;
     if (!xe)
-        return mlm_err_set(err, MLM_ERR_INTERNAL,
-                           "synth: preset '%s': no text_config.cross_attention_layers", pr->name);
+        return mlm_error_set(err, MLM_ERR_INTERNAL,
+                             "synth: preset '%s': no text_config.cross_attention_layers", pr->name);
     char with[512];
     int w = snprintf(with, sizeof with, "\"cross_attention_layers\": [");
     for (int i = 0; i < n_cross; i++)
@@ -460,8 +460,8 @@ mlm_status mlm_synth_keep_layers_mllama(mlm_synth_plan *pl, const mlm_synth_pres
         while (*end >= '0' && *end <= '9')
             end++;
         snprintf(with, sizeof with, "%s%d", key, (int)n_layer);
-        st = end == num ? mlm_err_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': no %s<integer>",
-                                      pr->name, key)
+        st = end == num ? mlm_error_set(err, MLM_ERR_INTERNAL, "synth: preset '%s': no %s<integer>",
+                                        pr->name, key)
                         : replace_span(tmp, at, end, with, &pl->config_owned, err);
     }
     free(tmp);
@@ -479,11 +479,11 @@ mlm_status mlm_synth_keep_layers_mllama(mlm_synth_plan *pl, const mlm_synth_pres
     if (pl->config_json) pl->config_json = pl->config_owned;
     st = mlm_synth_read_config(pl, pr, pl->config_owned, err);
     if (!st && (pl->cfg.n_layer != n_layer || pl->cfg.n_cross != n_cross))
-        st = mlm_err_set(err, MLM_ERR_INTERNAL,
-                         "synth: preset '%s': config says %d layers and %d cross-attention "
-                         "layers, not %d and %d",
-                         pr->name, (int)pl->cfg.n_layer, (int)pl->cfg.n_cross, (int)n_layer,
-                         n_cross);
+        st = mlm_error_set(err, MLM_ERR_INTERNAL,
+                           "synth: preset '%s': config says %d layers and %d cross-attention "
+                           "layers, not %d and %d",
+                           pr->name, (int)pl->cfg.n_layer, (int)pl->cfg.n_cross, (int)n_layer,
+                           n_cross);
     return st;
 }
 

@@ -21,7 +21,7 @@ static mlm_status push(mlm_added_splits *l, int32_t id, size_t a, size_t b, mlm_
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
         mlm_added_split *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for splits");
+        if (!v) return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for splits");
         l->v = v;
         l->cap = cap;
     }
@@ -95,7 +95,7 @@ mlm_status mlm_added_find(const mlm_special_set *s, const mlm_pretok *word,
     pcre2_match_data *md = NULL;
     if ((s->any_flags & MLM_ADDED_SINGLE_WORD) && word && word->n_steps > 0 && word->step[0].code) {
         md = pcre2_match_data_create(1, NULL);
-        if (!md) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        if (!md) return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
     }
     mlm_status st = MLM_OK;
     size_t offset = 0, i = 0;

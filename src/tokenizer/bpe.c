@@ -35,8 +35,8 @@ static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
     if (n + 2 <= s->cap) return MLM_OK;
     /* Part offsets and heap entries hold 32-bit byte positions. */
     if (n > UINT32_MAX - 2)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "bpe: a %zu-byte piece exceeds the 4 GiB limit", n);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "bpe: a %zu-byte piece exceeds the 4 GiB limit", n);
     size_t cap = s->cap ? s->cap : 256;
     while (cap < n + 2)
         cap *= 2;
@@ -59,7 +59,7 @@ static mlm_status reserve(mlm_bpe_scratch *s, size_t n, mlm_error *err) {
     if (p[7]) s->nid = p[7];
     for (int i = 0; i < 8; i++)
         if (!p[i])
-            return mlm_err_set(err, MLM_ERR_NOMEM, "bpe: out of memory for a %zu-byte piece", n);
+            return mlm_error_set(err, MLM_ERR_NOMEM, "bpe: out of memory for a %zu-byte piece", n);
     s->cap = cap;
     return MLM_OK;
 }
@@ -93,7 +93,7 @@ static mlm_status emit_parts(const mlm_merges *m, const int32_t *tok, const uint
         }
         prev_unk = tok[i] < 0;
         if (mlm_tokens_push(out, id) != MLM_OK)
-            return mlm_err_set(err, MLM_ERR_NOMEM, "bpe: out of memory for token ids");
+            return mlm_error_set(err, MLM_ERR_NOMEM, "bpe: out of memory for token ids");
     }
     return MLM_OK;
 }

@@ -68,7 +68,7 @@ static mlm_status default_system(const char *t, size_t n, char **out, mlm_error 
     for (size_t p = 1; p + 12 <= n; p++) {
         if (memcmp(t + p, IM_START, 12) != 0 || (t[p - 1] != '\'' && t[p - 1] != '"')) continue;
         char q = t[p - 1], *lit = malloc(n - p + 1);
-        if (!lit) return mlm_err_set(err, MLM_ERR_NOMEM, "chat: out of memory");
+        if (!lit) return mlm_error_set(err, MLM_ERR_NOMEM, "chat: out of memory");
         size_t k = 0, i = p;
         for (; i < n && t[i] != q; i++) {
             char c = t[i];
@@ -153,9 +153,9 @@ int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int3
 static mlm_status push_special(const mlm_tokenizer *tok, const char *name, mlm_tokens *out,
                                mlm_error *err) {
     int32_t id = mlm_tokenizer_special_id(tok, name);
-    if (id < 0) return mlm_err_set(err, MLM_ERR_INTERNAL, "chat: special token %s missing", name);
+    if (id < 0) return mlm_error_set(err, MLM_ERR_INTERNAL, "chat: special token %s missing", name);
     if (mlm_tokens_push(out, id) != MLM_OK)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "chat: out of memory for token ids");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "chat: out of memory for token ids");
     return MLM_OK;
 }
 
@@ -218,7 +218,7 @@ static mlm_status llama3_message(const mlm_tokenizer *tok, const char *role,
         if (parts[k].text)
             st = push_text(tok, parts[k].text, out, err);
         else if (mlm_tokens_push(out, parts[k].token) != MLM_OK)
-            st = mlm_err_set(err, MLM_ERR_NOMEM, "chat: out of memory for token ids");
+            st = mlm_error_set(err, MLM_ERR_NOMEM, "chat: out of memory for token ids");
     }
     if (st == MLM_OK) st = push_special(tok, "<|eot_id|>", out, err);
     return st;
@@ -275,7 +275,7 @@ static mlm_status chatml_nl_message(const mlm_tokenizer *tok, const char *role, 
                                     const char *next, mlm_tokens *out, mlm_error *err) {
     size_t lr = strlen(role), lc = strlen(content);
     char *text = malloc(lr + lc + 2);
-    if (!text) return mlm_err_set(err, MLM_ERR_NOMEM, "chat: out of memory");
+    if (!text) return mlm_error_set(err, MLM_ERR_NOMEM, "chat: out of memory");
     memcpy(text, role, lr);
     text[lr] = '\n';
     memcpy(text + lr + 1, content, lc + 1);
@@ -307,24 +307,25 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
                                      int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                      mlm_error *err) {
     if (!tok || !out || n_msgs < 0 || (n_msgs > 0 && !msgs))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: bad argument");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "chat: bad argument");
     if (tok->chat == MLM_CHAT_NONE)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: chat: no chat format for this vocabulary",
-                           tok->name);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: chat: no chat format for this vocabulary", tok->name);
     mlm_chat_kind kind = tok->chat;
     for (int i = 0; i < n_msgs; i++) {
         if (!msgs[i].role || !msgs[i].content)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or content",
-                               i);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or content",
+                                 i);
         int known = kind == MLM_CHAT_LLAMA3
                         ? llama3_role(msgs[i].role) != NULL
                         : chatml_role(msgs[i].role, kind != MLM_CHAT_CHATML) != NULL;
         if (!known)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: unknown role '%s' (%s)",
-                               i, msgs[i].role,
-                               kind == MLM_CHAT_LLAMA3 ? "system, user, assistant, ipython or tool"
-                               : kind == MLM_CHAT_CHATML ? "system, user or assistant"
-                                                         : "system, user, assistant or tool");
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "chat: message %d: unknown role '%s' (%s)", i, msgs[i].role,
+                                 kind == MLM_CHAT_LLAMA3
+                                     ? "system, user, assistant, ipython or tool"
+                                 : kind == MLM_CHAT_CHATML ? "system, user or assistant"
+                                                           : "system, user, assistant or tool");
     }
     int64_t n0 = out->n;
     mlm_status st;
@@ -342,19 +343,20 @@ mlm_status mlm_tokenizer_encode_chat_parts(const mlm_tokenizer *tok, const mlm_c
                                            int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                            mlm_error *err) {
     if (!tok || !out || n_msgs < 0 || (n_msgs > 0 && !msgs))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: bad argument");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "chat: bad argument");
     if (tok->chat != MLM_CHAT_LLAMA3)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: chat: content parts are read in the Llama 3 chat format only",
-                           tok->name);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: chat: content parts are read in the Llama 3 chat format only",
+                             tok->name);
     for (int i = 0; i < n_msgs; i++) {
         if (!msgs[i].role || msgs[i].n_parts < 0 || (msgs[i].n_parts && !msgs[i].parts))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or parts", i);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG, "chat: message %d: NULL role or parts",
+                                 i);
         if (!llama3_role(msgs[i].role))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "chat: message %d: unknown role '%s' (system, user, assistant, "
-                               "ipython or tool)",
-                               i, msgs[i].role);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "chat: message %d: unknown role '%s' (system, user, assistant, "
+                                 "ipython or tool)",
+                                 i, msgs[i].role);
     }
     int64_t n0 = out->n;
     mlm_status st = push_special(tok, "<|begin_of_text|>", out, err);

@@ -21,19 +21,19 @@ mlm_status mlm_detok_push(mlm_detok *d, const mlm_tokenizer *tok, int32_t id, ch
                           size_t *n, mlm_error *err) {
     if (n) *n = 0;
     if (!d || !tok || (!buf && cap) || d->n_pending < 0 || d->n_pending > 3)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "detok: bad argument or state");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "detok: bad argument or state");
     size_t len;
     const char *tb = mlm_tokenizer_token_bytes(tok, id, &len);
     if (!tb)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "%s: detok: id %d is not in the vocabulary",
-                           tok->name, (int)id);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "%s: detok: id %d is not in the vocabulary",
+                             tok->name, (int)id);
     /* The held bytes then the token's, in one buffer (tokens are at most
      * MLM_VOCAB_MAX_TOKEN_BYTES, special texts shorter). */
     unsigned char in[8 + MLM_VOCAB_MAX_TOKEN_BYTES];
     size_t m = (size_t)d->n_pending;
     if (len > MLM_VOCAB_MAX_TOKEN_BYTES)
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "detok: token %d longer than %d bytes", (int)id,
-                           MLM_VOCAB_MAX_TOKEN_BYTES);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "detok: token %d longer than %d bytes", (int)id,
+                             MLM_VOCAB_MAX_TOKEN_BYTES);
     memcpy(in, d->pending, m);
     memcpy(in + m, tb, len);
     m += len;
@@ -49,8 +49,9 @@ mlm_status mlm_detok_push(mlm_detok *d, const mlm_tokenizer *tok, int32_t id, ch
             step == MLM_UTF8_CHAR ? in + i : (const unsigned char *)MLM_UTF8_REPLACEMENT;
         size_t w = step == MLM_UTF8_CHAR ? used : 3;
         if (o + w > cap)
-            return mlm_err_set(err, MLM_ERR_CAPACITY,
-                               "detok: token %d needs more than the %zu-byte buffer", (int)id, cap);
+            return mlm_error_set(err, MLM_ERR_CAPACITY,
+                                 "detok: token %d needs more than the %zu-byte buffer", (int)id,
+                                 cap);
         memcpy(buf + o, src, w);
         o += w;
         i += used;

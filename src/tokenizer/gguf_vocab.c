@@ -113,12 +113,12 @@ static mlm_status get_key(gguf_load *l, const char *key, mlm_gguf_type want,
              ((t == MLM_GGUF_I8 || t == MLM_GGUF_I16 || t == MLM_GGUF_I32 || t == MLM_GGUF_I64) &&
               kv->value.i >= 0);
     if (!ok)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s must be %s, got %s", l->file, key,
-                           want == MLM_GGUF_TYPE_COUNT ? "a non-negative integer (a token id)"
-                           : want == MLM_GGUF_STRING   ? "a string"
-                           : want == MLM_GGUF_BOOL     ? "a bool"
-                                                       : "an array",
-                           mlm_gguf_type_name(t));
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s must be %s, got %s", l->file, key,
+                             want == MLM_GGUF_TYPE_COUNT ? "a non-negative integer (a token id)"
+                             : want == MLM_GGUF_STRING   ? "a string"
+                             : want == MLM_GGUF_BOOL     ? "a bool"
+                                                         : "an array",
+                             mlm_gguf_type_name(t));
     return MLM_OK;
 }
 
@@ -130,7 +130,7 @@ static mlm_status get_array(gguf_load *l, const char *key, mlm_gguf_type elem, i
     if (st != MLM_OK) return st;
     if (!*v)
         return required
-                   ? mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s is missing (%s)", l->file, key, why)
+                   ? mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s is missing (%s)", l->file, key, why)
                    : MLM_OK;
     mlm_gguf_type et = (*v)->elem_type;
     int ok = elem == MLM_GGUF_TYPE_COUNT
@@ -139,9 +139,9 @@ static mlm_status get_array(gguf_load *l, const char *key, mlm_gguf_type elem, i
                        et == MLM_GGUF_I64 || et == MLM_GGUF_U64
                  : et == elem;
     if (!ok)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s must be an array of %s, got an array of %s",
-                           l->file, key, elem == MLM_GGUF_TYPE_COUNT ? "integers" : "strings",
-                           mlm_gguf_type_name(et));
+        return mlm_error_set(
+            err, MLM_ERR_FORMAT, "%s: %s must be an array of %s, got an array of %s", l->file, key,
+            elem == MLM_GGUF_TYPE_COUNT ? "integers" : "strings", mlm_gguf_type_name(et));
     return MLM_OK;
 }
 
@@ -156,9 +156,9 @@ static mlm_status get_id(gguf_load *l, const char *key, int32_t *id, int *presen
                      ? v->u
                      : (uint64_t)v->i;
     if (x >= (uint64_t)l->n)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: %s is %llu, not a token id (tokenizer.ggml.tokens has %lld)",
-                           l->file, key, (unsigned long long)x, (long long)l->n);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: %s is %llu, not a token id (tokenizer.ggml.tokens has %lld)",
+                             l->file, key, (unsigned long long)x, (long long)l->n);
     *id = (int32_t)x;
     return MLM_OK;
 }
@@ -174,15 +174,16 @@ static mlm_status read_tokens(gguf_load *l, mlm_error *err) {
         st = get_array(l, "tokenizer.ggml.token_type", MLM_GGUF_TYPE_COUNT, 0, "", &types, err);
     if (st != MLM_OK) return st;
     if (toks->n < 1 || toks->n > INT32_MAX / 2)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: tokenizer.ggml.tokens has %llu entries "
-                           "(expected 1..%d)",
-                           l->file, (unsigned long long)toks->n, INT32_MAX / 2);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: tokenizer.ggml.tokens has %llu entries "
+                             "(expected 1..%d)",
+                             l->file, (unsigned long long)toks->n, INT32_MAX / 2);
     if (types && types->n != toks->n)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens "
-                           "%llu (one type per token)",
-                           l->file, (unsigned long long)types->n, (unsigned long long)toks->n);
+        return mlm_error_set(
+            err, MLM_ERR_FORMAT,
+            "%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens "
+            "%llu (one type per token)",
+            l->file, (unsigned long long)types->n, (unsigned long long)toks->n);
     l->n = (int64_t)toks->n;
     /* The strings' bytes plus a NUL each fit in the array's size in the file. */
     l->text = malloc((size_t)toks->size + 1);
@@ -190,15 +191,16 @@ static mlm_status read_tokens(gguf_load *l, mlm_error *err) {
     l->lens = malloc((size_t)l->n * sizeof *l->lens);
     l->type = malloc((size_t)l->n * sizeof *l->type);
     if (!l->text || !l->tokens || !l->lens || !l->type)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory for %lld tokens", l->file,
-                           (long long)l->n);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory for %lld tokens", l->file,
+                             (long long)l->n);
     uint64_t pos = 0;
     size_t used = 0;
     mlm_gguf_value e;
     for (int64_t i = 0; i < l->n; i++) {
         if (!mlm_gguf_array_next(toks, &pos, &e))
-            return mlm_err_set(err, MLM_ERR_INTERNAL, "%s: tokenizer.ggml.tokens[%lld] unreadable",
-                               l->file, (long long)i);
+            return mlm_error_set(err, MLM_ERR_INTERNAL,
+                                 "%s: tokenizer.ggml.tokens[%lld] unreadable", l->file,
+                                 (long long)i);
         l->tokens[i] = l->text + used;
         l->lens[i] = (size_t)e.len;
         memcpy(l->text + used, e.str, (size_t)e.len);
@@ -207,19 +209,20 @@ static mlm_status read_tokens(gguf_load *l, mlm_error *err) {
         int64_t t = TT_NORMAL;
         if (types) {
             if (!mlm_gguf_array_get(types, (uint64_t)i, &e))
-                return mlm_err_set(err, MLM_ERR_INTERNAL,
-                                   "%s: tokenizer.ggml.token_type[%lld] unreadable", l->file,
-                                   (long long)i);
+                return mlm_error_set(err, MLM_ERR_INTERNAL,
+                                     "%s: tokenizer.ggml.token_type[%lld] unreadable", l->file,
+                                     (long long)i);
             t = e.type == MLM_GGUF_U8 || e.type == MLM_GGUF_U16 || e.type == MLM_GGUF_U32 ||
                         e.type == MLM_GGUF_U64
                     ? (int64_t)(e.u > 99 ? 99 : e.u)
                     : e.i;
         }
         if (t < TT_UNDEFINED || t > TT_BYTE)
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: tokenizer.ggml.token_type[%lld] is %lld (llama.cpp's types are "
-                               "0..6)",
-                               l->file, (long long)i, (long long)t);
+            return mlm_error_set(
+                err, MLM_ERR_FORMAT,
+                "%s: tokenizer.ggml.token_type[%lld] is %lld (llama.cpp's types are "
+                "0..6)",
+                l->file, (long long)i, (long long)t);
         l->type[i] = (int32_t)t;
     }
     return MLM_OK;
@@ -272,10 +275,10 @@ static mlm_status read_merges(gguf_load *l, mlm_error *err) {
                               "a \"gpt2\" vocabulary needs its merges", &m, err);
     if (st != MLM_OK) return st;
     if (m->n > INT32_MAX / 2)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: tokenizer.ggml.merges: %llu entries exceed "
-                           "the limit",
-                           l->file, (unsigned long long)m->n);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: tokenizer.ggml.merges: %llu entries exceed "
+                             "the limit",
+                             l->file, (unsigned long long)m->n);
     st = mlm_hfb_merges_begin(&l->b, (int64_t)m->n, err);
     char *buf = NULL, where[64];
     size_t cap = 0;
@@ -283,14 +286,14 @@ static mlm_status read_merges(gguf_load *l, mlm_error *err) {
     mlm_gguf_value e;
     for (uint64_t i = 0; i < m->n && st == MLM_OK; i++) {
         if (!mlm_gguf_array_next(m, &pos, &e)) {
-            st = mlm_err_set(err, MLM_ERR_INTERNAL, "%s: tokenizer.ggml.merges[%llu] unreadable",
-                             l->file, (unsigned long long)i);
+            st = mlm_error_set(err, MLM_ERR_INTERNAL, "%s: tokenizer.ggml.merges[%llu] unreadable",
+                               l->file, (unsigned long long)i);
             break;
         }
         if (e.len + 1 > cap) {
             char *p = realloc(buf, (size_t)e.len + 1);
             if (!p) {
-                st = mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", l->file);
+                st = mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", l->file);
                 break;
             }
             buf = p;
@@ -301,10 +304,10 @@ static mlm_status read_merges(gguf_load *l, mlm_error *err) {
         snprintf(where, sizeof where, "tokenizer.ggml.merges[%llu]", (unsigned long long)i);
         char *sp = e.len > 1 ? memchr(buf + 1, ' ', (size_t)e.len - 1) : NULL;
         if (!sp) {
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "%s: %s: '%.60s' is not two tokens separated by "
-                             "a space",
-                             l->file, where, buf);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "%s: %s: '%.60s' is not two tokens separated by "
+                               "a space",
+                               l->file, where, buf);
             break;
         }
         *sp = 0;
@@ -328,23 +331,23 @@ static mlm_status load(gguf_load *l, mlm_tokenizer **out, mlm_error *err) {
     mlm_status st = get_key(l, "tokenizer.ggml.model", MLM_GGUF_STRING, &v, err);
     if (st != MLM_OK) return st;
     if (!v)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: tokenizer.ggml.model is missing: the file carries no vocabulary",
-                           l->file);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: tokenizer.ggml.model is missing: the file carries no vocabulary",
+                             l->file);
     if (v->len != 4 || memcmp(v->str, "gpt2", 4) != 0)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: tokenizer.ggml.model '%.*s' is not supported (meshlm reads "
-                           "\"gpt2\", llama.cpp's byte-level BPE)",
-                           l->file, (int)(v->len < 40 ? v->len : 40), v->str);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: tokenizer.ggml.model '%.*s' is not supported (meshlm reads "
+                             "\"gpt2\", llama.cpp's byte-level BPE)",
+                             l->file, (int)(v->len < 40 ? v->len : 40), v->str);
     /* llama.cpp takes a missing pre-tokenizer name as "default" (with a warning). */
     if ((st = get_key(l, "tokenizer.ggml.pre", MLM_GGUF_STRING, &v, err)) != MLM_OK) return st;
     const struct pre_kind *pre = v ? find_pre(v->str, (size_t)v->len) : find_pre("default", 7);
     if (v) {
         if (!pre)
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: tokenizer.ggml.pre '%.*s' is not supported (meshlm knows "
-                               "llama-bpe, dbrx, smollm, gpt-2 and default)",
-                               l->file, (int)(v->len < 40 ? v->len : 40), v->str);
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                 "%s: tokenizer.ggml.pre '%.*s' is not supported (meshlm knows "
+                                 "llama-bpe, dbrx, smollm, gpt-2 and default)",
+                                 l->file, (int)(v->len < 40 ? v->len : 40), v->str);
     }
     for (size_t k = 0; k < N_DETECTED; k++) {
         l->detect[k] = !mlm_gguf_find(l->g, DETECTED[k].key) &&
@@ -365,7 +368,7 @@ static mlm_status load(gguf_load *l, mlm_tokenizer **out, mlm_error *err) {
     if (st == MLM_OK) st = get_key(l, "tokenizer.chat_template", MLM_GGUF_STRING, &tmpl, err);
     if (st != MLM_OK) return st;
     if (add_bos && bos >= l->n)
-        return mlm_err_set(
+        return mlm_error_set(
             err, MLM_ERR_FORMAT,
             "%s: tokenizer.ggml.add_bos_token is true but there is no "
             "tokenizer.ggml.bos_token_id (llama.cpp's default 11 is no token of %lld)",
@@ -390,7 +393,7 @@ static mlm_status load(gguf_load *l, mlm_tokenizer **out, mlm_error *err) {
 mlm_status mlm_tokenizer_load_gguf_memory(const void *data, size_t len, const char *name,
                                           mlm_tokenizer **out, mlm_error *err) {
     if (!out || !name || (!data && len))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tokenizer: NULL argument");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tokenizer: NULL argument");
     *out = NULL;
     mlm_gguf *g = NULL;
     mlm_status st = mlm_gguf_open_memory(data, len, name, &g, err);

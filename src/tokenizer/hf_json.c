@@ -38,11 +38,11 @@ static mlm_status unsupported_type(const char *file, const char *where, const js
                                    const char *why, mlm_error *err) {
     const char *t = type_of(v);
     if (!json_is_object(v))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s must be an object or null, got %s", file,
-                           where, mlm_json_type_name(v));
-    if (!t) return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: missing field 'type'", file, where);
-    return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: %s: type '%.60s' is not supported (%s)", file,
-                       where, t, why);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s must be an object or null, got %s", file,
+                             where, mlm_json_type_name(v));
+    if (!t) return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s: missing field 'type'", file, where);
+    return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: %s: type '%.60s' is not supported (%s)",
+                         file, where, t, why);
 }
 
 /* Reads an optional boolean field KEY of OBJ into *OUT (DEF when absent or null). */
@@ -102,10 +102,10 @@ static mlm_status split_behavior(const char *file, const char *where, const char
             *out = B[i].b;
             return MLM_OK;
         }
-    return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                       "%s: %s: Split behavior '%.40s' is not supported (Isolated, Removed, "
-                       "MergedWithPrevious, MergedWithNext or Contiguous)",
-                       file, where, name);
+    return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                         "%s: %s: Split behavior '%.40s' is not supported (Isolated, Removed, "
+                         "MergedWithPrevious, MergedWithNext or Contiguous)",
+                         file, where, name);
 }
 
 /* Split(pattern, behavior, invert) into step S. */
@@ -115,16 +115,17 @@ static mlm_status split(const char *file, const char *where, const json_t *v, ml
     snprintf(what, sizeof what, "%s: %s", file, where);
     const json_t *pat = json_object_get(v, "pattern");
     if (!json_is_object(pat))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: field 'pattern' must be an object", file,
-                           where);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s: field 'pattern' must be an object", file,
+                             where);
     const char *re = NULL, *lit = NULL, *behavior = NULL;
     snprintf(what, sizeof what, "%s: %s.pattern", file, where);
     mlm_status st = mlm_json_get_str(what, pat, "Regex", 0, &re, NULL, err);
     if (st == MLM_OK) st = mlm_json_get_str(what, pat, "String", 0, &lit, NULL, err);
     if (st != MLM_OK) return st;
     if (!re == !lit)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: %s.pattern: needs exactly one of 'Regex' or 'String'", file, where);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: %s.pattern: needs exactly one of 'Regex' or 'String'", file,
+                             where);
     snprintf(what, sizeof what, "%s: %s", file, where);
     st = mlm_json_get_str(what, v, "behavior", 1, &behavior, NULL, err);
     int invert = 0;
@@ -136,10 +137,10 @@ static mlm_status split(const char *file, const char *where, const json_t *v, ml
     for (const char *c = re; c && *c; c++) {
         if (*c != '\\') continue;
         if (c[1] == 'h' || c[1] == 'H')
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: %s.pattern: \\%c means a hex digit to Oniguruma (tokenizers) "
-                               "but horizontal space to PCRE2; not supported",
-                               file, where, c[1]);
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                 "%s: %s.pattern: \\%c means a hex digit to Oniguruma (tokenizers) "
+                                 "but horizontal space to PCRE2; not supported",
+                                 file, where, c[1]);
         if (c[1]) c++;
     }
     s->pattern = re ? re : lit;
@@ -163,10 +164,10 @@ static mlm_status pretok_step(const char *file, const char *where, const json_t 
         st = byte_level(file, where, v, &prefix, &regex, err);
         /* tokenizers prepends the space to every piece the steps before made. */
         if (st == MLM_OK && prefix && i > 0)
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: %s: ByteLevel with add_prefix_space true after other "
-                               "pre-tokenizers is not supported (only alone)",
-                               file, where);
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                 "%s: %s: ByteLevel with add_prefix_space true after other "
+                                 "pre-tokenizers is not supported (only alone)",
+                                 file, where);
         pre->add_prefix_space = prefix;
         if (st != MLM_OK || !regex) return st;
         *s = (mlm_pretok_spec){MLM_PRETOK_GPT2, 0, MLM_SPLIT_ISOLATED, 0, pre->where[i]};
@@ -191,17 +192,17 @@ static mlm_status parse_pretok(const char *file, const json_t *v, mlm_hf_pretok 
                                mlm_error *err) {
     memset(pre, 0, sizeof *pre);
     if (!v || json_is_null(v))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: pre_tokenizer: null is not supported (a byte-level BPE needs the "
-                           "ByteLevel pre-tokenizer)",
-                           file);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: pre_tokenizer: null is not supported (a byte-level BPE needs the "
+                             "ByteLevel pre-tokenizer)",
+                             file);
     if (is_type(v, "ByteLevel")) return pretok_step(file, "pre_tokenizer", v, pre, err);
     if (!is_type(v, "Sequence"))
         return unsupported_type(file, "pre_tokenizer", v, PRETOK_FORMS, err);
     const json_t *list = json_object_get(v, "pretokenizers");
     if (!json_is_array(list))
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: pre_tokenizer: field 'pretokenizers' must be an array", file);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: pre_tokenizer: field 'pretokenizers' must be an array", file);
     size_t n = json_array_size(list), n_bytelevel = 0;
     char where[64], types[200] = "";
     for (size_t i = 0; i < n; i++) {
@@ -215,10 +216,10 @@ static mlm_status parse_pretok(const char *file, const json_t *v, mlm_hf_pretok 
     }
     if (n_bytelevel != 1 || !is_type(json_array_get(list, n - 1), "ByteLevel") ||
         n > MLM_PRETOK_MAX_STEPS)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: pre_tokenizer: a Sequence of %zu (%s) is not supported (%s, at "
-                           "most %d)",
-                           file, n, types, PRETOK_FORMS, MLM_PRETOK_MAX_STEPS);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: pre_tokenizer: a Sequence of %zu (%s) is not supported (%s, at "
+                             "most %d)",
+                             file, n, types, PRETOK_FORMS, MLM_PRETOK_MAX_STEPS);
     for (size_t i = 0; i < n; i++) {
         snprintf(where, sizeof where, "pre_tokenizer.pretokenizers[%zu]", i);
         mlm_status st = pretok_step(file, where, json_array_get(list, i), pre, err);
@@ -232,8 +233,8 @@ static mlm_status template_bos(const char *file, const char *where, const json_t
                                mlm_error *err) {
     const json_t *single = json_object_get(v, "single");
     if (!json_is_array(single))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: field 'single' must be an array", file,
-                           where);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s: field 'single' must be an array", file,
+                             where);
     size_t i, n_before = 0, n_after = 0, n_seq = 0;
     const char *name = NULL;
     const json_t *item;
@@ -243,38 +244,39 @@ static mlm_status template_bos(const char *file, const char *where, const json_t
         if (json_is_object(seq)) {
             const char *id = json_string_value(json_object_get(seq, "id"));
             if (!id || strcmp(id, "A") != 0)
-                return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                                   "%s: %s: single template uses sequence '%s' (only $A)", file,
-                                   where, id ? id : "?");
+                return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                     "%s: %s: single template uses sequence '%s' (only $A)", file,
+                                     where, id ? id : "?");
             n_seq++;
         } else if (json_is_object(sp)) {
             name = json_string_value(json_object_get(sp, "id"));
             if (!name)
-                return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s: single[%zu]: missing 'id'", file,
-                                   where, i);
+                return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s: single[%zu]: missing 'id'", file,
+                                     where, i);
             if (n_seq)
                 n_after++;
             else
                 n_before++;
         } else {
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: %s: single[%zu] is neither SpecialToken nor Sequence", file,
-                               where, i);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: %s: single[%zu] is neither SpecialToken nor Sequence", file,
+                                 where, i);
         }
     }
     if (n_seq != 1 || n_before > 1 || n_after > 0)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: %s: the single template adds %zu token(s) before and %zu after $A; "
-                           "meshlm supports at most one before (a BOS) and none after",
-                           file, where, n_before, n_after);
+        return mlm_error_set(
+            err, MLM_ERR_UNSUPPORTED,
+            "%s: %s: the single template adds %zu token(s) before and %zu after $A; "
+            "meshlm supports at most one before (a BOS) and none after",
+            file, where, n_before, n_after);
     if (!n_before) return MLM_OK;
     const json_t *ids =
         json_object_get(json_object_get(json_object_get(v, "special_tokens"), name), "ids");
     if (!json_is_array(ids) || json_array_size(ids) != 1 ||
         !json_is_integer(json_array_get(ids, 0)) || json_integer_value(json_array_get(ids, 0)) < 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: %s: special_tokens['%.60s'].ids must be one non-negative id", file,
-                           where, name);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: %s: special_tokens['%.60s'].ids must be one non-negative id",
+                             file, where, name);
     *bos = json_integer_value(json_array_get(ids, 0));
     return MLM_OK;
 }
@@ -287,8 +289,8 @@ static mlm_status parse_post(const char *file, const json_t *v, int64_t *bos, ml
     if (!is_type(v, "Sequence")) return unsupported_type(file, "post_processor", v, why, err);
     const json_t *list = json_object_get(v, "processors");
     if (!json_is_array(list))
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: post_processor: field 'processors' must be an array", file);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: post_processor: field 'processors' must be an array", file);
     size_t i;
     const json_t *e;
     char where[64];
@@ -297,8 +299,8 @@ static mlm_status parse_post(const char *file, const json_t *v, int64_t *bos, ml
         if (is_type(e, "ByteLevel")) continue;
         if (!is_type(e, "TemplateProcessing")) return unsupported_type(file, where, e, why, err);
         if (*bos >= 0)
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED, "%s: %s: a second TemplateProcessing",
-                               file, where);
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED, "%s: %s: a second TemplateProcessing",
+                                 file, where);
         mlm_status st = template_bos(file, where, e, bos, err);
         if (st != MLM_OK) return st;
     }
@@ -314,35 +316,36 @@ typedef struct model_opts {
 
 static mlm_status check_model(const char *file, const json_t *m, model_opts *o, mlm_error *err) {
     if (!json_is_object(m))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %s 'model'", file,
-                           m ? "expected an object for" : "missing field");
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %s 'model'", file,
+                             m ? "expected an object for" : "missing field");
     const char *t = type_of(m);
     if (!t && !json_object_get(m, "merges"))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: model: missing field 'type'", file);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: model: missing field 'type'", file);
     if (t && strcmp(t, "BPE") != 0)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: model: type '%.60s' is not supported (only byte-level 'BPE')", file,
-                           t);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: model: type '%.60s' is not supported (only byte-level 'BPE')",
+                             file, t);
     const json_t *d = json_object_get(m, "dropout");
     if (d && !json_is_null(d) && !(json_is_number(d) && json_number_value(d) == 0))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: model: dropout is not supported (random merges; only null)", file);
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: model: dropout is not supported (random merges; only null)",
+                             file);
     static const char *const AFFIX[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (int i = 0; i < 2; i++) {
         const json_t *a = json_object_get(m, AFFIX[i]);
         if (a && !json_is_null(a) && !(json_is_string(a) && json_string_length(a) == 0))
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: model: %s is not supported (only null or \"\")", file,
-                               AFFIX[i]);
+            return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                 "%s: model: %s is not supported (only null or \"\")", file,
+                                 AFFIX[i]);
     }
     mlm_status st = opt_bool(file, "model", m, "ignore_merges", 0, &o->ignore_merges, err);
     if (st == MLM_OK) st = opt_bool(file, "model", m, "fuse_unk", 0, &o->fuse_unk, err);
     if (st == MLM_OK) st = opt_bool(file, "model", m, "byte_fallback", 0, &o->byte_fallback, err);
     const json_t *unk = json_object_get(m, "unk_token");
     if (st == MLM_OK && unk && !json_is_null(unk) && !json_is_string(unk))
-        st = mlm_err_set(err, MLM_ERR_FORMAT,
-                         "%s: model: unk_token must be a string or null, got %s", file,
-                         mlm_json_type_name(unk));
+        st = mlm_error_set(err, MLM_ERR_FORMAT,
+                           "%s: model: unk_token must be a string or null, got %s", file,
+                           mlm_json_type_name(unk));
     o->unk_token = json_string_value(unk);
     o->unk_len = o->unk_token ? json_string_length(unk) : 0;
     return st;
@@ -358,10 +361,11 @@ static mlm_status resolve_unk(mlm_hf_builder *b, const model_opts *o, mlm_error 
     while (tok->vocab.byte_rank[b0] >= 0)
         b0++;
     if (o->byte_fallback)
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: model: byte_fallback with a vocabulary that lacks %d single bytes "
-                           "(the first 0x%02x) is not supported",
-                           b->file, tok->vocab.n_missing_bytes, b0);
+        return mlm_error_set(
+            err, MLM_ERR_UNSUPPORTED,
+            "%s: model: byte_fallback with a vocabulary that lacks %d single bytes "
+            "(the first 0x%02x) is not supported",
+            b->file, tok->vocab.n_missing_bytes, b0);
     if (!o->unk_token) return MLM_OK;
     unsigned char buf[4 * MLM_VOCAB_MAX_TOKEN_BYTES];
     size_t bad;
@@ -371,18 +375,19 @@ static mlm_status resolve_unk(mlm_hf_builder *b, const model_opts *o, mlm_error 
                  : -1;
     int32_t id = n > 0 ? mlm_vocab_rank(&tok->vocab, buf, (size_t)n) : -1;
     if (id < 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: model: unk_token '%.60s' is not in model.vocab (needed: the "
-                           "vocabulary lacks the single byte 0x%02x)",
-                           b->file, o->unk_token, b0);
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: model: unk_token '%.60s' is not in model.vocab (needed: the "
+                             "vocabulary lacks the single byte 0x%02x)",
+                             b->file, o->unk_token, b0);
     const mlm_merges *m = &tok->merges;
     for (uint32_t i = 0; i <= m->mask; i++) {
         uint64_t key = m->slots[i].key;
         if (key != MLM_MERGE_EMPTY && ((int32_t)(key >> 32) == id || (int32_t)(uint32_t)key == id))
-            return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                               "%s: model.merges: a merge involves the unk_token '%.60s' (id %d); "
-                               "not supported with a vocabulary lacking single bytes",
-                               b->file, o->unk_token, (int)id);
+            return mlm_error_set(
+                err, MLM_ERR_UNSUPPORTED,
+                "%s: model.merges: a merge involves the unk_token '%.60s' (id %d); "
+                "not supported with a vocabulary lacking single bytes",
+                b->file, o->unk_token, (int)id);
     }
     b->unk_id = id;
     b->fuse_unk = o->fuse_unk;
@@ -393,9 +398,9 @@ static mlm_status resolve_unk(mlm_hf_builder *b, const model_opts *o, mlm_error 
 
 static mlm_status read_vocab(mlm_hf_builder *b, const json_t *vocab, mlm_error *err) {
     if (!json_is_object(vocab))
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: model: field 'vocab' must be an object, got %s", b->file,
-                           vocab ? mlm_json_type_name(vocab) : "nothing");
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: model: field 'vocab' must be an object, got %s", b->file,
+                             vocab ? mlm_json_type_name(vocab) : "nothing");
     mlm_status st = mlm_hfb_vocab_begin(b, (int64_t)json_object_size(vocab), "model.vocab", err);
     const char *key;
     size_t klen;
@@ -403,9 +408,9 @@ static mlm_status read_vocab(mlm_hf_builder *b, const json_t *vocab, mlm_error *
     json_object_keylen_foreach((json_t *)vocab, key, klen, val) {
         if (st != MLM_OK) break;
         if (!json_is_integer(val))
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: model.vocab: '%.60s' must map to an integer id, got %s",
-                               b->file, key, mlm_json_type_name(val));
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: model.vocab: '%.60s' must map to an integer id, got %s",
+                                 b->file, key, mlm_json_type_name(val));
         st = mlm_hfb_vocab_set(b, key, klen, (int64_t)json_integer_value(val), "model.vocab", err);
     }
     if (st == MLM_OK) st = mlm_hfb_vocab_end(b, "model.vocab", err);
@@ -414,13 +419,13 @@ static mlm_status read_vocab(mlm_hf_builder *b, const json_t *vocab, mlm_error *
 
 static mlm_status read_merges(mlm_hf_builder *b, const json_t *merges, mlm_error *err) {
     if (!json_is_array(merges))
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: model: field 'merges' must be an array, got %s", b->file,
-                           merges ? mlm_json_type_name(merges) : "nothing");
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: model: field 'merges' must be an array, got %s", b->file,
+                             merges ? mlm_json_type_name(merges) : "nothing");
     size_t n = json_array_size(merges);
     if (n > INT32_MAX / 2)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: model.merges: %zu entries exceed the limit",
-                           b->file, n);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: model.merges: %zu entries exceed the limit",
+                             b->file, n);
     mlm_status st = mlm_hfb_merges_begin(b, (int64_t)n, err);
     char where[48];
     for (size_t i = 0; i < n && st == MLM_OK; i++) {
@@ -433,9 +438,9 @@ static mlm_status read_merges(mlm_hf_builder *b, const json_t *merges, mlm_error
             size_t len = json_string_length(e);
             const char *sp = memchr(a, ' ', len);
             if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - a)))
-                return mlm_err_set(err, MLM_ERR_FORMAT,
-                                   "%s: %s: '%.60s' is not two tokens separated by one space",
-                                   b->file, where, a);
+                return mlm_error_set(err, MLM_ERR_FORMAT,
+                                     "%s: %s: '%.60s' is not two tokens separated by one space",
+                                     b->file, where, a);
             la = (size_t)(sp - a);
             c = sp + 1;
             lc = len - la - 1;
@@ -446,9 +451,9 @@ static mlm_status read_merges(mlm_hf_builder *b, const json_t *merges, mlm_error
             c = json_string_value(json_array_get(e, 1));
             lc = json_string_length(json_array_get(e, 1));
         } else {
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: %s must be a string \"a b\" or a pair [\"a\", \"b\"], got %s",
-                               b->file, where, mlm_json_type_name(e));
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: %s must be a string \"a b\" or a pair [\"a\", \"b\"], got %s",
+                                 b->file, where, mlm_json_type_name(e));
         }
         st = mlm_hfb_merge(b, (int32_t)i, a, la, c, lc, where, err);
     }
@@ -458,8 +463,9 @@ static mlm_status read_merges(mlm_hf_builder *b, const json_t *merges, mlm_error
 static mlm_status read_added(mlm_hf_builder *b, const json_t *list, mlm_error *err) {
     if (!list || json_is_null(list)) return MLM_OK;
     if (!json_is_array(list))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: field 'added_tokens' must be an array, got %s",
-                           b->file, mlm_json_type_name(list));
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: field 'added_tokens' must be an array, got %s", b->file,
+                             mlm_json_type_name(list));
     size_t i;
     const json_t *e;
     char where[48], what[600];
@@ -467,8 +473,8 @@ static mlm_status read_added(mlm_hf_builder *b, const json_t *list, mlm_error *e
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
         snprintf(what, sizeof what, "%s: %s", b->file, where);
         if (!json_is_object(e))
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s must be an object, got %s", what,
-                               mlm_json_type_name(e));
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s must be an object, got %s", what,
+                                 mlm_json_type_name(e));
         int64_t id = 0;
         const char *content = NULL;
         unsigned flags = 0;
@@ -489,16 +495,16 @@ static mlm_status read_added(mlm_hf_builder *b, const json_t *list, mlm_error *e
 static mlm_status from_json(const json_t *root, const char *file, const json_t *cfg,
                             const char *config, mlm_tokenizer **out, mlm_error *err) {
     if (!json_is_object(root))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object, got %s", file,
-                           mlm_json_type_name(root));
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object, got %s",
+                             file, mlm_json_type_name(root));
     const json_t *ver = json_object_get(root, "version");
     if (ver && !json_is_null(ver) &&
         !(json_is_string(ver) && strcmp(json_string_value(ver), "1.0") == 0))
-        return mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                           "%s: version %s%.20s%s is not supported (only \"1.0\")", file,
-                           json_is_string(ver) ? "'" : "",
-                           json_is_string(ver) ? json_string_value(ver) : mlm_json_type_name(ver),
-                           json_is_string(ver) ? "'" : "");
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: version %s%.20s%s is not supported (only \"1.0\")", file,
+                             json_is_string(ver) ? "'" : "",
+                             json_is_string(ver) ? json_string_value(ver) : mlm_json_type_name(ver),
+                             json_is_string(ver) ? "'" : "");
     const json_t *model = json_object_get(root, "model");
     mlm_hf_pretok pre;
     model_opts mo = {0};
@@ -521,10 +527,11 @@ static mlm_status from_json(const json_t *root, const char *file, const json_t *
         for (int32_t i = 0; i < b.n_added && !known; i++)
             known = b.added[i].id == bos;
         if (!known)
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "%s: post_processor: BOS id %lld is neither in the vocabulary nor an "
-                             "added token",
-                             file, (long long)bos);
+            st =
+                mlm_error_set(err, MLM_ERR_FORMAT,
+                              "%s: post_processor: BOS id %lld is neither in the vocabulary nor an "
+                              "added token",
+                              file, (long long)bos);
     }
     if (st == MLM_OK) st = mlm_hfb_finish(&b, &pre, mo.ignore_merges, (int32_t)bos, out, err);
     mlm_hfb_deinit(&b);
@@ -555,13 +562,13 @@ mlm_status mlm_hf_load_json(const char *path, mlm_tokenizer **out, mlm_error *er
     }
     char *config = dir ? mlm_path_join(d, "tokenizer_config.json") : NULL;
     free(dir);
-    if (!config) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+    if (!config) return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
     json_t *cfg = NULL, *root = NULL;
     mlm_status st = MLM_OK;
     if (mlm_is_file(config)) st = mlm_json_load_file(config, CONFIG_MAX, &cfg, err);
     if (st == MLM_OK && cfg && !json_is_object(cfg))
-        st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object, got %s", config,
-                         mlm_json_type_name(cfg));
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object, got %s",
+                           config, mlm_json_type_name(cfg));
     mlm_mapfile mf;
     if (st == MLM_OK) st = mlm_mapfile_open(&mf, path, err);
     if (st == MLM_OK) {

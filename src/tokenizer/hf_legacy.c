@@ -33,7 +33,7 @@ static mlm_status read_vocab(mlm_hf_builder *b, const char *path, mlm_error *err
     if (st != MLM_OK) return st;
     if (!json_is_object(root)) {
         json_decref(root);
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object", path);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object", path);
     }
     st = mlm_hfb_vocab_begin(b, (int64_t)json_object_size(root), "vocab", err);
     const char *key;
@@ -42,8 +42,8 @@ static mlm_status read_vocab(mlm_hf_builder *b, const char *path, mlm_error *err
     json_object_keylen_foreach(root, key, klen, val) {
         if (st != MLM_OK) break;
         if (!json_is_integer(val)) {
-            st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: '%.60s' must map to an integer id, got %s",
-                             path, key, mlm_json_type_name(val));
+            st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: '%.60s' must map to an integer id, got %s",
+                               path, key, mlm_json_type_name(val));
             break;
         }
         st = mlm_hfb_vocab_set(b, key, klen, (int64_t)json_integer_value(val), "vocab", err);
@@ -78,9 +78,9 @@ static mlm_status read_merges(mlm_hf_builder *b, const char *path, mlm_error *er
         if (len >= 8 && memcmp(s, "#version", 8) == 0) continue;
         const char *sp = memchr(s, ' ', len);
         if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - s))) {
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "%s: line %zu: '%.*s' is not two tokens separated by one space", path,
-                             line, (int)(len < 60 ? len : 60), s);
+            st = mlm_error_set(err, MLM_ERR_FORMAT,
+                               "%s: line %zu: '%.*s' is not two tokens separated by one space",
+                               path, line, (int)(len < 60 ? len : 60), s);
             break;
         }
         snprintf(where, sizeof where, "line %zu", line);
@@ -104,10 +104,11 @@ static mlm_status read_added(mlm_hf_builder *b, const char *file, const json_t *
                              mlm_error *err) {
     if (!dec || json_is_null(dec)) return MLM_OK;
     if (!json_is_object(dec))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: added_tokens_decoder must be an object", file);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: added_tokens_decoder must be an object",
+                             file);
     size_t n = json_object_size(dec), k = 0;
     json_t **keys = malloc((n ? n : 1) * sizeof *keys);
-    if (!keys) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
+    if (!keys) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", file);
     const char *key;
     json_t *val;
     mlm_status st = MLM_OK;
@@ -115,8 +116,9 @@ static mlm_status read_added(mlm_hf_builder *b, const char *file, const json_t *
         char *end;
         long id = strtol(key, &end, 10);
         if (*end || end == key || id < 0 || id > INT32_MAX - 1) {
-            st = mlm_err_set(err, MLM_ERR_FORMAT,
-                             "%s: added_tokens_decoder: key '%.40s' is not a token id", file, key);
+            st =
+                mlm_error_set(err, MLM_ERR_FORMAT,
+                              "%s: added_tokens_decoder: key '%.40s' is not a token id", file, key);
             break;
         }
         keys[k++] = json_string(key);
@@ -151,10 +153,10 @@ mlm_status mlm_hf_load_legacy(const char *dir, mlm_tokenizer **out, mlm_error *e
     mlm_hf_builder b;
     memset(&b, 0, sizeof b);
     mlm_status st =
-        vocab && merges && config ? MLM_OK : mlm_err_set(err, MLM_ERR_NOMEM, "out of memory");
+        vocab && merges && config ? MLM_OK : mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     if (st == MLM_OK && mlm_is_file(config)) st = mlm_json_load_file(config, CONFIG_MAX, &cfg, err);
     if (st == MLM_OK && cfg && !json_is_object(cfg))
-        st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object", config);
+        st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: the top level must be an object", config);
     int prefix = 0, add_bos = 0;
     const char *cls = NULL;
     if (st == MLM_OK && cfg) {
@@ -166,11 +168,11 @@ mlm_status mlm_hf_load_legacy(const char *dir, mlm_tokenizer **out, mlm_error *e
     }
     if (st == MLM_OK && cls && strcmp(cls, "GPT2Tokenizer") != 0 &&
         strcmp(cls, "GPT2TokenizerFast") != 0)
-        st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                         "%s: tokenizer_class '%.60s' with vocab.json + merges.txt is not "
-                         "supported (only GPT2Tokenizer: other classes bring their own "
-                         "pre-tokenizer; use their tokenizer.json)",
-                         config, cls);
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "%s: tokenizer_class '%.60s' with vocab.json + merges.txt is not "
+                           "supported (only GPT2Tokenizer: other classes bring their own "
+                           "pre-tokenizer; use their tokenizer.json)",
+                           config, cls);
     if (st == MLM_OK) st = mlm_hfb_init(&b, vocab, err);
     if (st == MLM_OK) st = read_vocab(&b, vocab, err);
     if (st == MLM_OK) st = read_merges(&b, merges, err);
@@ -197,8 +199,8 @@ mlm_status mlm_hf_load_legacy(const char *dir, mlm_tokenizer **out, mlm_error *e
     if (st == MLM_OK && add_bos) {
         bos_id = bos_text ? mlm_hfb_id_of(&b, bos_text, strlen(bos_text)) : -1;
         if (bos_id < 0)
-            st = mlm_err_set(err, MLM_ERR_FORMAT, "%s: add_bos_token is true but bos_token is %s",
-                             config, bos_text ? "not a token" : "null");
+            st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: add_bos_token is true but bos_token is %s",
+                               config, bos_text ? "not a token" : "null");
     }
     mlm_hf_pretok pre = {.n_steps = 1, .add_prefix_space = prefix};
     pre.step[0] = (mlm_pretok_spec){MLM_PRETOK_GPT2, 0, MLM_SPLIT_ISOLATED, 0, "ByteLevel"};

@@ -12,12 +12,12 @@ mlm_status mlm_merges_init(mlm_merges *m, int64_t n_max, mlm_error *err) {
     while (cap < 2 * (uint64_t)(n_max > 0 ? n_max : 1))
         cap <<= 1;
     if (cap > ((uint64_t)1 << 31))
-        return mlm_err_set(err, MLM_ERR_FORMAT, "merges: %lld merges exceed the limit",
-                           (long long)n_max);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "merges: %lld merges exceed the limit",
+                             (long long)n_max);
     m->slots = malloc((size_t)cap * sizeof *m->slots);
     if (!m->slots)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "merges: out of memory for %lld merges",
-                           (long long)n_max);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "merges: out of memory for %lld merges",
+                             (long long)n_max);
     for (uint64_t i = 0; i < cap; i++)
         m->slots[i].key = MLM_MERGE_EMPTY;
     m->mask = (uint32_t)(cap - 1);
@@ -46,7 +46,7 @@ void mlm_merges_put(mlm_merges *m, int32_t left, int32_t right, int32_t rank, in
 mlm_status mlm_merges_index_bytes(mlm_merges *m, const int32_t byte_id[256], mlm_error *err) {
     free(m->bytes2);
     m->bytes2 = malloc(256 * 256 * sizeof *m->bytes2);
-    if (!m->bytes2) return mlm_err_set(err, MLM_ERR_NOMEM, "merges: out of memory");
+    if (!m->bytes2) return mlm_error_set(err, MLM_ERR_NOMEM, "merges: out of memory");
     for (int a = 0; a < 256; a++)
         for (int b = 0; b < 256; b++) {
             mlm_merge_to *t = &m->bytes2[a << 8 | b];

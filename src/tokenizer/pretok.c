@@ -28,8 +28,8 @@ static mlm_status compile(mlm_pretok_step *s, const char *pattern, uint32_t extr
     if (!s->code) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: pattern does not compile at offset %zu: %s",
-                           what, (size_t)off, (const char *)msg);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: pattern does not compile at offset %zu: %s",
+                             what, (size_t)off, (const char *)msg);
     }
     /* Without JIT (e.g. a platform PCRE2 lacks it) the interpreter gives the same pieces. */
     s->jit = pcre2_jit_compile(s->code, PCRE2_JIT_COMPLETE) == 0;
@@ -47,8 +47,8 @@ mlm_status mlm_pretok_init_steps(mlm_pretok *p, const mlm_pretok_spec *specs, in
     memset(p, 0, sizeof *p);
     p->hf = 1;
     if (n < 0 || n > MLM_PRETOK_MAX_STEPS)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "pretok: %d steps (at most %d)", n,
-                           MLM_PRETOK_MAX_STEPS);
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "pretok: %d steps (at most %d)", n,
+                             MLM_PRETOK_MAX_STEPS);
     for (int i = 0; i < n; i++) {
         mlm_pretok_step *s = &p->step[i];
         s->behavior = specs[i].behavior;
@@ -92,7 +92,7 @@ mlm_status mlm_pretok_iter_init(mlm_pretok_iter *it, const mlm_pretok *p, mlm_er
         it->lv[k].md = code ? pcre2_match_data_create_from_pattern(code, NULL)
                             : pcre2_match_data_create(1, NULL);
         if (!it->lv[k].md)
-            return mlm_err_set(err, MLM_ERR_NOMEM, "pretok: out of memory for match data");
+            return mlm_error_set(err, MLM_ERR_NOMEM, "pretok: out of memory for match data");
     }
     return MLM_OK;
 }
@@ -161,7 +161,7 @@ static int search(mlm_pretok_iter *it, const mlm_pretok_step *s, pcre2_match_dat
         rc = pcre2_match(s->code, subj, len, at, PCRE2_NO_UTF_CHECK, md, it->mctx);
     if (is_limit(rc) && !it->mctx) {
         if (grow(it) != 0) {
-            *st = mlm_err_set(err, MLM_ERR_NOMEM, "pretok: out of memory for a JIT stack");
+            *st = mlm_error_set(err, MLM_ERR_NOMEM, "pretok: out of memory for a JIT stack");
             return rc;
         }
         if (hf) {
@@ -173,15 +173,15 @@ static int search(mlm_pretok_iter *it, const mlm_pretok_step *s, pcre2_match_dat
     if (is_limit(rc))
         rc = pcre2_match(s->code, subj, len, at, PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK, md, it->mctx);
     if (is_limit(rc) && hf) {
-        *st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                          "pretok: the pattern needs more than %u match steps at byte %zu of a "
-                          "%zu-byte text (catastrophic backtracking)",
-                          (unsigned)hf_limit(len), at, len);
+        *st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                            "pretok: the pattern needs more than %u match steps at byte %zu of a "
+                            "%zu-byte text (catastrophic backtracking)",
+                            (unsigned)hf_limit(len), at, len);
     } else if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(rc, msg, sizeof msg);
-        *st = mlm_err_set(err, MLM_ERR_INTERNAL, "pretok: matching at byte %zu failed: %s", at,
-                          (const char *)msg);
+        *st = mlm_error_set(err, MLM_ERR_INTERNAL, "pretok: matching at byte %zu failed: %s", at,
+                            (const char *)msg);
     }
     return rc;
 }
@@ -226,10 +226,10 @@ static int raw_next(mlm_pretok_iter *it, int k, size_t *a, size_t *b, int *m, ml
         if (rc == PCRE2_ERROR_NOMATCH) break;
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(l->md);
         if (ov[1] < ov[0] || ov[1] > n) {
-            *st = mlm_err_set(err, MLM_ERR_UNSUPPORTED,
-                              "pretok: the pattern's match at byte %zu ends before it starts "
-                              "(\\K in a lookaround is not supported)",
-                              (size_t)ov[0]);
+            *st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                                "pretok: the pattern's match at byte %zu ends before it starts "
+                                "(\\K in a lookaround is not supported)",
+                                (size_t)ov[0]);
             return 0;
         }
         size_t ms = l->base + ov[0], me = l->base + ov[1];
@@ -376,7 +376,8 @@ mlm_status mlm_pretok_next(mlm_pretok_iter *it, size_t *start, size_t *end, int 
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(it->lv[0].md);
     if (ov[1] <= ov[0]) {
         /* The pattern cannot match empty; guard the loop anyway. */
-        return mlm_err_set(err, MLM_ERR_INTERNAL, "pretok: empty match at byte %zu", (size_t)ov[0]);
+        return mlm_error_set(err, MLM_ERR_INTERNAL, "pretok: empty match at byte %zu",
+                             (size_t)ov[0]);
     }
     *start = ov[0];
     *end = ov[1];

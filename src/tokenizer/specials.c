@@ -68,7 +68,7 @@ mlm_status mlm_specials_init(mlm_special_set *s, mlm_tok_flavour flavour, mlm_er
     s->names = malloc((size_t)n * name_max);
     if (!s->tok || !s->names) {
         mlm_specials_deinit(s);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for special tokens");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for special tokens");
     }
     char *w = s->names;
     for (int32_t i = 0; i < n; i++) {
@@ -119,7 +119,7 @@ static mlm_status order_by_len(mlm_special_set *s, int32_t n, mlm_error *err) {
     len_key *k = malloc((size_t)n * sizeof *k);
     if (!s->by_len || !k) {
         free(k);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
     }
     for (int32_t i = 0; i < n; i++)
         k[i] = (len_key){s->tok[i].len, s->tok[i].id, i};
@@ -143,8 +143,8 @@ mlm_status mlm_specials_build(mlm_special_set *s, const mlm_special_def *defs, i
     s->names = malloc(total);
     if (!s->tok || !s->names) {
         mlm_specials_deinit(s);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for %d added tokens",
-                           (int)n);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for %d added tokens",
+                             (int)n);
     }
     char *w = s->names;
     for (int32_t i = 0; i < n; i++) {

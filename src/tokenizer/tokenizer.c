@@ -78,12 +78,12 @@ mlm_status mlm_tokenizer_load_memory(const void *data, size_t len, const char *n
                                      mlm_tokenizer **out, mlm_error *err) {
     *out = NULL;
     mlm_tokenizer *tok = calloc(1, sizeof *tok);
-    if (!tok) return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
+    if (!tok) return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
     tok->specials.max_id = -1;
     tok->name = strdup(name);
     if (!tok->name) {
         mlm_tokenizer_free(tok);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory", name);
     }
     mlm_status st = mlm_vocab_parse(&tok->vocab, data, len, name, err);
     if (st == MLM_OK) {
@@ -179,16 +179,17 @@ static mlm_status load_file(const char *file, mlm_tokenizer **out, mlm_error *er
         char *slash = dir ? strrchr(dir, '/') : NULL;
         if (slash) *slash = 0;
         st = dir ? mlm_hf_load_legacy(slash ? (dir[0] ? dir : "/") : ".", out, err)
-                 : mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+                 : mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
         free(dir);
     } else if (i < mf.size && d[i] == '{') {
         st = mlm_hf_load_json(file, out, err);
     } else if (!tiktoken_first_line(d, mf.size) && (other = not_a_tokenizer(d, mf.size))) {
-        st = mlm_err_set(err, MLM_ERR_FORMAT,
-                         "%s: not a tokenizer meshlm reads: the file is %s (expected a GGUF file, "
-                         "a tokenizer.json, vocab.json, or a tiktoken tokenizer.model of "
-                         "'<base64> <rank>' lines)",
-                         file, other);
+        st =
+            mlm_error_set(err, MLM_ERR_FORMAT,
+                          "%s: not a tokenizer meshlm reads: the file is %s (expected a GGUF file, "
+                          "a tokenizer.json, vocab.json, or a tiktoken tokenizer.model of "
+                          "'<base64> <rank>' lines)",
+                          file, other);
     } else if ((i < mf.size && d[i] == '[') || (n >= 5 && strcmp(file + n - 5, ".json") == 0)) {
         st = mlm_hf_load_json(file, out, err); /* names the JSON error */
     } else {
@@ -199,20 +200,20 @@ static mlm_status load_file(const char *file, mlm_tokenizer **out, mlm_error *er
 }
 
 mlm_status mlm_tokenizer_load(const char *path, mlm_tokenizer **out, mlm_error *err) {
-    if (!path || !out) return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tokenizer: NULL argument");
+    if (!path || !out) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tokenizer: NULL argument");
     *out = NULL;
     char *file = NULL;
     if (mlm_is_dir(path)) {
         file = mlm_tokenizer_locate(path); /* the one search order, shared with the CLI */
         if (!file) file = mlm_gguf_find_in_dir(path);
         if (!file)
-            return mlm_err_set(err, MLM_ERR_IO,
-                               "tokenizer: %s has no tokenizer.model, original/tokenizer.model, "
-                               "tokenizer.json, vocab.json with merges.txt, or .gguf file",
-                               path);
+            return mlm_error_set(err, MLM_ERR_IO,
+                                 "tokenizer: %s has no tokenizer.model, original/tokenizer.model, "
+                                 "tokenizer.json, vocab.json with merges.txt, or .gguf file",
+                                 path);
     } else {
         file = strdup(path);
-        if (!file) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        if (!file) return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
     }
     mlm_status st = load_file(file, out, err);
     free(file);
@@ -283,7 +284,7 @@ static mlm_status merge_present(encode_ctx *c, const unsigned char *p, size_t n,
     if (i == n) return mlm_bpe_merge(v, c->merges, p, n, &c->bpe, c->out, err);
     if (n > c->kept_cap) {
         unsigned char *k = realloc(c->kept, n);
-        if (!k) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        if (!k) return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
         c->kept = k;
         c->kept_cap = n;
     }
@@ -317,8 +318,8 @@ static mlm_status encode_ordinary(encode_ctx *c, const unsigned char *text, size
             int32_t r = c->tok->ignore_merges ? mlm_vocab_rank_key(v, text + pa, pb - pa, pk) : -1;
             if (r >= 0) {
                 if (out->n == out->cap && tokens_reserve(out, out->n + 1) != MLM_OK)
-                    return mlm_err_set(err, MLM_ERR_NOMEM,
-                                       "tokenizer: out of memory for token ids");
+                    return mlm_error_set(err, MLM_ERR_NOMEM,
+                                         "tokenizer: out of memory for token ids");
                 out->ids[out->n++] = r;
             } else {
                 st = c->tok->drop_missing_first && v->n_missing_bytes
@@ -342,7 +343,7 @@ static mlm_status encode_stretch(encode_ctx *c, const unsigned char *text, size_
         return encode_ordinary(c, text, len, err);
     if (len + 1 > c->pre_cap) {
         unsigned char *p = realloc(c->pre, len + 1);
-        if (!p) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
+        if (!p) return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory");
         c->pre = p;
         c->pre_cap = len + 1;
     }
@@ -353,7 +354,7 @@ static mlm_status encode_stretch(encode_ctx *c, const unsigned char *text, size_
 
 static mlm_status push_id(mlm_tokens *out, int32_t id, mlm_error *err) {
     if (mlm_tokens_push(out, id) != MLM_OK)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
     return MLM_OK;
 }
 
@@ -408,15 +409,15 @@ static mlm_status encode_gguf(encode_ctx *c, const unsigned char *t, size_t len,
 mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size_t len,
                                 const mlm_encode_params *params, mlm_tokens *out, mlm_error *err) {
     if (!tok || !out || (!text && len))
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tokenizer: NULL argument to encode");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tokenizer: NULL argument to encode");
     mlm_encode_params p = params ? *params : mlm_encode_default_params();
     mlm_status st = MLM_OK;
     if (p.add_bos) {
         if (tok->bos_id < 0)
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "%s: add_bos, but this vocabulary has no BOS", tok->name);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "%s: add_bos, but this vocabulary has no BOS", tok->name);
         st = mlm_tokens_push(out, tok->bos_id);
-        if (st != MLM_OK) return mlm_err_set(err, st, "tokenizer: out of memory for token ids");
+        if (st != MLM_OK) return mlm_error_set(err, st, "tokenizer: out of memory for token ids");
     }
     if (len == 0) return MLM_OK;
     const unsigned char *t = (const unsigned char *)text;
@@ -431,7 +432,7 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
     size_t guess = len / 4 < ((size_t)1 << 24) ? len / 4 : ((size_t)1 << 24);
     if (tokens_reserve(out, out->n + (int64_t)guess + 16) != MLM_OK) {
         free(fixed);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
+        return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory for token ids");
     }
     encode_ctx c = {.tok = tok, .out = out};
     if (tok->flavour == MLM_TOK_HF || tok->flavour == MLM_TOK_GGUF) c.merges = &tok->merges;
@@ -453,7 +454,7 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
             if (st == MLM_OK && s) {
                 st = mlm_tokens_push(out, s->id);
                 if (st != MLM_OK)
-                    st = mlm_err_set(err, st, "tokenizer: out of memory for token ids");
+                    st = mlm_error_set(err, st, "tokenizer: out of memory for token ids");
                 stop += s->len;
             }
             pos = stop;
@@ -474,20 +475,21 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
 mlm_status mlm_tokenizer_decode(const mlm_tokenizer *tok, const int32_t *ids, int64_t n, char **out,
                                 size_t *len, mlm_error *err) {
     if (!tok || !out || (!ids && n > 0) || n < 0)
-        return mlm_err_set(err, MLM_ERR_INVALID_ARG, "tokenizer: bad argument to decode");
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tokenizer: bad argument to decode");
     *out = NULL;
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) {
         size_t l;
         if (!mlm_tokenizer_token_bytes(tok, ids[i], &l))
-            return mlm_err_set(err, MLM_ERR_INVALID_ARG,
-                               "%s: decode: id %d at position %lld is not in the vocabulary "
-                               "(n_vocab %d)",
-                               tok->name, (int)ids[i], (long long)i, (int)tok->n_vocab);
+            return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                                 "%s: decode: id %d at position %lld is not in the vocabulary "
+                                 "(n_vocab %d)",
+                                 tok->name, (int)ids[i], (long long)i, (int)tok->n_vocab);
         total += l;
     }
     char *buf = malloc(total + 1);
-    if (!buf) return mlm_err_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory (%zu bytes)", total);
+    if (!buf)
+        return mlm_error_set(err, MLM_ERR_NOMEM, "tokenizer: out of memory (%zu bytes)", total);
     size_t o = 0;
     for (int64_t i = 0; i < n; i++) {
         size_t l;

@@ -75,9 +75,9 @@ mlm_status mlm_utf8_repair(const unsigned char *p, size_t n, unsigned char **out
                            mlm_error *err) {
     /* Worst case: every byte becomes a 3-byte U+FFFD. */
     if (n > (SIZE_MAX - 1) / 3)
-        return mlm_err_set(err, MLM_ERR_NOMEM, "utf8: input of %zu bytes too large", n);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "utf8: input of %zu bytes too large", n);
     unsigned char *buf = malloc(3 * n + 1);
-    if (!buf) return mlm_err_set(err, MLM_ERR_NOMEM, "utf8: out of memory (%zu bytes)", 3 * n);
+    if (!buf) return mlm_error_set(err, MLM_ERR_NOMEM, "utf8: out of memory (%zu bytes)", 3 * n);
     size_t i = 0, o = 0;
     while (i < n) {
         size_t ok = mlm_utf8_valid_prefix(p + i, n - i);

@@ -190,7 +190,7 @@ static mlm_status fail(mlm_vocab *v, mlm_error *err, const char *name, int64_t l
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     mlm_vocab_deinit(v);
-    return mlm_err_set(err, MLM_ERR_FORMAT, "%s: line %lld: %s", name, (long long)line, msg);
+    return mlm_error_set(err, MLM_ERR_FORMAT, "%s: line %lld: %s", name, (long long)line, msg);
 }
 
 void mlm_vocab_deinit(mlm_vocab *v) {
@@ -205,15 +205,16 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
                            mlm_error *err) {
     memset(v, 0, sizeof *v);
     if (len >= UINT32_MAX)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %zu bytes exceed the 4 GiB limit", name, len);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %zu bytes exceed the 4 GiB limit", name,
+                             len);
     int64_t n = count_entries(data, len);
     if (n == 0)
-        return mlm_err_set(err, MLM_ERR_FORMAT,
-                           "%s: line 1: no entries (empty file), expected '<base64> <rank>' lines",
-                           name);
+        return mlm_error_set(
+            err, MLM_ERR_FORMAT,
+            "%s: line 1: no entries (empty file), expected '<base64> <rank>' lines", name);
     if (n > INT32_MAX / 2)
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %lld entries exceed the limit %d", name,
-                           (long long)n, INT32_MAX / 2);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %lld entries exceed the limit %d", name,
+                             (long long)n, INT32_MAX / 2);
     uint32_t cap = 16;
     while (cap < 2 * (uint64_t)n)
         cap <<= 1;
@@ -223,8 +224,8 @@ mlm_status mlm_vocab_parse(mlm_vocab *v, const unsigned char *data, size_t len, 
     v->slots = malloc((size_t)cap * sizeof *v->slots);
     if (!v->bytes || !v->tok || !v->slots) {
         mlm_vocab_deinit(v);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory for %lld tokens", name,
-                           (long long)n);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory for %lld tokens", name,
+                             (long long)n);
     }
     memset(v->slots, 0xFF, (size_t)cap * sizeof *v->slots);
     v->mask = cap - 1;
@@ -310,8 +311,8 @@ mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *to
     v->n = n;
     if (n <= 0 || n > INT32_MAX / 2) {
         mlm_vocab_deinit(v);
-        return mlm_err_set(err, MLM_ERR_FORMAT, "%s: %d tokens (expected 1..%d)", what, (int)n,
-                           INT32_MAX / 2);
+        return mlm_error_set(err, MLM_ERR_FORMAT, "%s: %d tokens (expected 1..%d)", what, (int)n,
+                             INT32_MAX / 2);
     }
     uint32_t cap = 16;
     while (cap < 2 * (uint64_t)n)
@@ -319,7 +320,7 @@ mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *to
     v->slots = malloc((size_t)cap * sizeof *v->slots);
     if (!v->slots) {
         mlm_vocab_deinit(v);
-        return mlm_err_set(err, MLM_ERR_NOMEM, "%s: out of memory for %d tokens", what, (int)n);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "%s: out of memory for %d tokens", what, (int)n);
     }
     memset(v->slots, 0xFF, (size_t)cap * sizeof *v->slots);
     v->mask = cap - 1;
@@ -327,15 +328,15 @@ mlm_status mlm_vocab_build(mlm_vocab *v, unsigned char *bytes, mlm_vocab_tok *to
         size_t len = tok[r].len;
         if (len == 0 || len > MLM_VOCAB_MAX_TOKEN_BYTES) {
             mlm_vocab_deinit(v);
-            return mlm_err_set(err, MLM_ERR_FORMAT,
-                               "%s: id %d: token of %zu bytes (expected 1..%d)", what, (int)r, len,
-                               MLM_VOCAB_MAX_TOKEN_BYTES);
+            return mlm_error_set(err, MLM_ERR_FORMAT,
+                                 "%s: id %d: token of %zu bytes (expected 1..%d)", what, (int)r,
+                                 len, MLM_VOCAB_MAX_TOKEN_BYTES);
         }
         int32_t dup = insert(v, r);
         if (dup >= 0) {
             mlm_vocab_deinit(v);
-            return mlm_err_set(err, MLM_ERR_FORMAT, "%s: ids %d and %d have the same bytes", what,
-                               (int)dup, (int)r);
+            return mlm_error_set(err, MLM_ERR_FORMAT, "%s: ids %d and %d have the same bytes", what,
+                                 (int)dup, (int)r);
         }
         if (len > v->max_token_len) v->max_token_len = len;
     }

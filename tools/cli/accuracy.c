@@ -43,7 +43,7 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
     if (mlm_checkpoint_open(path, &ck, &err)) {
         fprintf(stderr, "meshlm demo: token accuracy needs a reference (--reference FILE.refpt): %s\n",
                 err.msg);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
     const mlm_tensor_view *ref = mlm_checkpoint_find(ck, "reference_tokens");
     const mlm_tensor_view *t5 = mlm_checkpoint_find(ck, "top5_tokens");
@@ -52,29 +52,29 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
         fprintf(stderr, "meshlm demo: %s: needs reference_tokens [1, N] and top5_tokens [N, 5]\n",
                 path);
         mlm_checkpoint_free(ck);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
     if (mlm_checkpoint_get_int(ck, "prompt_len", &prompt_len, NULL)) prompt_len = n / 2;
     const mlm_config *cfg = mlm_model_config(m);
     int64_t *tokens = malloc((size_t)n * sizeof *tokens), *top = malloc((size_t)n * 5 * sizeof *top);
-    int rc = CLI_OK;
+    int rc = TOOL_OK;
     if (!tokens || !top || mlm_tensor_to_i64(ref, tokens, n, &err) ||
         mlm_tensor_to_i64(t5, top, n * 5, &err)) {
         fprintf(stderr, "meshlm demo: %s: %s\n", path, err.msg[0] ? err.msg : "out of memory");
-        rc = CLI_RUNTIME;
+        rc = TOOL_RUNTIME;
     }
     for (int64_t i = 0; !rc && i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= cfg->n_vocab) {
             fprintf(stderr, "meshlm demo: %s: reference token %lld at %lld is outside the model's "
                             "vocabulary (%d)\n",
                     path, (long long)tokens[i], (long long)i, cfg->n_vocab);
-            rc = CLI_RUNTIME;
+            rc = TOOL_RUNTIME;
         }
     if (!rc && (prompt_len < 1 || prompt_len >= n || prompt_len >= c->max_seq_len)) {
         fprintf(stderr, "meshlm demo: %s: prompt_len %lld must be in [1, %lld) and below "
                         "--max-seq-len %d\n",
                 path, (long long)prompt_len, (long long)n, c->max_seq_len);
-        rc = CLI_RUNTIME;
+        rc = TOOL_RUNTIME;
     }
     int64_t steps = n - prompt_len;
     if (steps > c->max_generated_tokens) steps = c->max_generated_tokens;
@@ -89,7 +89,7 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
     int32_t *step = malloc((size_t)xp.max_step_tokens * 3 * sizeof *step);
     int8_t *want = calloc((size_t)xp.max_step_tokens, 1);
     if (!rc && (!logits || !step || !want || mlm_exec_create(m, &xp, &e, &err))) {
-        rc = err.msg[0] ? cli_fail(&err) : CLI_RUNTIME;
+        rc = err.msg[0] ? tool_fail(&err) : TOOL_RUNTIME;
     }
     int64_t hit1 = 0, hit5 = 0;
     uint64_t sum = 1469598103934665603ull; /* of every scored step's logits */
@@ -100,7 +100,7 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
         for (int32_t j = 0; j < k; j++) tk[j] = (int32_t)tokens[i + j], sq[j] = 0, ps[j] = (int32_t)(i + j), want[j] = 0;
         want[k - 1] = i + k == prompt_len;
         mlm_batch b = {.n = k, .tokens = tk, .seq = sq, .pos = ps, .logits = want};
-        if (mlm_exec_step(e, &b, logits, &err)) rc = cli_fail(&err);
+        if (mlm_exec_step(e, &b, logits, &err)) rc = tool_fail(&err);
     }
     for (int64_t s = 0; !rc && s < steps; s++) {
         int64_t at = prompt_len - 1 + s; /* logits now predict token at + 1 */
@@ -114,7 +114,7 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
         int32_t tk = (int32_t)tokens[at + 1], sq = 0, ps = (int32_t)(at + 1);
         int8_t one = 1;
         mlm_batch b = {.n = 1, .tokens = &tk, .seq = &sq, .pos = &ps, .logits = &one};
-        if (mlm_exec_step(e, &b, logits, &err)) rc = cli_fail(&err);
+        if (mlm_exec_step(e, &b, logits, &err)) rc = tool_fail(&err);
     }
     if (!rc) {
         *top1 = steps ? (double)hit1 / (double)steps : 0;
@@ -132,7 +132,7 @@ int demo_token_accuracy(const demo_config *c, const char *model, mlm_model *m, d
 int cmd_accuracy(int argc, char **argv) {
     /* `meshlm accuracy ...` is `meshlm demo --preset token-accuracy ...` */
     char **args = malloc((size_t)(argc + 3) * sizeof *args);
-    if (!args) return CLI_RUNTIME;
+    if (!args) return TOOL_RUNTIME;
     args[0] = "demo", args[1] = "--preset", args[2] = "token-accuracy";
     for (int i = 1; i < argc; i++) args[i + 2] = argv[i];
     args[argc + 2] = NULL;

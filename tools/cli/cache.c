@@ -16,7 +16,7 @@ static void help(void) {
            "checkpoint into one cache file; later runs map that file. This command builds it\n"
            "ahead of time (or checks it: a stale, truncated or corrupt cache is rebuilt).\n"
            "\n"
-           "  -m, --model DIR          model directory\n" CLI_PRECISION_HELP
+           "  -m, --model DIR          model directory\n" TOOL_PRECISION_HELP
            "      --list               list the cache files of DIR's cache folder (without -m:\n"
            "                           $MESHLM_CACHE or the user cache folder), with size, model,\n"
            "                           profile and whether each still matches its model\n"
@@ -38,16 +38,16 @@ static int list_or_clear(const char *model, int clear, const char *only_profile)
     char dirs[1][1024];
     int n_dirs;
     mlm_error err = {0};
-    if (mlm_cache_dirs(model, dirs, &n_dirs, &err)) return cli_fail(&err);
+    if (mlm_cache_dirs(model, dirs, &n_dirs, &err)) return tool_fail(&err);
     char real[PATH_MAX] = "";
     if (model && !realpath(model, real)) {
         fprintf(stderr, "meshlm cache: %s: no such model folder\n", model);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
     mlm_cache_entry *list;
     int n;
-    if (mlm_cache_list(dirs[0], &list, &n, &err)) return cli_fail(&err);
-    int shown = 0, rc = CLI_OK;
+    if (mlm_cache_list(dirs[0], &list, &n, &err)) return tool_fail(&err);
+    int shown = 0, rc = TOOL_OK;
     double total = 0;
     for (int i = 0; i < n; i++) {
         const mlm_cache_entry *c = &list[i];
@@ -58,7 +58,7 @@ static int list_or_clear(const char *model, int clear, const char *only_profile)
         if (clear) {
             if (unlink(c->path) != 0) {
                 perror(c->path);
-                rc = CLI_RUNTIME;
+                rc = TOOL_RUNTIME;
             } else {
                 printf("removed %s (%.2f GB)\n", c->path, c->bytes / 1e9);
             }
@@ -81,42 +81,44 @@ static int list_or_clear(const char *model, int clear, const char *only_profile)
 int cmd_cache(int argc, char **argv) {
     const char *model = NULL;
     int list = 0, clear = 0, profile_given = 0;
-    cli_precision prec = {.optimizations = "performance"};
+    tool_precision prec = {.optimizations = "performance"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (cli_is_help(a)) {
+        if (tool_is_help(a)) {
             help();
-            return CLI_OK;
+            return TOOL_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = cli_value(argc, argv, &i))) return cli_usage("cache", "%s needs a value", a);
+            if (!(model = tool_value(argc, argv, &i)))
+                return tool_usage("cache", "%s needs a value", a);
         } else if (!strcmp(a, "--list")) {
             list = 1;
         } else if (!strcmp(a, "--clear")) {
             clear = 1;
-        } else if (cli_is_precision_flag(a)) {
-            if (!(v = cli_value(argc, argv, &i))) return cli_usage("cache", "%s needs a value", a);
-            if (!cli_precision_flag("cache", a, v, &prec)) return CLI_USAGE;
+        } else if (tool_is_precision_flag(a)) {
+            if (!(v = tool_value(argc, argv, &i)))
+                return tool_usage("cache", "%s needs a value", a);
+            if (!tool_precision_flag("cache", a, v, &prec)) return TOOL_USAGE;
             profile_given |= !strcmp(a, "--optimizations") || !strcmp(a, "--dtype");
         } else {
-            return cli_usage("cache", "unknown argument '%s'", a);
+            return tool_usage("cache", "unknown argument '%s'", a);
         }
     }
-    if (list && clear) return cli_usage("cache", "give --list or --clear, not both");
+    if (list && clear) return tool_usage("cache", "give --list or --clear, not both");
     if (list || clear) return list_or_clear(model, clear, profile_given ? prec.optimizations : NULL);
-    if (!model) return cli_usage("cache", "give -m DIR (or --list / --clear)");
+    if (!model) return tool_usage("cache", "give -m DIR (or --list / --clear)");
     if (!strcmp(prec.optimizations, "bf16") || !strcmp(prec.optimizations, "f32")) {
         fprintf(stderr, "meshlm cache: the %s profile maps the checkpoint directly; only "
                         "performance, accuracy and native have a cache\n",
                 prec.optimizations);
-        return CLI_USAGE;
+        return TOOL_USAGE;
     }
-    double t0 = cli_now();
+    double t0 = tool_now();
     mlm_model *m = NULL;
     mlm_error err = {0};
-    if (cli_load_model("cache", model, &prec, 0, &m, &err)) return cli_fail(&err);
+    if (tool_load_model("cache", model, &prec, 0, &m, &err)) return tool_fail(&err);
     printf("%s %s (%s, %.2f GB of weights per token) in %.2f s\n",
            mlm_model_cache_built(m) ? "built" : "valid, mapped", mlm_model_cache_path(m),
-           mlm_model_profile(m), mlm_model_weight_bytes(m) / 1e9, cli_now() - t0);
+           mlm_model_profile(m), mlm_model_weight_bytes(m) / 1e9, tool_now() - t0);
     mlm_model_free(m);
-    return CLI_OK;
+    return TOOL_OK;
 }

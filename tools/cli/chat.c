@@ -28,7 +28,7 @@ static void help(void) {
            "\n"
            "Talks with a model in its chat format (Llama 3, ChatML), keeping the conversation\n"
            "in the KV cache: a turn reads only the new message. Without -m, SmolLM2-135M-Instruct\n"
-           "(" CLI_DEFAULT_GGUF ", fetched by scripts/setup.sh), else\n"
+           "(" TOOL_DEFAULT_GGUF ", fetched by scripts/setup.sh), else\n"
            "the tiny model embedded in the repository (models/default), which babbles.\n"
            "\n"
            "  -m, --model PATH         a model folder or .gguf file whose tokenizer has a chat\n"
@@ -40,7 +40,7 @@ static void help(void) {
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
            "      --seed S             RNG seed for sampling (default 0); /reset restarts it\n"
            "      --max-seq-len N      context in tokens, the whole conversation (default 4096)\n"
-           CLI_PRECISION_HELP
+           TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores)\n"
            "  -v, --verbose            a stats line per answer on stderr: tokens prefilled (of\n"
            "                           them new), tokens generated, speed, context used\n"
@@ -67,7 +67,7 @@ typedef struct chat_opts {
     int n_threads, verbose;
     long long max_new, max_seq_len;
     mlm_sampler_params sp;
-    cli_precision prec;
+    tool_precision prec;
 } chat_opts;
 
 static int parse(int argc, char **argv, chat_opts *o) {
@@ -79,8 +79,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         const char *a = argv[i], *v = NULL;
         long long ll;
 #define VALUE()                                                                                    \
-    if (!(v = cli_value(argc, argv, &i))) return cli_usage("chat", "%s needs a value", a)
-        if (cli_is_help(a)) {
+    if (!(v = tool_value(argc, argv, &i))) return tool_usage("chat", "%s needs a value", a)
+        if (tool_is_help(a)) {
             help();
             return -1;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
@@ -93,22 +93,22 @@ static int parse(int argc, char **argv, chat_opts *o) {
             o->verbose = 1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
             VALUE();
-            if (!cli_int("chat", a, v, 1, 1 << 24, &o->max_new)) return CLI_USAGE;
+            if (!tool_int("chat", a, v, 1, 1 << 24, &o->max_new)) return TOOL_USAGE;
         } else if (!strcmp(a, "--max-seq-len")) {
             VALUE();
-            if (!cli_int("chat", a, v, 8, 1 << 24, &o->max_seq_len)) return CLI_USAGE;
+            if (!tool_int("chat", a, v, 8, 1 << 24, &o->max_seq_len)) return TOOL_USAGE;
         } else if (!strcmp(a, "--threads")) {
             VALUE();
-            if (!cli_int("chat", a, v, 1, 1024, &ll)) return CLI_USAGE;
+            if (!tool_int("chat", a, v, 1, 1024, &ll)) return TOOL_USAGE;
             o->n_threads = (int)ll;
-        } else if (cli_is_sampling_flag(a)) {
+        } else if (tool_is_sampling_flag(a)) {
             VALUE();
-            if (!cli_sampling_flag("chat", a, v, &o->sp)) return CLI_USAGE;
-        } else if (cli_is_precision_flag(a)) {
+            if (!tool_sampling_flag("chat", a, v, &o->sp)) return TOOL_USAGE;
+        } else if (tool_is_precision_flag(a)) {
             VALUE();
-            if (!cli_precision_flag("chat", a, v, &o->prec)) return CLI_USAGE;
+            if (!tool_precision_flag("chat", a, v, &o->prec)) return TOOL_USAGE;
         } else {
-            return cli_usage("chat", "unknown argument '%s'", a);
+            return tool_usage("chat", "unknown argument '%s'", a);
         }
 #undef VALUE
     }
@@ -177,12 +177,6 @@ typedef struct chat {
     int turn_no;        /* answers since the last reset */
 } chat;
 
-static mlm_status set_err(mlm_error *err, mlm_status st, const char *msg) {
-    err->status = st;
-    snprintf(err->msg, sizeof err->msg, "%s", msg);
-    return st;
-}
-
 static mlm_status append(mlm_tokens *t, const int32_t *ids, int64_t n) {
     mlm_status st = MLM_OK;
     for (int64_t i = 0; !st && i < n; i++)
@@ -204,9 +198,9 @@ static mlm_status encode_after(const chat *c, const mlm_chat_message *msgs, int 
     mlm_status st = mlm_tokenizer_encode_chat(c->tok, msgs, n, gen, &all, err);
     int64_t k = prefix->n;
     if (!st && (all.n < k || (k && memcmp(all.ids, prefix->ids, (size_t)k * sizeof *all.ids))))
-        st = set_err(err, MLM_ERR_UNSUPPORTED,
-                     "chat: the chat format does not encode a dialog message by message, so "
-                     "turns cannot be added to it one at a time");
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "chat: the chat format does not encode a dialog message by message, so "
+                           "turns cannot be added to it one at a time");
     if (!st) st = append(out, all.ids + k, all.n - k);
     mlm_tokens_deinit(&all);
     return st;
@@ -231,10 +225,9 @@ static mlm_status reset(chat *c, char *system, mlm_error *err) {
     mlm_status st = system ? encode_after(c, &m, 1, 0, &none, &head, err)
                            : append(&head, c->nosys.ids, c->nosys.n);
     if (!st && head.n + c->close.n + 8 > c->o->max_seq_len) {
-        snprintf(err->msg, sizeof err->msg,
-                 "the system message is %lld tokens: too long for --max-seq-len %lld",
-                 (long long)head.n, c->o->max_seq_len);
-        st = err->status = MLM_ERR_CAPACITY;
+        st = mlm_error_set(err, MLM_ERR_CAPACITY,
+                           "the system message is %lld tokens: too long for --max-seq-len %lld",
+                           (long long)head.n, c->o->max_seq_len);
     }
     if (!st) st = mlm_exec_seq_reset(c->exec, 0, 0, err);
     if (!st) {
@@ -287,13 +280,12 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_exec_params *
     mlm_tokens_init(&c->close);
     mlm_status st = mlm_tokenizer_load(o->model, &c->tok, err);
     if (!st && !mlm_tokenizer_chat_format(c->tok)) {
-        snprintf(err->msg, sizeof err->msg,
-                 "%s: the tokenizer has no chat format (meshlm knows Llama 3's and ChatML's); "
-                 "'meshlm generate' takes plain prompts",
-                 o->model);
-        st = err->status = MLM_ERR_UNSUPPORTED;
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "%s: the tokenizer has no chat format (meshlm knows Llama 3's and "
+                           "ChatML's); 'meshlm generate' takes plain prompts",
+                           o->model);
     }
-    if (!st) st = cli_load_model("chat", o->model, &o->prec, o->n_threads, &c->model, err);
+    if (!st) st = tool_load_model("chat", o->model, &o->prec, o->n_threads, &c->model, err);
     if (!st) st = mlm_exec_create(c->model, xp, &c->exec, err);
     if (st) return st;
     c->cfg = mlm_model_config(c->model);
@@ -310,14 +302,15 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_exec_params *
     int64_t n_nosys = c->anchor.n - share.n;
     if (!st && (n_nosys < 0 || (share.n && memcmp(c->anchor.ids + n_nosys, share.ids,
                                                   (size_t)share.n * sizeof *share.ids))))
-        st = set_err(err, MLM_ERR_UNSUPPORTED,
-                     "chat: the chat format encodes a message differently at the start");
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "chat: the chat format encodes a message differently at the start");
     if (!st) st = append(&c->nosys, c->anchor.ids, n_nosys);
     m[1] = (mlm_chat_message){"assistant", ""};
     if (!st) st = mlm_tokenizer_encode_chat(c->tok, &ANCHOR, 1, 1, &gen, err);
     if (!st) st = encode_after(c, m, 2, 0, &gen, &c->close, err);
     if (!st && c->close.n < 1)
-        st = set_err(err, MLM_ERR_UNSUPPORTED, "chat: the chat format does not close an answer");
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "chat: the chat format does not close an answer");
     mlm_tokens_deinit(&gen);
     mlm_tokens_deinit(&share);
     size_t step = (size_t)mlm_exec_get_params(c->exec)->max_step_tokens;
@@ -326,9 +319,9 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_exec_params *
     c->want = calloc(step, 1);
     c->logits = malloc((size_t)c->cfg->n_vocab * sizeof *c->logits);
     if (!st && (!c->pos || !c->seq || !c->want || !c->logits))
-        st = set_err(err, MLM_ERR_NOMEM, "out of memory");
+        st = mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     char *sys = !st && o->system ? strdup(o->system) : NULL;
-    if (!st && o->system && !sys) st = set_err(err, MLM_ERR_NOMEM, "out of memory");
+    if (!st && o->system && !sys) st = mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     if (!st) st = reset(c, sys, err);
     return st;
 }
@@ -407,9 +400,9 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     mlm_tokens_deinit(&part);
     if (st) return st;
 
-    double t0 = cli_now();
+    double t0 = tool_now();
     st = feed(c, 1, err);
-    double t1 = cli_now();
+    double t1 = tool_now();
     int64_t n_prefill = c->n_kv - kv0;
     const char *why = c->n_kv < c->conv.n ? "interrupted" : "length";
     int stopped = 0;
@@ -449,7 +442,7 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
         st = append(&c->conv, c->close.ids + (stopped == 2), c->close.n - (stopped == 2));
     fputc('\n', stdout);
     fflush(stdout);
-    double t2 = cli_now();
+    double t2 = tool_now();
     c->turn_no++;
     if (o->verbose)
         fprintf(stderr,
@@ -527,9 +520,9 @@ static char *read_message(input *in, int tty) {
  * end) from it, since mpirun gives stdin to rank 0 alone, and every rank then runs the same
  * turn. */
 static char *shared_message(input *in, int tty) {
-    mlm_comm *tp = cli_mesh_tp();
+    mlm_comm *tp = tool_mesh_tp();
     if (mlm_comm_size(tp) < 2) return read_message(in, tty);
-    char *msg = cli_rank() == 0 ? read_message(in, tty) : NULL;
+    char *msg = tool_rank() == 0 ? read_message(in, tty) : NULL;
     int64_t n = msg ? (int64_t)in->msg_len : -1;
     mlm_error err = {0};
     if (mlm_comm_bcast(tp, &n, sizeof n, 0, &err)) return NULL;
@@ -564,7 +557,7 @@ static int command(chat *c, const char *line, int tty, mlm_error *err) {
 #undef IS
     char *text = sys ? strdup(sys) : NULL;
     if (sys && !text) {
-        set_err(err, MLM_ERR_NOMEM, "out of memory");
+        mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
         return -1;
     }
     if (reset(c, text, err) != MLM_OK) {
@@ -612,29 +605,29 @@ static mlm_status loop(chat *c, int tty, int *rejected, mlm_error *err) {
 int cmd_chat(int argc, char **argv) {
     chat_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (rc) return rc < 0 ? TOOL_OK : rc;
     char *default_model = NULL;
     if (!o.model) {
-        if (!(default_model = cli_default_model("chat"))) return CLI_USAGE;
+        if (!(default_model = tool_default_model("chat"))) return TOOL_USAGE;
         o.model = default_model;
     }
-    cli_precision_resolve(&o.prec, o.model);
+    tool_precision_resolve(&o.prec, o.model);
     if (o.prec.dp > 1)
-        return cli_usage("chat",
-                         "--dp %d: chat runs one user; data-parallel lanes serve "
-                         "several (meshlm demo)",
-                         o.prec.dp);
+        return tool_usage("chat",
+                          "--dp %d: chat runs one user; data-parallel lanes serve "
+                          "several (meshlm demo)",
+                          o.prec.dp);
     mlm_exec_params xp = mlm_exec_default_params();
     xp.max_seq_len = (int32_t)o.max_seq_len;
     xp.n_threads = o.n_threads;
     xp.max_step_tokens = (int32_t)(o.max_seq_len < 2048 ? o.max_seq_len : 2048); /* per step */
-    if (!cli_memory_fits("chat", o.model, &o.prec, &xp)) {
+    if (!tool_memory_fits("chat", o.model, &o.prec, &xp)) {
         free(default_model);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
     chat c;
     mlm_error err = {0};
-    double t0 = cli_now();
+    double t0 = tool_now();
     mlm_status st = chat_init(&c, &o, &xp, &err);
     int tty = isatty(0), rejected = 0;
     if (!st) {
@@ -644,13 +637,13 @@ int cmd_chat(int argc, char **argv) {
                     "loaded in %.2f s\n",
                     o.model, mlm_tokenizer_chat_format(c.tok), mlm_model_profile(c.model),
                     mlm_model_kernels(c.model), o.max_seq_len, c.system ? ", a system message" : "",
-                    cli_now() - t0);
+                    tool_now() - t0);
         if (tty)
             fprintf(stderr, "/help for commands; Ctrl-C stops an answer; Ctrl-D or /exit quits\n");
         if (!catch_sigint()) fprintf(stderr, "meshlm chat: Ctrl-C will not stop answers\n");
         st = loop(&c, tty, &rejected, &err);
     }
-    rc = st ? cli_fail(&err) : rejected ? CLI_RUNTIME : CLI_OK;
+    rc = st ? tool_fail(&err) : rejected ? TOOL_RUNTIME : TOOL_OK;
     chat_deinit(&c);
     free(default_model);
     return rc;

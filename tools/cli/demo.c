@@ -47,7 +47,7 @@ static void help(void) {
         "  --stop-at-eos 0|1          stop a user at an end-of-turn / end-of-text token\n"
         "  --reference FILE.refpt     token-accuracy reference (default DIR/reference.refpt,\n"
         "                             or NAME.refpt beside a model file "
-        "NAME.gguf)\n" CLI_PRECISION_HELP "  --report FILE.json         write the report as JSON\n"
+        "NAME.gguf)\n" TOOL_PRECISION_HELP "  --report FILE.json         write the report as JSON\n"
         "  --expect FILE.json         targets {\"<preset>\": {\"decode_tps_user\": ..}}: exit 1\n"
         "                             listing any metric more than 5%% short\n"
         "  --threads N                threads (default: all cores)\n"
@@ -75,19 +75,19 @@ static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
         for (int k = 0; demo_vision_preset_names[k]; k++)
             snprintf(names + strlen(names), sizeof names - strlen(names), " %s",
                      demo_vision_preset_names[k]);
-        return cli_usage("demo", "unknown preset '%s' (presets:%s)", preset, names);
+        return tool_usage("demo", "unknown preset '%s' (presets:%s)", preset, names);
     }
     c->prefill_chunk = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
         double x, y, z;
-#define VALUE() \
-    if (!(v = cli_value(argc, argv, &i))) return cli_usage("demo", "%s needs a value", a)
-#define INT(lo, hi) \
-    VALUE();        \
-    if (!cli_int("demo", a, v, lo, hi, &ll)) return CLI_USAGE
-        if (cli_is_help(a)) {
+#define VALUE()                                                                                    \
+    if (!(v = tool_value(argc, argv, &i))) return tool_usage("demo", "%s needs a value", a)
+#define INT(lo, hi)                                                                                \
+    VALUE();                                                                                       \
+    if (!tool_int("demo", a, v, lo, hi, &ll)) return TOOL_USAGE
+        if (tool_is_help(a)) {
             help();
             return -1;
         } else if (!strcmp(a, "--preset")) {
@@ -111,7 +111,8 @@ static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
         } else if (!strcmp(a, "--batch-size")) {
             INT(1, 32);
             if (ll & (ll - 1))
-                return cli_usage("demo", "--batch-size must be 1, 2, 4, 8, 16 or 32, got %lld", ll);
+                return tool_usage("demo", "--batch-size must be 1, 2, 4, 8, 16 or 32, got %lld",
+                                  ll);
             c->batch_size = (int32_t)ll;
         } else if (!strcmp(a, "--max-generated-tokens")) {
             INT(1, 1 << 22);
@@ -123,18 +124,20 @@ static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
             VALUE();
             if (parse_pair(v, &x, &y, &z) != 2 || x < 1 || y < 1 || x > 65536 || y > (1 << 24) ||
                 x != floor(x) || y != floor(y))
-                return cli_usage("demo", "--page-params is BLOCK_SIZE,MAX_NUM_BLOCKS (positive "
-                                         "integers), got '%s'",
-                                 v);
+                return tool_usage("demo",
+                                  "--page-params is BLOCK_SIZE,MAX_NUM_BLOCKS (positive "
+                                  "integers), got '%s'",
+                                  v);
             c->block_size = (int32_t)x, c->max_num_blocks = (int32_t)y;
         } else if (!strcmp(a, "--sampling-params")) {
             VALUE();
             int n = parse_pair(v, &x, &y, &z);
             if (n < 2 || x < 0 || x > 100 || y <= 0 || y > 1 || (n == 3 && (z < 0 || z > 1e6)))
-                return cli_usage("demo", "--sampling-params is TEMPERATURE,TOP_P[,TOP_K] with "
-                                         "temperature in [0, 100], top-p in (0, 1], top-k >= 0; "
-                                         "got '%s'",
-                                 v);
+                return tool_usage("demo",
+                                  "--sampling-params is TEMPERATURE,TOP_P[,TOP_K] with "
+                                  "temperature in [0, 100], top-p in (0, 1], top-k >= 0; "
+                                  "got '%s'",
+                                  v);
             c->temperature = (float)x, c->top_p = (float)y, c->top_k = n == 3 ? (int32_t)z : 0;
             c->per_user_sampling = 0;
         } else if (!strcmp(a, "--stop-at-eos")) {
@@ -157,34 +160,34 @@ static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
             c->prefill_chunk = (int32_t)ll;
         } else if (!strcmp(a, "--quiet")) {
             c->quiet = 1;
-        } else if (cli_is_precision_flag(a)) {
+        } else if (tool_is_precision_flag(a)) {
             VALUE();
-            if (!cli_precision_flag("demo", a, v, &c->prec)) return CLI_USAGE;
+            if (!tool_precision_flag("demo", a, v, &c->prec)) return TOOL_USAGE;
         } else {
-            return cli_usage("demo", "unknown argument '%s'", a);
+            return tool_usage("demo", "unknown argument '%s'", a);
         }
 #undef INT
 #undef VALUE
     }
     if (demo_is_vision(c) && !c->instruct)
-        return cli_usage("demo",
-                         "the vision presets use the chat format (Meta's ChatFormat, as "
-                         "the seeds): --instruct 0 is not supported with '%s'",
-                         c->preset);
+        return tool_usage("demo",
+                          "the vision presets use the chat format (Meta's ChatFormat, as "
+                          "the seeds): --instruct 0 is not supported with '%s'",
+                          c->preset);
     if (!c->max_num_blocks) /* the vision presets: what the batch needs, unless --page-params */
         c->max_num_blocks = c->batch_size * ((c->max_seq_len + c->block_size - 1) / c->block_size);
     if ((int64_t)c->block_size * (c->max_num_blocks / c->batch_size) < c->max_seq_len)
-        return cli_usage("demo",
-                         "--page-params %d,%d give each of %d users %d blocks = %lld positions, "
-                         "less than --max-seq-len %d",
-                         c->block_size, c->max_num_blocks, c->batch_size,
-                         c->max_num_blocks / c->batch_size,
-                         (long long)c->block_size * (c->max_num_blocks / c->batch_size),
-                         c->max_seq_len);
+        return tool_usage(
+            "demo",
+            "--page-params %d,%d give each of %d users %d blocks = %lld positions, "
+            "less than --max-seq-len %d",
+            c->block_size, c->max_num_blocks, c->batch_size, c->max_num_blocks / c->batch_size,
+            (long long)c->block_size * (c->max_num_blocks / c->batch_size), c->max_seq_len);
     if (c->max_generated_tokens >= c->max_seq_len)
-        return cli_usage("demo", "--max-generated-tokens %d leaves no room for a prompt in "
-                                 "--max-seq-len %d",
-                         c->max_generated_tokens, c->max_seq_len);
+        return tool_usage("demo",
+                          "--max-generated-tokens %d leaves no room for a prompt in "
+                          "--max-seq-len %d",
+                          c->max_generated_tokens, c->max_seq_len);
     return 0;
 }
 
@@ -195,7 +198,7 @@ static char *model_dir(const demo_config *c) {
     if (env && env[0]) return strdup(env);
     env = getenv("HF_MODEL");
     if (env && env[0]) return strdup(env);
-    return cli_default_model("demo");
+    return tool_default_model("demo");
 }
 
 /* A random disjoint page table per user, as the seeds build it: a permutation of the pool
@@ -282,28 +285,28 @@ static int32_t image_tiles(const demo_config *c, const demo_images *im, int32_t 
     return most * max_tiles;
 }
 
-/* The vision presets' refusal of a model without vision (CFG); CLI_USAGE. */
+/* The vision presets' refusal of a model without vision (CFG); TOOL_USAGE. */
 static int no_vision(const demo_config *c, const char *dir, const mlm_config *cfg) {
-    return cli_usage("demo",
-                     "preset '%s' needs a vision model (Llama 3.2 Vision, "
-                     "MllamaForConditionalGeneration); %s is a %s model without images",
-                     c->preset, dir, mlm_family_name(cfg->family));
+    return tool_usage("demo",
+                      "preset '%s' needs a vision model (Llama 3.2 Vision, "
+                      "MllamaForConditionalGeneration); %s is a %s model without images",
+                      c->preset, dir, mlm_family_name(cfg->family));
 }
 
 int cmd_demo(int argc, char **argv) {
     demo_config c;
     int own_prompts = 0;
     int rc = parse(argc, argv, &c, &own_prompts);
-    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (rc) return rc < 0 ? TOOL_OK : rc;
     int vision = demo_is_vision(&c);
     char *dir = model_dir(&c);
-    if (!dir) return CLI_USAGE;
-    cli_precision_resolve(&c.prec, dir);
+    if (!dir) return TOOL_USAGE;
+    tool_precision_resolve(&c.prec, dir);
     if (!c.prec.dp && c.dp > 1) c.prec.dp = c.dp; /* the preset's lanes, unless --dp says */
     if ((c.token_accuracy || vision) && c.prec.dp > 1) {
         free(dir);
-        return cli_usage("demo", "%s runs one lane: --dp %d has no lanes to fill",
-                         vision ? "a vision preset" : "token accuracy", c.prec.dp);
+        return tool_usage("demo", "%s runs one lane: --dp %d has no lanes to fill",
+                          vision ? "a vision preset" : "token accuracy", c.prec.dp);
     }
     /* prompts, before any model work; a preset's file is in the repository's prompts/ */
     demo_prompt *prompts = NULL;
@@ -311,7 +314,7 @@ int cmd_demo(int argc, char **argv) {
     char *prompt_path = NULL;
     demo_images im = {0};
     if (!c.token_accuracy) {
-        if ((own_prompts && strchr(c.prompts, '/')) || !(prompt_path = cli_repo_path("prompts")))
+        if ((own_prompts && strchr(c.prompts, '/')) || !(prompt_path = tool_repo_path("prompts")))
             prompt_path = strdup(c.prompts);
         else {
             char *full = malloc(strlen(prompt_path) + strlen(c.prompts) + 2);
@@ -333,7 +336,7 @@ int cmd_demo(int argc, char **argv) {
             demo_prompts_free(prompts, n_prompts);
             demo_images_free(&im);
             free(dir), free(prompt_path);
-            return CLI_RUNTIME;
+            return TOOL_RUNTIME;
         }
     }
     mlm_exec_params xp = mlm_exec_default_params();
@@ -360,40 +363,40 @@ int cmd_demo(int argc, char **argv) {
         xp.image_tiles = image_tiles(&c, &im, vcfg.vision.max_tiles);
         xp.max_images = xp.image_tiles > 0;
     }
-    if (!cli_memory_fits("demo", dir, &c.prec, &xp)) {
-        int32_t fit = cli_largest_seq_len(dir, &c.prec, &xp, c.max_seq_len);
+    if (!tool_memory_fits("demo", dir, &c.prec, &xp)) {
+        int32_t fit = tool_largest_seq_len(dir, &c.prec, &xp, c.max_seq_len);
         if (fit > 0)
             fprintf(stderr, "  --max-seq-len %d --page-params %d,%d would fit\n", fit, c.block_size,
                     c.batch_size * (fit / c.block_size));
         demo_prompts_free(prompts, n_prompts);
         demo_images_free(&im);
         free(dir), free(prompt_path);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
-    if (vision && cli_mesh() && cli_mesh()->dp > 1) { /* a mesh preset's lanes (TG) */
-        rc = cli_usage("demo", "a vision preset runs one lane, not %d", cli_mesh()->dp);
+    if (vision && tool_mesh() && tool_mesh()->dp > 1) { /* a mesh preset's lanes (TG) */
+        rc = tool_usage("demo", "a vision preset runs one lane, not %d", tool_mesh()->dp);
         demo_prompts_free(prompts, n_prompts);
         demo_images_free(&im);
         free(dir), free(prompt_path);
         return rc;
     }
-    double t0 = cli_now();
+    double t0 = tool_now();
     mlm_model *m = NULL;
     mlm_tokenizer *tok = NULL;
     mlm_exec *e = NULL;
     mlm_error err = {0};
-    mlm_status st = cli_load_model("demo", dir, &c.prec, c.n_threads, &m, &err);
+    mlm_status st = tool_load_model("demo", dir, &c.prec, c.n_threads, &m, &err);
     /* token accuracy works on ids alone: a model without a tokenizer is fine there */
     if (!st && (!c.token_accuracy || mlm_tokenizer_present(dir)))
         st = mlm_tokenizer_load(dir, &tok, &err);
     demo_metrics mt = {0};
-    mt.load_s = cli_now() - t0;
+    mt.load_s = tool_now() - t0;
     if (st) {
-        rc = cli_fail(&err);
+        rc = tool_fail(&err);
     } else if (c.token_accuracy) {
         double top1 = 0, top5 = 0;
         rc = demo_token_accuracy(&c, dir, m, &top1, &top5);
-        if (rc == CLI_OK) {
+        if (rc == TOOL_OK) {
             struct rusage ru;
             getrusage(RUSAGE_SELF, &ru);
             mt.peak_gb = (double)ru.ru_maxrss * 1024 / 1e9;
@@ -415,10 +418,10 @@ int cmd_demo(int argc, char **argv) {
             /* an image prompt is never clipped: it must leave room for a token */
             for (int i = 0; !st && i < n_prompts; i++)
                 if (prompts[i].ids.n >= c.max_seq_len) {
-                    st = err.status = MLM_ERR_CAPACITY;
-                    snprintf(err.msg, sizeof err.msg,
-                             "demo: dialog %d holds %lld tokens, no room left in --max-seq-len %d",
-                             i, (long long)prompts[i].ids.n, c.max_seq_len);
+                    st = mlm_error_set(&err, MLM_ERR_CAPACITY,
+                                       "demo: dialog %d holds %lld tokens, no room left in "
+                                       "--max-seq-len %d",
+                                       i, (long long)prompts[i].ids.n, c.max_seq_len);
                 }
             xp.image_tiles = image_tiles(&c, &im, cfg->vision.max_tiles);
             xp.max_images = xp.image_tiles > 0;
@@ -440,8 +443,8 @@ int cmd_demo(int argc, char **argv) {
         int32_t ends[16], n_ends = end_of_turn_ids(tok, cfg, ends);
         int32_t n_stops = c.stop_at_eos ? n_ends : 0; /* users stop at the same ids */
         int B = c.batch_size, R = c.repeat_batches;
-        const mlm_mesh *mesh = cli_mesh();
-        int lane = cli_mesh_lane(), dp = mesh ? mesh->dp : 1;
+        const mlm_mesh *mesh = tool_mesh();
+        int lane = tool_mesh_lane(), dp = mesh ? mesh->dp : 1;
         mlm_gen_user *users = calloc((size_t)B, sizeof *users);
         mlm_gen_output *outs = calloc((size_t)(B * R), sizeof *outs);
         int *which = calloc((size_t)(B * R), sizeof *which); /* prompt index of each output */
@@ -476,18 +479,18 @@ int cmd_demo(int argc, char **argv) {
             mlm_gen_stats gs;
             /* a user's table holds max_num_blocks / batch blocks; it uses what max_seq_len needs */
             int32_t need = (c.max_seq_len + c.block_size - 1) / c.block_size;
-            double tg = cli_now();
+            double tg = tool_now();
             st = mlm_exec_generate(e, users, B, perm ? pages : NULL, need < per_user ? need : per_user,
                                    outs + r * B, &gs, &err);
             free(perm);
             if (st) break;
             /* before its prefill generate binds the users' images: their cross-attention K/V */
-            bind_s += cli_now() - tg - gs.prefill_s - gs.first_decode_s - gs.decode_s;
+            bind_s += tool_now() - tg - gs.prefill_s - gs.first_decode_s - gs.decode_s;
             prefill_s += gs.prefill_s, prefill_tokens += gs.prefill_tokens;
             decode_s += gs.decode_s, first_s += gs.first_decode_s;
             decode_tokens += gs.decode_tokens, steps += gs.decode_steps > 0 ? gs.decode_steps - 1 : 0;
         }
-        if (st) rc = cli_fail(&err);
+        if (st) rc = tool_fail(&err);
         /* DP lanes: every lane's outputs to rank 0, which checks and reports them all */
         demo_lane_stats lanes[64] = {{0}};
         if (!rc && dp > 1) {
@@ -501,7 +504,7 @@ int cmd_demo(int argc, char **argv) {
             mlm_sampler_params *sp_all = calloc((size_t)(dp * B * R), sizeof *sp_all);
             if (!all || !which_all || !sp_all || dp > 64 ||
                 !demo_lanes_gather(mesh, outs, B * R, &me, all, lanes))
-                rc = CLI_RUNTIME;
+                rc = TOOL_RUNTIME;
             for (int l = 0; l < dp; l++)
                 for (int r = 0; r < R; r++)
                     for (int u = 0; u < B; u++) {
@@ -525,7 +528,7 @@ int cmd_demo(int argc, char **argv) {
             mt.n_lanes = dp, mt.tp = mesh->tp;
         }
         /* on a mesh rank 0 checks and reports for every lane and rank */
-        int reporter = cli_rank() == 0;
+        int reporter = tool_rank() == 0;
         /* the guard, then determinism: every prompt's outputs identical across repeats */
         for (int i = 0; !rc && reporter && i < B * R; i++) {
             int32_t bad = guard(tok, ends, n_ends, &outs[i]);

@@ -22,7 +22,7 @@ typedef struct demo_config {
     int rotate;            /* ci-eval: prompts shift by one slot per repeat batch */
     int token_accuracy;
     const char *reference; /* .refpt for token accuracy */
-    cli_precision prec;
+    tool_precision prec;
     const char *model;
     const char *report, *expect;
     int n_threads;

@@ -27,8 +27,8 @@ static int32_t *pack(const mlm_gen_output *outs, int n, const demo_lane_stats *s
 
 int demo_lanes_gather(const mlm_mesh *mesh, const mlm_gen_output *outs, int n,
                       const demo_lane_stats *mine, mlm_gen_output *all, demo_lane_stats *stats) {
-    mlm_comm *c = cli_mesh_comm();
-    int size = mlm_comm_size(c), leader = cli_mesh_leader();
+    mlm_comm *c = tool_mesh_comm();
+    int size = mlm_comm_size(c), leader = tool_mesh_leader();
     size_t mine_bytes = 0, *counts = calloc((size_t)size, sizeof *counts);
     int32_t *msg = leader ? pack(outs, n, mine, &mine_bytes) : NULL;
     mlm_error err = {0};
@@ -39,7 +39,7 @@ int demo_lanes_gather(const mlm_mesh *mesh, const mlm_gen_output *outs, int n,
         total += counts[r];
     char *buf = ok ? malloc(total ? total : 1) : NULL;
     ok = ok && buf && !mlm_comm_allgatherv(c, msg, buf, counts, &err);
-    if (ok && cli_rank() == 0) {
+    if (ok && tool_rank() == 0) {
         const char *p = buf;
         for (int r = 0; r < size; r++) {
             if (!counts[r]) continue;

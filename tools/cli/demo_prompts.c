@@ -99,7 +99,7 @@ int demo_prompts_read(const char *file, int instruct, demo_prompt **out, int *n_
             int looks_like_path = !strchr(c, '\n') && strlen(c) < 512 &&
                                   (strchr(c, '/') || strstr(c, ".txt"));
             if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-                context = cli_read_text(path, &clen);
+                context = tool_read_text(path, &clen);
                 if (!context) {
                     ok = 0;
                     break;

@@ -19,7 +19,7 @@ static void shorten(const char *s, int max, char *out, size_t size) {
 
 static void json_str_field(FILE *f, const char *key, const char *v, int comma) {
     fprintf(f, "\"%s\":", key);
-    cli_json_string(f, v ? v : "", v ? strlen(v) : 0);
+    tool_json_string(f, v ? v : "", v ? strlen(v) : 0);
     if (comma) fputc(',', f);
 }
 
@@ -164,14 +164,14 @@ int demo_report_vision(const demo_config *c, const char *model, const mlm_model 
         printf("  determinism             %10d pairs of outputs of one prompt compared, %s\n",
                mt->determinism_checks, strstr(failures, "determinism") ? "SOME DIFFER" : "all identical");
     if (failures[0]) fprintf(stderr, "%s", failures);
-    int rc = failures[0] ? CLI_RUNTIME : CLI_OK;
+    int rc = failures[0] ? TOOL_RUNTIME : TOOL_OK;
     if (c->report) {
         char tmp[1200];
         snprintf(tmp, sizeof tmp, "%s.tmp", c->report);
         FILE *f = fopen(tmp, "w");
         if (!f) {
             perror(tmp);
-            return CLI_RUNTIME;
+            return TOOL_RUNTIME;
         }
         fputc('{', f);
         json_str_field(f, "preset", c->preset, 1);
@@ -241,14 +241,14 @@ int demo_report_vision(const demo_config *c, const char *model, const mlm_model 
         fprintf(f, "}\n");
         if (fclose(f) != 0 || rename(tmp, c->report) != 0) {
             perror(c->report);
-            return CLI_RUNTIME;
+            return TOOL_RUNTIME;
         }
     }
     if (c->expect) {
         int bad = check_expect(c->expect, c, mt, vm, top1, top5);
         if (bad) {
             if (bad > 0) fprintf(stderr, "meshlm demo: %d target(s) of %s not met\n", bad, c->expect);
-            rc = CLI_RUNTIME;
+            rc = TOOL_RUNTIME;
         }
     }
     return rc;

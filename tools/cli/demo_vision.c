@@ -85,11 +85,11 @@ int demo_images_index(char *const *paths, int n_prompts, demo_images *im) {
 mlm_status demo_images_encode(const mlm_model *m, int n_threads, demo_images *im, mlm_error *err) {
     mlm_status st = MLM_OK;
     for (int k = 0; !st && k < im->n; k++) {
-        double t0 = cli_now();
+        double t0 = tool_now();
         st = mlm_image_open(m, im->path[k], &im->img[k], err);
-        double t1 = cli_now();
+        double t1 = tool_now();
         if (!st) st = mlm_image_encode(m, im->img[k], n_threads, err);
-        im->open_s[k] = t1 - t0, im->encode_s[k] = cli_now() - t1;
+        im->open_s[k] = t1 - t0, im->encode_s[k] = tool_now() - t1;
         if (!st) mlm_image_get_info(im->img[k], &im->info[k]);
     }
     return st;

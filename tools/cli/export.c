@@ -46,24 +46,24 @@ int cmd_export(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *dtype = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (cli_is_help(a)) {
+        if (tool_is_help(a)) {
             help();
-            return CLI_OK;
+            return TOOL_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = cli_value(argc, argv, &i)))
-                return cli_usage("export", "%s needs a directory", a);
+            if (!(model = tool_value(argc, argv, &i)))
+                return tool_usage("export", "%s needs a directory", a);
         } else if (!strcmp(a, "--gguf")) {
-            if (!(out = cli_value(argc, argv, &i)))
-                return cli_usage("export", "%s needs a path", a);
+            if (!(out = tool_value(argc, argv, &i)))
+                return tool_usage("export", "%s needs a path", a);
         } else if (!strcmp(a, "--dtype")) {
-            if (!(dtype = cli_value(argc, argv, &i)))
-                return cli_usage("export", "%s needs a value", a);
+            if (!(dtype = tool_value(argc, argv, &i)))
+                return tool_usage("export", "%s needs a value", a);
         } else {
-            return cli_usage("export", "unknown argument '%s'", a);
+            return tool_usage("export", "unknown argument '%s'", a);
         }
     }
-    if (!model) return cli_usage("export", "-m DIR is required");
-    if (!out) return cli_usage("export", "--gguf OUT is required");
+    if (!model) return tool_usage("export", "-m DIR is required");
+    if (!out) return tool_usage("export", "--gguf OUT is required");
     mlm_dtype d;
     if (!strcmp(dtype, "f16"))
         d = MLM_DTYPE_F16;
@@ -74,11 +74,11 @@ int cmd_export(int argc, char **argv) {
     else if (!strcmp(dtype, "auto"))
         d = auto_dtype(model);
     else
-        return cli_usage("export", "--dtype must be auto, f16, bf16 or f32, not '%s'", dtype);
-    double t0 = cli_now();
+        return tool_usage("export", "--dtype must be auto, f16, bf16 or f32, not '%s'", dtype);
+    double t0 = tool_now();
     mlm_error err;
-    if (mlm_export_gguf(model, out, d, &err) != MLM_OK) return cli_fail(&err);
+    if (mlm_export_gguf(model, out, d, &err) != MLM_OK) return tool_fail(&err);
     fprintf(stderr, "meshlm export: wrote %s (%s) in %.1f s\n", out, mlm_dtype_name(d),
-            cli_now() - t0);
-    return CLI_OK;
+            tool_now() - t0);
+    return TOOL_OK;
 }

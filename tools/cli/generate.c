@@ -16,7 +16,7 @@ static void help(void) {
            "[options]\n"
            "\n"
            "Generates text with a Llama 3 or Phi-4 model. Without -m, SmolLM2-135M-Instruct\n"
-           "(" CLI_DEFAULT_GGUF ", fetched by scripts/setup.sh), else the\n"
+           "(" TOOL_DEFAULT_GGUF ", fetched by scripts/setup.sh), else the\n"
            "tiny model embedded in the repository (models/default).\n"
            "\n"
            "  -m, --model PATH         a model folder (config.json or params.json, weights,\n"
@@ -41,7 +41,7 @@ static void help(void) {
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
            "      --seed S             RNG seed for sampling (default 0): same seed, same text\n"
            "      --max-seq-len N      KV capacity in tokens, prompt included (default "
-           "4096)\n" CLI_PRECISION_HELP "      --threads N          threads (default: all cores)\n"
+           "4096)\n" TOOL_PRECISION_HELP "      --threads N          threads (default: all cores)\n"
            "      --prefill-chunk N    prompt tokens per step (default 2048): longer prompts are\n"
            "                           read in chunks, so step memory does not grow with them\n"
            "      --json               print one JSON object (prompt ids, generated ids, text,\n"
@@ -69,7 +69,7 @@ typedef struct gen_opts {
     long long max_new, max_seq_len, prefill_chunk;
     int logprobs; /* -1: off, else the number of top tokens per entry (0..LOGPROBS_MAX) */
     mlm_sampler_params sp;
-    cli_precision prec;
+    tool_precision prec;
 } gen_opts;
 
 static int parse(int argc, char **argv, gen_opts *o) {
@@ -82,9 +82,9 @@ static int parse(int argc, char **argv, gen_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
-#define VALUE() \
-    if (!(v = cli_value(argc, argv, &i))) return cli_usage("generate", "%s needs a value", a)
-        if (cli_is_help(a)) {
+#define VALUE()                                                                                    \
+    if (!(v = tool_value(argc, argv, &i))) return tool_usage("generate", "%s needs a value", a)
+        if (tool_is_help(a)) {
             help();
             return -1;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
@@ -107,8 +107,8 @@ static int parse(int argc, char **argv, gen_opts *o) {
         } else if (!strcmp(a, "--image")) {
             VALUE();
             if (o->n_images == MLM_MAX_IMAGES)
-                return cli_usage("generate", "--image: at most %d images (MLM_MAX_IMAGES)",
-                                 MLM_MAX_IMAGES);
+                return tool_usage("generate", "--image: at most %d images (MLM_MAX_IMAGES)",
+                                  MLM_MAX_IMAGES);
             o->images[o->n_images++] = v;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
@@ -116,39 +116,39 @@ static int parse(int argc, char **argv, gen_opts *o) {
             o->ignore_eos = 1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
             VALUE();
-            if (!cli_int("generate", a, v, 0, 1 << 24, &o->max_new)) return CLI_USAGE;
+            if (!tool_int("generate", a, v, 0, 1 << 24, &o->max_new)) return TOOL_USAGE;
         } else if (!strcmp(a, "--max-seq-len")) {
             VALUE();
-            if (!cli_int("generate", a, v, 1, 1 << 24, &o->max_seq_len)) return CLI_USAGE;
+            if (!tool_int("generate", a, v, 1, 1 << 24, &o->max_seq_len)) return TOOL_USAGE;
         } else if (!strcmp(a, "--threads")) {
             VALUE();
-            if (!cli_int("generate", a, v, 1, 1024, &ll)) return CLI_USAGE;
+            if (!tool_int("generate", a, v, 1, 1024, &ll)) return TOOL_USAGE;
             o->n_threads = (int)ll;
         } else if (!strcmp(a, "--logprobs")) {
             VALUE();
-            if (!cli_int("generate", a, v, 0, LOGPROBS_MAX, &ll)) return CLI_USAGE;
+            if (!tool_int("generate", a, v, 0, LOGPROBS_MAX, &ll)) return TOOL_USAGE;
             o->logprobs = (int)ll;
         } else if (!strcmp(a, "--prefill-chunk")) {
             VALUE();
-            if (!cli_int("generate", a, v, 1, 1 << 20, &o->prefill_chunk)) return CLI_USAGE;
-        } else if (cli_is_sampling_flag(a)) {
+            if (!tool_int("generate", a, v, 1, 1 << 20, &o->prefill_chunk)) return TOOL_USAGE;
+        } else if (tool_is_sampling_flag(a)) {
             VALUE();
-            if (!cli_sampling_flag("generate", a, v, &o->sp)) return CLI_USAGE;
-        } else if (cli_is_precision_flag(a)) {
+            if (!tool_sampling_flag("generate", a, v, &o->sp)) return TOOL_USAGE;
+        } else if (tool_is_precision_flag(a)) {
             VALUE();
-            if (!cli_precision_flag("generate", a, v, &o->prec)) return CLI_USAGE;
+            if (!tool_precision_flag("generate", a, v, &o->prec)) return TOOL_USAGE;
         } else {
-            return cli_usage("generate", "unknown argument '%s'", a);
+            return tool_usage("generate", "unknown argument '%s'", a);
         }
 #undef VALUE
     }
     int sources = !!o->prompt + !!o->prompt_file + !!o->prompt_ids;
     if (sources != 1)
-        return cli_usage("generate", "give exactly one of -p, --prompt-file, --prompt-ids");
+        return tool_usage("generate", "give exactly one of -p, --prompt-file, --prompt-ids");
     if (o->prompt_ids && o->instruct)
-        return cli_usage("generate", "--instruct needs a text prompt, not --prompt-ids");
-    if (o->system && !o->instruct) return cli_usage("generate", "--system needs --instruct");
-    if (o->logprobs >= 0 && !o->json) return cli_usage("generate", "--logprobs needs --json");
+        return tool_usage("generate", "--instruct needs a text prompt, not --prompt-ids");
+    if (o->system && !o->instruct) return tool_usage("generate", "--system needs --instruct");
+    if (o->logprobs >= 0 && !o->json) return tool_usage("generate", "--logprobs needs --json");
     return 0;
 }
 
@@ -171,20 +171,6 @@ static int parse_ids(const char *s, mlm_tokens *ids, int32_t n_vocab, int32_t im
     return ids->n > 0;
 }
 
-/* The config's stop ids; with --instruct also the chat format's end-of-turn tokens (a base
- * model's config names only its end of text; ChatML also ends an answer at <|im_start|>). */
-static int is_stop(const mlm_config *c, const mlm_tokenizer *tok, int instruct, int32_t id) {
-    for (int i = 0; i < c->n_stop_ids; i++)
-        if (c->stop_ids[i] == id) return 1;
-    if (instruct && tok) {
-        int32_t ids[8];
-        int32_t n = mlm_tokenizer_chat_stop_ids(tok, ids, 8);
-        for (int32_t i = 0; i < n; i++)
-            if (ids[i] == id) return 1;
-    }
-    return 0;
-}
-
 // ---- logprobs ----
 
 /* One generated token's log-probability and the N most likely tokens at that step. */
@@ -200,9 +186,8 @@ typedef struct lp_list {
     int64_t n, cap;
 } lp_list;
 
-/* Appends the entry for ID chosen from LOGITS (N_VOCAB raw logits) with the N_TOP best
- * (mlm_logprobs). */
-static mlm_status lp_push(lp_list *l, const float *logits, int32_t n_vocab, int32_t id, int n_top) {
+/* Appends the entry of the scheduler's event EV (its token, logprob and top N_TOP). */
+static mlm_status lp_push(lp_list *l, const mlm_sched_event *ev, int n_top) {
     if (l->n == l->cap) {
         int64_t cap = l->cap ? l->cap * 2 : 64;
         lp_entry *e = realloc(l->e, (size_t)cap * sizeof *e);
@@ -211,8 +196,12 @@ static mlm_status lp_push(lp_list *l, const float *logits, int32_t n_vocab, int3
         l->cap = cap;
     }
     lp_entry *e = &l->e[l->n++];
-    e->id = id;
-    mlm_logprobs(logits, n_vocab, id, n_top, &e->logprob, e->top_id, e->top_lp);
+    e->id = ev->token;
+    e->logprob = ev->logprob;
+    for (int i = 0; i < n_top; i++) {
+        e->top_id[i] = i < ev->n_top ? ev->top_ids[i] : -1;
+        e->top_lp[i] = i < ev->n_top ? ev->top_logprobs[i] : -INFINITY;
+    }
     return MLM_OK;
 }
 
@@ -280,13 +269,6 @@ static int image_parts(const char *text, size_t len, int n_images, int32_t image
     return n;
 }
 
-/* Sets ERR to ST with MSG; returns ST. */
-static mlm_status set_err(mlm_error *err, mlm_status st, const char *msg) {
-    err->status = st;
-    snprintf(err->msg, sizeof err->msg, "%s", msg);
-    return st;
-}
-
 /* The prompt of a vision model: the text's parts in the chat format (--instruct) or plain, as
  * transformers' MllamaProcessor builds it: leading images, <|begin_of_text|>, then the text
  * pieces (each encoded on its own) and the images between them. */
@@ -295,7 +277,7 @@ static mlm_status vision_prompt(const gen_opts *o, const mlm_tokenizer *tok, int
     mlm_chat_part *parts = NULL;
     char *buf = NULL;
     int leading = 0, n = image_parts(text, len, o->n_images, image, &parts, &buf, &leading);
-    mlm_status st = n < 0 ? set_err(err, MLM_ERR_NOMEM, "generate: out of memory") : MLM_OK;
+    mlm_status st = n < 0 ? mlm_error_set(err, MLM_ERR_NOMEM, "generate: out of memory") : MLM_OK;
     if (!st && o->instruct) {
         mlm_chat_part sys = {o->system, 0};
         mlm_chat_parts msgs[2] = {{"system", &sys, 1}, {"user", parts, n}};
@@ -311,57 +293,70 @@ static mlm_status vision_prompt(const gen_opts *o, const mlm_tokenizer *tok, int
             st = parts[i].text ? mlm_tokenizer_encode(tok, parts[i].text, strlen(parts[i].text),
                                                       &ep, out, err)
                                : mlm_tokens_push(out, image);
-        if (st == MLM_ERR_NOMEM) set_err(err, st, "generate: out of memory");
+        if (st == MLM_ERR_NOMEM) mlm_error_set(err, st, "generate: out of memory");
     }
     free(parts);
     free(buf);
     return st;
 }
 
-/* Opens and encodes the --image files for M, binds them at the image tokens of PROMPT on
- * sequence 0 of EXEC; *VISION_S gets the encoder's time. */
-static mlm_status bind_images(const gen_opts *o, const mlm_model *m, mlm_exec *exec,
-                              const mlm_tokens *prompt, double *vision_s, mlm_error *err) {
-    mlm_image *imgs[MLM_MAX_IMAGES] = {0};
-    int32_t pos[MLM_MAX_IMAGES], n = 0, image = mlm_model_image_token(m);
-    for (int64_t i = 0; i < prompt->n; i++)
-        if (prompt->ids[i] == image && n < MLM_MAX_IMAGES) pos[n++] = (int32_t)i;
+/* Opens and encodes the --image files for M into IMGS (o->n_images, the caller frees them),
+ * after checking that PROMPT holds as many image tokens; *VISION_S gets the encoder's time. */
+static mlm_status open_images(const gen_opts *o, const mlm_model *m, const mlm_tokens *prompt,
+                              mlm_image **imgs, double *vision_s, mlm_error *err) {
+    int32_t n = 0, image = mlm_model_image_token(m);
+    for (int64_t i = 0; i < prompt->n; i++) n += prompt->ids[i] == image;
+    if (n != o->n_images)
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "generate: the prompt holds %d image tokens (id %d), --image gave %d "
+                             "images",
+                             n, image, o->n_images);
+    double t0 = tool_now();
     mlm_status st = MLM_OK;
-    if (n != o->n_images) {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "generate: the prompt holds %d image tokens (id %d), --image gave %d images", n,
-                 image, o->n_images);
-        st = set_err(err, MLM_ERR_INVALID_ARG, msg);
-    }
-    double t0 = cli_now();
     for (int i = 0; i < o->n_images && !st; i++) {
         st = mlm_image_open(m, o->images[i], &imgs[i], err);
         if (!st) st = mlm_image_encode(m, imgs[i], o->n_threads, err);
     }
-    *vision_s = cli_now() - t0;
-    if (!st && n) st = mlm_exec_seq_set_images(exec, 0, imgs, pos, n, err);
-    for (int i = 0; i < o->n_images; i++)
-        mlm_image_free(imgs[i]);
+    *vision_s = tool_now() - t0;
     return st;
 }
 
 // ---- generation ----
 
+/* Everything one run holds; gen_free releases it all, whatever state it is in. */
 typedef struct gen_state {
     mlm_model *model;
     mlm_tokenizer *tok;
-    mlm_exec *exec;
-    mlm_sampler sampler;
+    mlm_sched *sched;
     mlm_tokens prompt, out;
-    float *logits;
+    mlm_image *imgs[MLM_MAX_IMAGES];
     lp_list lp; /* with --logprobs */
     char *text; /* generated text for --json */
     size_t text_len, text_cap;
+    char *default_model;
+    /* the run, filled by on_event */
+    const gen_opts *o;
+    mlm_detok dt;
+    mlm_finish finish;
+    mlm_status st;  /* a failure inside the callback (out of memory) */
+    mlm_error *err;
+    double t_first; /* when the first token (or the stop id) came */
 } gen_state;
 
-static void emit(gen_state *g, const gen_opts *o, const char *buf, size_t n) {
-    if (!o->json) {
+static void gen_free(gen_state *g) {
+    free(g->lp.e);
+    free(g->text);
+    mlm_sched_free(g->sched);
+    for (int i = 0; i < MLM_MAX_IMAGES; i++) mlm_image_free(g->imgs[i]);
+    mlm_tokens_deinit(&g->prompt);
+    mlm_tokens_deinit(&g->out);
+    mlm_tokenizer_free(g->tok);
+    mlm_model_free(g->model);
+    free(g->default_model);
+}
+
+static void emit(gen_state *g, const char *buf, size_t n) {
+    if (!g->o->json) {
         fwrite(buf, 1, n, stdout);
         fflush(stdout);
         return;
@@ -377,220 +372,266 @@ static void emit(gen_state *g, const gen_opts *o, const char *buf, size_t n) {
     g->text_len += n;
 }
 
-/* Prefill the prompt in steps of at most STEP tokens, the last asking for logits. */
-static mlm_status prefill(gen_state *g, int32_t step, mlm_error *err) {
-    int32_t *pos = malloc((size_t)step * sizeof *pos), *seq = calloc((size_t)step, sizeof *seq);
-    int8_t *want = calloc((size_t)step, 1);
-    mlm_status st = pos && seq && want ? MLM_OK : MLM_ERR_NOMEM;
-    for (int64_t i = 0; st == MLM_OK && i < g->prompt.n; i += step) {
-        int32_t n = (int32_t)(g->prompt.n - i < step ? g->prompt.n - i : step);
-        for (int32_t j = 0; j < n; j++) pos[j] = (int32_t)i + j;
-        want[n - 1] = i + n == g->prompt.n;
-        mlm_batch b = {.n = n, .tokens = g->prompt.ids + i, .seq = seq, .pos = pos, .logits = want};
-        st = mlm_exec_step(g->exec, &b, g->logits, err);
-        want[n - 1] = 0;
+/* The scheduler's events for the one request: stream the text, keep ids and logprobs. */
+static int on_event(void *user, const mlm_sched_event *ev) {
+    gen_state *g = user;
+    if (ev->token >= 0) {
+        if (!g->out.n && !g->t_first) g->t_first = tool_now();
+        if (g->o->logprobs >= 0 && lp_push(&g->lp, ev, g->o->logprobs) != MLM_OK) {
+            g->st = mlm_error_set(g->err, MLM_ERR_NOMEM, "out of memory for --logprobs");
+            return 1;
+        }
+        if (!ev->is_stop_id) {
+            if (mlm_tokens_push(&g->out, ev->token) != MLM_OK) {
+                g->st = mlm_error_set(g->err, MLM_ERR_NOMEM, "generate: out of memory");
+                return 1;
+            }
+            char buf[1024];
+            size_t n = 0;
+            if (!g->tok)
+                n = (size_t)snprintf(buf, sizeof buf, "%s%d", g->out.n > 1 ? " " : "", ev->token);
+            else if (mlm_detok_push(&g->dt, g->tok, ev->token, buf, sizeof buf, &n, g->err))
+                n = 0;
+            emit(g, buf, n);
+        }
     }
-    free(pos);
-    free(seq);
-    free(want);
-    return st;
+    if (ev->finish) {
+        g->finish = ev->finish;
+        if (ev->finish == MLM_FINISH_ERROR && !g->st)
+            g->st = mlm_error_set(g->err, MLM_ERR_INTERNAL, "%s", ev->error ? ev->error : "step failed");
+    }
+    return 0;
+}
+
+/* The stop ids: the config's; with --instruct also the chat format's end-of-turn tokens (a
+ * base model's config names only its end of text; ChatML also ends an answer at
+ * <|im_start|>). None with --ignore-eos. Returns the count. */
+static int32_t stop_ids(const gen_state *g, int32_t *ids, int32_t cap) {
+    const mlm_config *c = mlm_model_config(g->model);
+    int32_t n = 0;
+    if (g->o->ignore_eos) return 0;
+    for (int i = 0; i < c->n_stop_ids && n < cap; i++) ids[n++] = c->stop_ids[i];
+    if (g->o->instruct && g->tok) n += mlm_tokenizer_chat_stop_ids(g->tok, ids + n, cap - n);
+    return n;
+}
+
+/* The scheduler for one request: one sequence, prompts read --prefill-chunk tokens a step. */
+static mlm_sched_params sched_params(const gen_opts *o) {
+    mlm_sched_params sp = mlm_sched_default_params();
+    sp.max_batch = 1;
+    sp.max_queue = 1;
+    sp.max_seq_len = (int32_t)(o->max_seq_len > 2 ? o->max_seq_len : 2); /* the prompt check
+                                                                          names a shorter one */
+    sp.block_size = 64;
+    sp.prefill_chunk = (int32_t)(o->prefill_chunk < o->max_seq_len ? o->prefill_chunk : o->max_seq_len);
+    sp.prefix_cache = 0; /* one request: nothing to share */
+    sp.n_threads = o->n_threads;
+    sp.max_images = o->n_images;
+    sp.image_tiles = 0;
+    sp.lead = tool_mesh() && tool_mesh()->tp > 1;
+    return sp;
+}
+
+/* The prompt's tokens, from --prompt-ids, or the text (plain, --instruct, or with images).
+ * TOOL_USAGE / TOOL_RUNTIME after a message, or 0 with *ST the status. */
+static int encode_prompt(gen_state *g, mlm_status *st, mlm_error *err) {
+    const gen_opts *o = g->o;
+    const mlm_config *cfg = mlm_model_config(g->model);
+    int32_t image = mlm_model_image_token(g->model);
+    if (o->n_images && image < 0) {
+        fprintf(stderr, "meshlm generate: --image: the model (%s) takes no images\n",
+                mlm_family_name(cfg->family));
+        return TOOL_USAGE;
+    }
+    if (o->prompt_ids) return parse_ids(o->prompt_ids, &g->prompt, cfg->n_vocab, image) ? 0 : TOOL_USAGE;
+    size_t len = 0;
+    char *owned = NULL;
+    const char *text = o->prompt;
+    if (o->prompt_file) {
+        if (!(owned = tool_read_text(o->prompt_file, &len))) return TOOL_RUNTIME;
+        text = owned;
+    } else {
+        len = strlen(text);
+    }
+    if (image >= 0) {
+        *st = vision_prompt(o, g->tok, image, text, len, &g->prompt, err);
+    } else if (o->instruct) {
+        char *content = malloc(len + 1);
+        if (content) {
+            memcpy(content, text, len);
+            content[len] = 0;
+            mlm_chat_message msgs[2] = {{"system", o->system}, {"user", content}};
+            *st = mlm_tokenizer_encode_chat(g->tok, o->system ? msgs : msgs + 1, o->system ? 2 : 1,
+                                            1, &g->prompt, err);
+            free(content);
+        } else {
+            *st = mlm_error_set(err, MLM_ERR_NOMEM, "generate: out of memory");
+        }
+    } else {
+        mlm_encode_params ep = mlm_encode_default_params();
+        ep.add_bos = mlm_tokenizer_bos_id(g->tok) >= 0;
+        *st = mlm_tokenizer_encode(g->tok, text, len, &ep, &g->prompt, err);
+    }
+    free(owned);
+    return 0;
+}
+
+/* Submits the prompt as one request and steps the scheduler until it ends. */
+static mlm_status run(gen_state *g, int32_t max_new, mlm_error *err) {
+    int32_t stops[16];
+    mlm_request_params q = mlm_request_default_params();
+    q.prompt = g->prompt.ids;
+    q.n_prompt = (int32_t)g->prompt.n;
+    q.max_new_tokens = max_new;
+    q.sampling = g->o->sp;
+    q.stop_ids = stops;
+    q.n_stop_ids = stop_ids(g, stops, 16);
+    q.logprobs = g->o->logprobs;
+    q.images = g->imgs;
+    q.n_images = g->o->n_images;
+    q.on_event = on_event;
+    q.user = g;
+    g->err = err;
+    mlm_detok_init(&g->dt);
+    uint64_t id;
+    mlm_status st = mlm_sched_submit(g->sched, &q, &id, err);
+    while (!st && !g->finish) {
+        int did = 0;
+        st = mlm_sched_step(g->sched, &did, err);
+    }
+    if (g->tok) {
+        char buf[1024];
+        emit(g, buf, mlm_detok_flush(&g->dt, buf, sizeof buf));
+    }
+    return st ? st : g->st;
+}
+
+/* The stats line (stderr), or the whole result as one JSON object (stdout). */
+static void report(const gen_state *g, const char *stop_reason, double load_s, double ttft_ms,
+                   double tps, double vision_s) {
+    const gen_opts *o = g->o;
+    char vision[96] = "", vision_json[96] = "";
+    if (o->n_images) {
+        snprintf(vision, sizeof vision, " | %d images, vision encoder %.1f ms", o->n_images,
+                 vision_s * 1e3);
+        snprintf(vision_json, sizeof vision_json, ",\"images\":%d,\"vision_ms\":%.1f", o->n_images,
+                 vision_s * 1e3);
+    }
+    const char *cache = !mlm_model_cache_path(g->model)[0] ? "none"
+                        : mlm_model_cache_built(g->model) ? "built"
+                                                          : "mapped";
+    /* on a mesh: this rank's time in the all-reduces and logit gathers per token */
+    char mesh[160] = "", mesh_json[320] = "";
+    if (tool_mesh() && tool_mesh()->tp > 1) {
+        mlm_comm_stats cs;
+        mlm_comm_get_stats(tool_mesh_tp(), &cs);
+        int64_t toks = g->prompt.n + g->out.n;
+        double per = toks > 0 ? (cs.allreduce_s + cs.gather_s) / (double)toks * 1e3 : 0;
+        snprintf(mesh, sizeof mesh, " | TP %d: collectives %.3f ms/token", tool_mesh()->tp, per);
+        snprintf(mesh_json, sizeof mesh_json,
+                 ",\"tp\":%d,\"allreduce_calls\":%lld,\"allreduce_bytes\":%lld,"
+                 "\"allreduce_s\":%.6f,\"gather_calls\":%lld,\"gather_bytes\":%lld,"
+                 "\"gather_s\":%.6f",
+                 tool_mesh()->tp, (long long)cs.allreduce_calls, (long long)cs.allreduce_bytes,
+                 cs.allreduce_s, (long long)cs.gather_calls, (long long)cs.gather_bytes,
+                 cs.gather_s);
+    }
+    if (!o->json) {
+        printf("\n");
+        fflush(stdout); /* the text ends before the stats line, also when both are piped */
+        fprintf(stderr,
+                "[load %.2f s (cache: %s)%s | prompt %lld tokens | TTFT %.1f ms | %lld "
+                "tokens, decode %.2f tok/s | %s, %s, stop: %s%s]\n",
+                load_s, cache, vision, (long long)g->prompt.n, ttft_ms, (long long)g->out.n, tps,
+                mlm_model_kernels(g->model), mlm_model_profile(g->model), stop_reason, mesh);
+        return;
+    }
+    printf("{\"prompt_ids\":[");
+    for (int64_t i = 0; i < g->prompt.n; i++) printf("%s%d", i ? "," : "", g->prompt.ids[i]);
+    printf("],\"generated_ids\":[");
+    for (int64_t i = 0; i < g->out.n; i++) printf("%s%d", i ? "," : "", g->out.ids[i]);
+    printf("],\"text\":");
+    tool_json_string(stdout, g->text ? g->text : "", g->text_len);
+    if (o->logprobs >= 0) lp_print_list(&g->lp, o->logprobs);
+    printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
+           "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
+           "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"%s%s}}\n",
+           stop_reason, load_s, (long long)g->prompt.n, (long long)g->out.n, ttft_ms, tps,
+           mlm_model_kernels(g->model), mlm_model_profile(g->model), cache, mesh_json,
+           vision_json);
+}
+
+/* Steps, each of which may end the run: the model and tokenizer, then (on a mesh's other
+ * ranks: following rank 0's steps instead) the scheduler, the prompt, the images, the
+ * request, the report. */
+static int generate(gen_state *g) {
+    const gen_opts *o = g->o;
+    mlm_error err = {0};
+    double t0 = tool_now();
+    mlm_status st = tool_load_model("generate", o->model, &o->prec, o->n_threads, &g->model, &err);
+    mlm_sched_params sp = sched_params(o); /* after loading: the mesh is joined then */
+    /* a mesh's other ranks hold their shards and follow rank 0's steps */
+    if (!st && sp.lead && tool_rank() > 0) {
+        sp.lead = 0;
+        if (!(st = mlm_sched_create(g->model, &sp, &g->sched, &err)))
+            st = mlm_sched_follow(g->sched, &err);
+        return st ? tool_fail(&err) : TOOL_OK;
+    }
+    if (!st) st = mlm_sched_create(g->model, &sp, &g->sched, &err);
+    /* Raw ids need no tokenizer: without one, the output is ids too. */
+    if (!st && (!o->prompt_ids || mlm_tokenizer_present(o->model)))
+        st = mlm_tokenizer_load(o->model, &g->tok, &err);
+    int rc = st ? 0 : encode_prompt(g, &st, &err);
+    if (!st && !rc && g->prompt.n >= o->max_seq_len) {
+        fprintf(stderr,
+                "meshlm generate: the prompt has %lld tokens, but --max-seq-len is %lld (it "
+                "must hold the prompt and at least one new token)\n",
+                (long long)g->prompt.n, o->max_seq_len);
+        rc = TOOL_RUNTIME;
+    }
+    double vision_s = 0;
+    if (!st && !rc && o->n_images) st = open_images(o, g->model, &g->prompt, g->imgs, &vision_s, &err);
+    if (st || rc) return rc ? rc : tool_fail(&err);
+    /* generation runs to --max-new-tokens or to the end of the context, whichever is first */
+    int64_t room = o->max_seq_len - g->prompt.n;
+    int32_t max_new = (int32_t)(o->max_new < room ? o->max_new : room);
+    double t_load = tool_now();
+    g->t_first = 0;
+    if (max_new > 0 && (st = run(g, max_new, &err))) return tool_fail(&err);
+    double t_end = tool_now(), t_first = g->t_first ? g->t_first : t_load;
+    const char *stop_reason = g->finish == MLM_FINISH_STOP                ? "stop"
+                              : max_new < o->max_new && g->out.n == max_new ? "max_seq_len"
+                                                                          : "length";
+    double dec_s = t_end - t_first;
+    double tps = g->out.n > 1 && dec_s > 0 ? (double)(g->out.n - 1) / dec_s : 0;
+    report(g, stop_reason, t_load - t0 - vision_s, (t_first - t_load + vision_s) * 1e3, tps,
+           vision_s);
+    return TOOL_OK;
 }
 
 int cmd_generate(int argc, char **argv) {
     gen_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc < 0 ? CLI_OK : rc;
-    char *default_model = NULL;
-    if (!o.model) {
-        if (!(default_model = cli_default_model("generate"))) return CLI_USAGE;
-        o.model = default_model;
-    }
-    cli_precision_resolve(&o.prec, o.model);
-    if (o.prec.dp > 1)
-        return cli_usage("generate",
-                         "--dp %d: generate runs one user; data-parallel lanes serve "
-                         "several (meshlm demo)",
-                         o.prec.dp);
-    mlm_exec_params xp = mlm_exec_default_params();
-    xp.max_seq_len = (int32_t)o.max_seq_len;
-    xp.n_threads = o.n_threads;
-    xp.max_step_tokens = (int32_t)(o.prefill_chunk < o.max_seq_len ? o.prefill_chunk : o.max_seq_len);
-    xp.max_images = o.n_images;
-    if (!cli_memory_fits("generate", o.model, &o.prec, &xp)) {
-        free(default_model);
-        return CLI_RUNTIME;
-    }
+    if (rc) return rc < 0 ? TOOL_OK : rc;
     gen_state g;
     memset(&g, 0, sizeof g);
+    g.o = &o;
     mlm_tokens_init(&g.prompt);
     mlm_tokens_init(&g.out);
-    mlm_error err = {0};
-    double t0 = cli_now();
-    mlm_status st = cli_load_model("generate", o.model, &o.prec, o.n_threads, &g.model, &err);
-    /* Raw ids need no tokenizer: without one, the output is ids too. */
-    if (!st && (!o.prompt_ids || mlm_tokenizer_present(o.model)))
-        st = mlm_tokenizer_load(o.model, &g.tok, &err);
-    rc = CLI_OK;
-    const mlm_config *cfg = st ? NULL : mlm_model_config(g.model);
-    /* the prompt's tokens */
-    int32_t image = st ? -1 : mlm_model_image_token(g.model);
-    if (!st && o.n_images && image < 0) {
-        fprintf(stderr, "meshlm generate: --image: the model (%s) takes no images\n",
-                mlm_family_name(cfg->family));
-        rc = CLI_USAGE;
-    } else if (!st && o.prompt_ids) {
-        if (!parse_ids(o.prompt_ids, &g.prompt, cfg->n_vocab, image)) rc = CLI_USAGE;
-    } else if (!st) {
-        size_t len = 0;
-        char *owned = NULL;
-        const char *text = o.prompt;
-        if (o.prompt_file) {
-            if (!(owned = cli_read_text(o.prompt_file, &len))) rc = CLI_RUNTIME;
-            text = owned;
-        } else {
-            len = strlen(text);
-        }
-        if (!rc && image >= 0) {
-            st = vision_prompt(&o, g.tok, image, text, len, &g.prompt, &err);
-        } else if (!rc && o.instruct) {
-            char *content = malloc(len + 1);
-            if (content) {
-                memcpy(content, text, len);
-                content[len] = 0;
-                mlm_chat_message msgs[2] = {{"system", o.system}, {"user", content}};
-                st = mlm_tokenizer_encode_chat(g.tok, o.system ? msgs : msgs + 1, o.system ? 2 : 1,
-                                               1, &g.prompt, &err);
-                free(content);
-            } else {
-                st = MLM_ERR_NOMEM;
-            }
-        } else if (!rc) {
-            mlm_encode_params ep = mlm_encode_default_params();
-            ep.add_bos = mlm_tokenizer_bos_id(g.tok) >= 0;
-            st = mlm_tokenizer_encode(g.tok, text, len, &ep, &g.prompt, &err);
-        }
-        free(owned);
-    }
-    if (!st && !rc && g.prompt.n >= o.max_seq_len) {
-        fprintf(stderr,
-                "meshlm generate: the prompt has %lld tokens, but --max-seq-len is %lld (it "
-                "must hold the prompt and at least one new token)\n",
-                (long long)g.prompt.n, o.max_seq_len);
-        rc = CLI_RUNTIME;
-    }
-    if (!st && !rc) {
-        st = mlm_exec_create(g.model, &xp, &g.exec, &err);
-        if (!st) st = mlm_sampler_init(&g.sampler, &o.sp, cfg->n_vocab, &err);
-        g.logits = st ? NULL : malloc((size_t)cfg->n_vocab * sizeof *g.logits);
-        if (!st && !g.logits) {
-            st = err.status = MLM_ERR_NOMEM;
-            snprintf(err.msg, sizeof err.msg, "out of memory");
-        }
-    }
-    double vision_s = 0;
-    if (!st && !rc && image >= 0) st = bind_images(&o, g.model, g.exec, &g.prompt, &vision_s, &err);
-    double t_load = cli_now(), t_first = t_load, t_end = t_load;
-    const char *stop_reason = "length";
-    if (!st && !rc) {
-        st = prefill(&g, xp.max_step_tokens, &err); /* --prefill-chunk tokens a step */
-        mlm_detok dt;
-        mlm_detok_init(&dt);
-        char buf[1024];
-        for (int64_t i = 0; !st && i < o.max_new; i++) {
-            int32_t id = mlm_sampler_sample(&g.sampler, g.logits);
-            if (i == 0) t_first = cli_now();
-            if (o.logprobs >= 0 &&
-                (st = lp_push(&g.lp, g.logits, cfg->n_vocab, id, o.logprobs)) != MLM_OK) {
-                err.status = st;
-                snprintf(err.msg, sizeof err.msg, "out of memory for --logprobs");
-                break;
-            }
-            if (!o.ignore_eos && is_stop(cfg, g.tok, o.instruct, id)) {
-                stop_reason = "stop";
-                break;
-            }
-            mlm_tokens_push(&g.out, id);
-            size_t n = 0;
-            if (!g.tok) n = (size_t)snprintf(buf, sizeof buf, "%s%d", i ? " " : "", id);
-            else if (mlm_detok_push(&dt, g.tok, id, buf, sizeof buf, &n, &err) != MLM_OK) n = 0;
-            emit(&g, &o, buf, n);
-            int32_t pos = (int32_t)(g.prompt.n + i), seq = 0;
-            if (i + 1 == o.max_new) break;
-            if (pos + 1 >= o.max_seq_len) {
-                stop_reason = "max_seq_len";
-                break;
-            }
-            int8_t want = 1;
-            mlm_batch b = {.n = 1, .tokens = &id, .seq = &seq, .pos = &pos, .logits = &want};
-            st = mlm_exec_step(g.exec, &b, g.logits, &err);
-        }
-        if (g.tok) emit(&g, &o, buf, mlm_detok_flush(&dt, buf, sizeof buf));
-        t_end = cli_now();
-    }
-    if (st && !rc) rc = cli_fail(&err);
-    if (!rc) {
-        double load_s = t_load - t0 - vision_s, ttft_ms = (t_first - t_load + vision_s) * 1e3;
-        char vision[96] = "", vision_json[96] = "";
-        if (o.n_images) {
-            snprintf(vision, sizeof vision, " | %d images, vision encoder %.1f ms", o.n_images,
-                     vision_s * 1e3);
-            snprintf(vision_json, sizeof vision_json, ",\"images\":%d,\"vision_ms\":%.1f",
-                     o.n_images, vision_s * 1e3);
-        }
-        const char *cache = !mlm_model_cache_path(g.model)[0] ? "none"
-                            : mlm_model_cache_built(g.model) ? "built"
-                                                             : "mapped";
-        double dec_s = t_end - t_first;
-        double tps = g.out.n > 1 && dec_s > 0 ? (double)(g.out.n - 1) / dec_s : 0;
-        /* on a mesh: this rank's time in the all-reduces and logit gathers per token */
-        char mesh[160] = "", mesh_json[320] = "";
-        if (cli_mesh() && cli_mesh()->tp > 1) {
-            mlm_comm_stats cs;
-            mlm_comm_get_stats(cli_mesh_tp(), &cs);
-            int64_t toks = g.prompt.n + g.out.n;
-            double per = toks > 0 ? (cs.allreduce_s + cs.gather_s) / (double)toks * 1e3 : 0;
-            snprintf(mesh, sizeof mesh, " | TP %d: collectives %.3f ms/token", cli_mesh()->tp, per);
-            snprintf(mesh_json, sizeof mesh_json,
-                     ",\"tp\":%d,\"allreduce_calls\":%lld,\"allreduce_bytes\":%lld,"
-                     "\"allreduce_s\":%.6f,\"gather_calls\":%lld,\"gather_bytes\":%lld,"
-                     "\"gather_s\":%.6f",
-                     cli_mesh()->tp, (long long)cs.allreduce_calls, (long long)cs.allreduce_bytes,
-                     cs.allreduce_s, (long long)cs.gather_calls, (long long)cs.gather_bytes,
-                     cs.gather_s);
-        }
-        if (o.json) {
-            printf("{\"prompt_ids\":[");
-            for (int64_t i = 0; i < g.prompt.n; i++) printf("%s%d", i ? "," : "", g.prompt.ids[i]);
-            printf("],\"generated_ids\":[");
-            for (int64_t i = 0; i < g.out.n; i++) printf("%s%d", i ? "," : "", g.out.ids[i]);
-            printf("],\"text\":");
-            cli_json_string(stdout, g.text ? g.text : "", g.text_len);
-            if (o.logprobs >= 0) lp_print_list(&g.lp, o.logprobs);
-            printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
-                   "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
-                   "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"%s%s}}\n",
-                   stop_reason, load_s, (long long)g.prompt.n, (long long)g.out.n, ttft_ms, tps,
-                   mlm_model_kernels(g.model), mlm_model_profile(g.model), cache, mesh_json,
-                   vision_json);
-        } else {
-            printf("\n");
-            fflush(stdout); /* the text ends before the stats line, also when both are piped */
-            fprintf(stderr,
-                    "[load %.2f s (cache: %s)%s | prompt %lld tokens | TTFT %.1f ms | %lld "
-                    "tokens, decode %.2f tok/s | %s, %s, stop: %s%s]\n",
-                    load_s, cache, vision, (long long)g.prompt.n, ttft_ms, (long long)g.out.n, tps,
-                    mlm_model_kernels(g.model), mlm_model_profile(g.model), stop_reason, mesh);
-        }
-    }
-    free(g.logits);
-    free(g.lp.e);
-    free(g.text);
-    mlm_sampler_deinit(&g.sampler);
-    mlm_exec_free(g.exec);
-    mlm_tokens_deinit(&g.prompt);
-    mlm_tokens_deinit(&g.out);
-    mlm_tokenizer_free(g.tok);
-    mlm_model_free(g.model);
-    free(default_model);
+    if (!o.model && !(o.model = g.default_model = tool_default_model("generate"))) return TOOL_USAGE;
+    tool_precision_resolve(&o.prec, o.model);
+    mlm_sched_params sp = sched_params(&o);
+    mlm_exec_params xp;
+    mlm_sched_exec_params(NULL, &sp, &xp);
+    if (o.prec.dp > 1)
+        rc = tool_usage("generate",
+                        "--dp %d: generate runs one user; data-parallel lanes serve several "
+                        "(meshlm demo)",
+                        o.prec.dp);
+    else if (!tool_memory_fits("generate", o.model, &o.prec, &xp))
+        rc = TOOL_RUNTIME;
+    else
+        rc = generate(&g);
+    gen_free(&g);
     return rc;
 }

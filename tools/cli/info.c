@@ -142,7 +142,7 @@ static void print_text(const info *in) {
 
 static void print_json(const info *in) {
     printf("{\"path\":");
-    cli_json_string(stdout, in->path, strlen(in->path));
+    tool_json_string(stdout, in->path, strlen(in->path));
     printf(",\"format\":\"%s\"", format_name(in));
     if (in->have_cfg) {
         const mlm_config *c = &in->cfg;
@@ -188,14 +188,14 @@ static void print_json(const info *in) {
             size_t size;
             const char *f = mlm_checkpoint_file(in->ckpt, i, &size);
             printf("%s{\"path\":", i ? "," : "");
-            cli_json_string(stdout, f, strlen(f));
+            tool_json_string(stdout, f, strlen(f));
             printf(",\"bytes\":%zu}", size);
         }
         printf("]");
     }
     if (in->profile) {
         printf(",\"default_profile\":\"%s\",\"profile_types\":", in->profile);
-        cli_json_string(stdout, in->profile_types, strlen(in->profile_types));
+        tool_json_string(stdout, in->profile_types, strlen(in->profile_types));
     }
     if (in->have_tok) printf(",\"tokenizer_vocab\":%d", mlm_tokenizer_n_vocab(in->tok));
     printf("}\n");
@@ -213,9 +213,9 @@ static int system_info(int json) {
     mlm_status st = mlm_kernels_chosen(&chosen, &err);
     if (json) {
         printf("{\"cpu\":");
-        cli_json_string(stdout, mlm_cpu_name(), strlen(mlm_cpu_name()));
+        tool_json_string(stdout, mlm_cpu_name(), strlen(mlm_cpu_name()));
         printf(",\"cores\":%d,\"features\":", cores());
-        cli_json_string(stdout, mlm_cpu_features(), strlen(mlm_cpu_features()));
+        tool_json_string(stdout, mlm_cpu_features(), strlen(mlm_cpu_features()));
         printf(",\"levels\":[");
     } else {
         printf("cpu:        %s, %d cores\n", mlm_cpu_name(), cores());
@@ -230,7 +230,7 @@ static int system_info(int json) {
                    l.available ? "true" : "false");
             if (!l.available) {
                 printf(",\"missing\":");
-                cli_json_string(stdout, l.missing, strlen(l.missing));
+                tool_json_string(stdout, l.missing, strlen(l.missing));
             }
             for (int w = 0; w < l.n_matmul; w++)
                 printf(",\"%s\":\"%s\"", l.weight_type[w], l.matmul[w] ? l.matmul[w] : "");
@@ -247,44 +247,47 @@ static int system_info(int json) {
     const char *forced = getenv("MESHLM_KERNELS");
     if (json) {
         printf("],\"kernels\":");
-        if (st) cli_json_string(stdout, err.msg, strlen(err.msg));
+        if (st)
+            tool_json_string(stdout, err.msg, strlen(err.msg));
         else printf("\"%s\"", chosen);
         printf("}\n");
     } else if (!st) {
         printf("kernels:    %s (%s)\n", chosen,
                forced && *forced ? "forced by MESHLM_KERNELS" : "the best this machine runs");
     }
-    return st ? cli_fail(&err) : CLI_OK;
+    return st ? tool_fail(&err) : TOOL_OK;
 }
 
 int cmd_info(int argc, char **argv) {
     info in = {0};
     int json = 0, sys = 0;
     for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
+        if (tool_is_help(argv[i])) {
             help();
-            return CLI_OK;
+            return TOOL_OK;
         } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
-            if (!(in.path = cli_value(argc, argv, &i))) return cli_usage("info", "-m needs a path");
+            if (!(in.path = tool_value(argc, argv, &i)))
+                return tool_usage("info", "-m needs a path");
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--system")) {
             sys = 1;
         } else {
-            return cli_usage("info", "unknown argument '%s'", argv[i]);
+            return tool_usage("info", "unknown argument '%s'", argv[i]);
         }
     }
-    if (sys && in.path) return cli_usage("info", "give -m PATH or --system, not both");
+    if (sys && in.path) return tool_usage("info", "give -m PATH or --system, not both");
     if (sys) return system_info(json);
-    if (!in.path) return cli_usage("info", "-m PATH or --system is required");
+    if (!in.path) return tool_usage("info", "-m PATH or --system is required");
     mlm_error err = {0};
     int dir = is_dir(in.path);
     if (dir) {
         if (mlm_config_load(in.path, &in.cfg, &err) == MLM_OK) in.have_cfg = 1;
-        else if (err.status != MLM_ERR_IO) return cli_fail(&err); /* present but bad */
+        else if (err.status != MLM_ERR_IO)
+            return tool_fail(&err); /* present but bad */
     }
     if (!dir || mlm_checkpoint_present(in.path)) {
-        if (mlm_checkpoint_open(in.path, &in.ckpt, &err) != MLM_OK) return cli_fail(&err);
+        if (mlm_checkpoint_open(in.path, &in.ckpt, &err) != MLM_OK) return tool_fail(&err);
         in.have_ckpt = 1;
         for (int64_t i = 0; i < mlm_checkpoint_n_tensors(in.ckpt); i++) {
             const mlm_tensor_view *t = mlm_checkpoint_tensor(in.ckpt, i);
@@ -296,7 +299,7 @@ int cmd_info(int argc, char **argv) {
     if (gguf && !dir) {
         if (mlm_config_load(in.path, &in.cfg, &err) != MLM_OK) {
             mlm_checkpoint_free(in.ckpt);
-            return cli_fail(&err);
+            return tool_fail(&err);
         }
         in.have_cfg = 1;
     }
@@ -308,12 +311,12 @@ int cmd_info(int argc, char **argv) {
     }
     if (dir && !in.have_cfg && !in.have_ckpt) {
         fprintf(stderr, "meshlm: %s: no config.json, params.json or checkpoint files\n", in.path);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
     if ((dir || gguf) && mlm_tokenizer_present(in.path)) {
         if (mlm_tokenizer_load(in.path, &in.tok, &err) != MLM_OK) {
             mlm_checkpoint_free(in.ckpt);
-            return cli_fail(&err);
+            return tool_fail(&err);
         }
         in.have_tok = 1;
     }
@@ -321,5 +324,5 @@ int cmd_info(int argc, char **argv) {
     else print_text(&in);
     mlm_checkpoint_free(in.ckpt);
     mlm_tokenizer_free(in.tok);
-    return CLI_OK;
+    return TOOL_OK;
 }

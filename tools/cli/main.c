@@ -39,23 +39,23 @@ static void usage(FILE *out) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
-        return CLI_USAGE;
+        return TOOL_USAGE;
     }
-    if (cli_is_help(argv[1])) {
+    if (tool_is_help(argv[1])) {
         usage(stdout);
-        return CLI_OK;
+        return TOOL_OK;
     }
     if (!strcmp(argv[1], "--version")) {
         printf("meshlm %s\n", mlm_version());
-        return CLI_OK;
+        return TOOL_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) {
             /* under mpirun every rank runs the command; alone this is a no-op */
-            if (!cli_mesh_begin()) return CLI_RUNTIME;
-            return cli_mesh_end(commands[i].run(argc - 1, argv + 1));
+            if (!tool_mesh_begin()) return TOOL_RUNTIME;
+            return tool_mesh_end(commands[i].run(argc - 1, argv + 1));
         }
     fprintf(stderr, "meshlm: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
-    return CLI_USAGE;
+    return TOOL_USAGE;
 }

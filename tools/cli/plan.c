@@ -20,10 +20,10 @@ static mlm_exec_params params_for(int32_t batch) {
 
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL;
-    cli_precision mesh_flags = {0};
+    tool_precision mesh_flags = {0};
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_is_help(argv[i])) {
+        if (tool_is_help(argv[i])) {
             printf(
                 "usage: meshlm plan [-m DIR] [--mesh M | --tp N [--dp M]]\n\n"
                 "Prints, for each precision profile and batch size (1, 2, 4, 8, 16, 32), the\n"
@@ -34,25 +34,26 @@ int cmd_plan(int argc, char **argv) {
                 "                    of the weights and its KV heads, on a machine like this\n"
                 "                    one (a batch is one lane's users); no mpirun needed\n"
                 "  --tp N, --dp M    the same for TP N ranks per lane, M lanes\n");
-            return CLI_OK;
+            return TOOL_OK;
         } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
-            if (!(model = cli_value(argc, argv, &i))) return cli_usage("plan", "-m needs a value");
+            if (!(model = tool_value(argc, argv, &i)))
+                return tool_usage("plan", "-m needs a value");
         } else if (!strcmp(argv[i], "--mesh") || !strcmp(argv[i], "--tp") ||
                    !strcmp(argv[i], "--dp")) {
             const char *a = argv[i];
-            if (!(v = cli_value(argc, argv, &i))) return cli_usage("plan", "%s needs a value", a);
-            if (!cli_mesh_flag("plan", a, v, &mesh_flags)) return CLI_USAGE;
+            if (!(v = tool_value(argc, argv, &i))) return tool_usage("plan", "%s needs a value", a);
+            if (!tool_mesh_flag("plan", a, v, &mesh_flags)) return TOOL_USAGE;
         } else {
-            return cli_usage("plan", "unknown argument '%s'", argv[i]);
+            return tool_usage("plan", "unknown argument '%s'", argv[i]);
         }
     }
-    char *dflt = model ? NULL : cli_default_model("plan");
-    if (!model && !(model = dflt)) return cli_usage("plan", "give -m DIR");
+    char *dflt = model ? NULL : tool_default_model("plan");
+    if (!model && !(model = dflt)) return tool_usage("plan", "give -m DIR");
     mlm_config cfg;
     mlm_error err = {0};
     if (mlm_config_load(model, &cfg, &err)) {
         free(dflt);
-        return cli_fail(&err);
+        return tool_fail(&err);
     }
     int32_t cap = cfg.n_ctx_train > 0 ? cfg.n_ctx_train : 131072;
     mlm_mesh mesh = {.tp = 1, .dp = 1, .devices = 1};
@@ -65,7 +66,7 @@ int cmd_plan(int argc, char **argv) {
                              &err)) {
             free(dflt);
             fprintf(stderr, "meshlm plan: %s\n", err.msg);
-            return CLI_RUNTIME;
+            return TOOL_RUNTIME;
         }
     }
     /* a GGUF file's own types first (its default), then the others */
@@ -106,15 +107,15 @@ int cmd_plan(int argc, char **argv) {
     printf("\n");
     for (int p = first; p < n_prof; p++) {
         printf("%-12s", profiles[p]);
-        cli_precision prec = {.optimizations = profiles[p], .tp = mesh.tp};
+        tool_precision prec = {.optimizations = profiles[p], .tp = mesh.tp};
         for (int b = 0; b < 6; b++) {
             xp = params_for(batches[b]);
-            int32_t fit = cli_largest_seq_len(model, &prec, &xp, cap);
+            int32_t fit = tool_largest_seq_len(model, &prec, &xp, cap);
             if (fit == 0) printf(" %11s", "no fit");
             else printf(" %11d", fit);
         }
         printf("\n");
     }
     free(dflt);
-    return CLI_OK;
+    return TOOL_OK;
 }

@@ -106,7 +106,7 @@ typedef struct progress_state {
 
 static void on_progress(void *ctx, int64_t done, int64_t total) {
     progress_state *ps = ctx;
-    double now = cli_now(), secs = now - ps->start;
+    double now = tool_now(), secs = now - ps->start;
     int tenth = total > 0 ? (int)(10 * done / total) : 10;
     if (ps->tty ? (now - ps->last < 0.25 && done < total) : tenth == ps->last_tenth) return;
     ps->last = now;
@@ -182,7 +182,7 @@ static char *find_tokenizer(const char *preset, const char *out_dir) {
     if (!tok) {
         char rel[512];
         snprintf(rel, sizeof rel, "%s%s%s", ts->rel, ts->need ? "/" : "", ts->need ? ts->need : "");
-        tok = cli_repo_path(rel);
+        tok = tool_repo_path(rel);
         if (tok && ts->need) *strrchr(tok, '/') = 0; /* pass the directory */
     }
     if (!tok)
@@ -206,49 +206,50 @@ int cmd_synth(int argc, char **argv) {
     int force = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (cli_is_help(a)) {
+        if (tool_is_help(a)) {
             help();
-            return CLI_OK;
+            return TOOL_OK;
         } else if (!strcmp(a, "--preset")) {
-            if (!(p.preset = cli_value(argc, argv, &i)))
-                return cli_usage("synth", "--preset needs a name (%s)", mlm_synth_presets());
+            if (!(p.preset = tool_value(argc, argv, &i)))
+                return tool_usage("synth", "--preset needs a name (%s)", mlm_synth_presets());
         } else if (!strcmp(a, "--out")) {
-            if (!(p.out_dir = cli_value(argc, argv, &i)))
-                return cli_usage("synth", "--out needs a directory");
+            if (!(p.out_dir = tool_value(argc, argv, &i)))
+                return tool_usage("synth", "--out needs a directory");
         } else if (!strcmp(a, "--format")) {
-            v = cli_value(argc, argv, &i);
+            v = tool_value(argc, argv, &i);
             if (v && !strcmp(v, "hf"))
                 p.format = MLM_SYNTH_HF;
             else if (v && !strcmp(v, "meta"))
                 p.format = MLM_SYNTH_META;
             else
-                return cli_usage("synth", "--format needs hf or meta, got '%s'", v ? v : "");
+                return tool_usage("synth", "--format needs hf or meta, got '%s'", v ? v : "");
         } else if (!strcmp(a, "--dtype")) {
-            v = cli_value(argc, argv, &i);
+            v = tool_value(argc, argv, &i);
             if (v && !strcmp(v, "bf16"))
                 p.dtype = MLM_DTYPE_BF16;
             else if (v && !strcmp(v, "f32"))
                 p.dtype = MLM_DTYPE_F32;
             else
-                return cli_usage("synth", "--dtype needs bf16 or f32, got '%s'", v ? v : "");
+                return tool_usage("synth", "--dtype needs bf16 or f32, got '%s'", v ? v : "");
         } else if (!strcmp(a, "--seed")) {
-            v = cli_value(argc, argv, &i);
+            v = tool_value(argc, argv, &i);
             if (!parse_seed(v, &p.seed))
-                return cli_usage("synth", "--seed needs an integer in [0, 2^64), got '%s'",
-                                 v ? v : "");
+                return tool_usage("synth", "--seed needs an integer in [0, 2^64), got '%s'",
+                                  v ? v : "");
         } else if (!strcmp(a, "--layers")) {
             long long n;
-            if (!cli_int("synth", "--layers", cli_value(argc, argv, &i), 1, 1000000, &n))
-                return CLI_USAGE;
+            if (!tool_int("synth", "--layers", tool_value(argc, argv, &i), 1, 1000000, &n))
+                return TOOL_USAGE;
             p.n_layer = (int32_t)n;
         } else if (!strcmp(a, "--force")) {
             force = 1;
         } else {
-            return cli_usage("synth", "unknown option '%s'", a);
+            return tool_usage("synth", "unknown option '%s'", a);
         }
     }
-    if (!p.preset) return cli_usage("synth", "--preset NAME is required (%s)", mlm_synth_presets());
-    if (!p.out_dir || !*p.out_dir) return cli_usage("synth", "--out DIR is required");
+    if (!p.preset)
+        return tool_usage("synth", "--preset NAME is required (%s)", mlm_synth_presets());
+    if (!p.out_dir || !*p.out_dir) return tool_usage("synth", "--out DIR is required");
     /* Hidden test presets are for the tests; the command offers the real ones, and the hidden
      * ones too with MESHLM_TEST_PRESETS=1 (the shell tests' small models). */
     size_t n = strlen(p.preset);
@@ -256,36 +257,36 @@ int cmd_synth(int argc, char **argv) {
     const char *test = getenv("MESHLM_TEST_PRESETS");
     if (!(test && !strcmp(test, "1")) &&
         (!hit || (hit != list && hit[-1] != ' ') || (hit[n] != ' ' && hit[n] != 0)))
-        return cli_usage("synth", "unknown preset '%s' (presets: %s)", p.preset, list);
+        return tool_usage("synth", "unknown preset '%s' (presets: %s)", p.preset, list);
     /* Arguments that do not fit together (phi-4 in the Meta format) are usage errors. */
     mlm_error err = {0};
     int64_t total;
     if (mlm_synth_total_bytes(&p, &total, &err) == MLM_ERR_INVALID_ARG)
-        return cli_usage("synth", "%s", err.msg + (strncmp(err.msg, "synth: ", 7) ? 0 : 7));
+        return tool_usage("synth", "%s", err.msg + (strncmp(err.msg, "synth: ", 7) ? 0 : 7));
 
     struct stat sb;
     if (stat(p.out_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "meshlm: %s: exists and is not a directory\n", p.out_dir);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
     int ne = dir_nonempty(p.out_dir);
     if (ne < 0) {
         fprintf(stderr, "meshlm: %s: cannot read the directory: %s\n", p.out_dir, strerror(errno));
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
     if (ne && !force) {
         fprintf(stderr,
                 "meshlm: %s is not empty; refusing to write a checkpoint into it (use --force to "
                 "write anyway: files of the same names are replaced)\n",
                 p.out_dir);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
 
     char *tok = find_tokenizer(p.preset, p.out_dir);
     p.tokenizer = tok;
     if (mlm_synth_total_bytes(&p, &total, &err)) {
         free(tok);
-        return cli_fail(&err);
+        return tool_fail(&err);
     }
     char layers[32] = "";
     if (p.n_layer) snprintf(layers, sizeof layers, " --layers %d", (int)p.n_layer);
@@ -297,20 +298,20 @@ int cmd_synth(int argc, char **argv) {
                 p.out_dir, p.preset, layers, (double)total / 1e6, (long long)total,
                 (double)avail / 1e6, (long long)avail);
         free(tok);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
 
-    progress_state ps = {.start = cli_now(), .tty = isatty(2), .last_tenth = -1};
+    progress_state ps = {.start = tool_now(), .tty = isatty(2), .last_tenth = -1};
     p.progress = on_progress;
     p.progress_ctx = &ps;
     mlm_status st = mlm_synth(&p, &err);
     if (ps.tty) fputc('\n', stderr);
     free(tok);
-    if (st) return cli_fail(&err);
-    double secs = cli_now() - ps.start;
+    if (st) return tool_fail(&err);
+    double secs = tool_now() - ps.start;
     fprintf(stderr, "synth: wrote %s%s (%s, %s, seed %llu) to %s: %.1f MB in %.1f s (%.0f MB/s)\n",
             p.preset, layers, p.format == MLM_SYNTH_META ? "meta" : "hf", mlm_dtype_name(p.dtype),
             (unsigned long long)p.seed, p.out_dir, (double)total / 1e6, secs,
             secs > 0 ? (double)total / 1e6 / secs : 0);
-    return CLI_OK;
+    return TOOL_OK;
 }

@@ -63,7 +63,7 @@ static void print_ids(const mlm_tokenizer *tok, const mlm_tokens *ids, int json)
         size_t len = 0;
         const char *b = mlm_tokenizer_token_bytes(tok, ids->ids[i], &len);
         if (i) printf(",");
-        cli_json_string(stdout, b ? b : "", b ? len : 0);
+        tool_json_string(stdout, b ? b : "", b ? len : 0);
     }
     printf("]}\n");
 }
@@ -74,15 +74,18 @@ int cmd_tokenize(int argc, char **argv) {
     mlm_encode_params params = mlm_encode_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (cli_is_help(a)) {
+        if (tool_is_help(a)) {
             help();
-            return CLI_OK;
+            return TOOL_OK;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--tokenizer")) {
-            if (!(model = cli_value(argc, argv, &i))) return cli_usage("tokenize", "%s needs a path", a);
+            if (!(model = tool_value(argc, argv, &i)))
+                return tool_usage("tokenize", "%s needs a path", a);
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(file = cli_value(argc, argv, &i))) return cli_usage("tokenize", "%s needs a path", a);
+            if (!(file = tool_value(argc, argv, &i)))
+                return tool_usage("tokenize", "%s needs a path", a);
         } else if (!strcmp(a, "--system")) {
-            if (!(system = cli_value(argc, argv, &i))) return cli_usage("tokenize", "--system needs text");
+            if (!(system = tool_value(argc, argv, &i)))
+                return tool_usage("tokenize", "--system needs text");
         } else if (!strcmp(a, "--chat")) {
             chat = 1;
         } else if (!strcmp(a, "--bos")) {
@@ -94,21 +97,21 @@ int cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage("tokenize", "unknown option '%s'", a);
+            return tool_usage("tokenize", "unknown option '%s'", a);
         } else if (text) {
-            return cli_usage("tokenize", "give the text as one argument (quote it)");
+            return tool_usage("tokenize", "give the text as one argument (quote it)");
         } else {
             text = a;
         }
     }
-    if (!model) return cli_usage("tokenize", "-m DIR or --tokenizer FILE is required");
-    if (!text == !file) return cli_usage("tokenize", "give TEXT or --file PATH (one of them)");
-    if (system && !chat) return cli_usage("tokenize", "--system needs --chat");
+    if (!model) return tool_usage("tokenize", "-m DIR or --tokenizer FILE is required");
+    if (!text == !file) return tool_usage("tokenize", "give TEXT or --file PATH (one of them)");
+    if (system && !chat) return tool_usage("tokenize", "--system needs --chat");
 
     size_t len = 0;
     char *owned = NULL;
     if (file) {
-        if (!(owned = cli_read_text(file, &len))) return CLI_RUNTIME;
+        if (!(owned = tool_read_text(file, &len))) return TOOL_RUNTIME;
         text = owned;
     } else {
         len = strlen(text);
@@ -117,16 +120,18 @@ int cmd_tokenize(int argc, char **argv) {
     mlm_tokenizer *tok = NULL;
     mlm_tokens ids;
     mlm_tokens_init(&ids);
-    int rc = CLI_OK;
+    int rc = TOOL_OK;
     if (mlm_tokenizer_load(model, &tok, &err) != MLM_OK) {
-        rc = cli_fail(&err);
+        rc = tool_fail(&err);
     } else if (decode) {
         char *out = NULL;
         size_t n = 0;
-        if (!parse_ids(text, &ids)) rc = CLI_RUNTIME;
-        else if (mlm_tokenizer_decode(tok, ids.ids, ids.n, &out, &n, &err) != MLM_OK) rc = cli_fail(&err);
+        if (!parse_ids(text, &ids))
+            rc = TOOL_RUNTIME;
+        else if (mlm_tokenizer_decode(tok, ids.ids, ids.n, &out, &n, &err) != MLM_OK)
+            rc = tool_fail(&err);
         else if (json) {
-            cli_json_string(stdout, out, n);
+            tool_json_string(stdout, out, n);
             printf("\n");
         } else {
             fwrite(out, 1, n, stdout);
@@ -140,7 +145,7 @@ int cmd_tokenize(int argc, char **argv) {
             char *content = malloc(len + 1);
             if (!content) {
                 fprintf(stderr, "meshlm: out of memory\n");
-                rc = CLI_RUNTIME;
+                rc = TOOL_RUNTIME;
             } else {
                 memcpy(content, text, len);
                 content[len] = 0;
@@ -148,13 +153,13 @@ int cmd_tokenize(int argc, char **argv) {
                 st = mlm_tokenizer_encode_chat(tok, system ? msgs : msgs + 1, system ? 2 : 1, 1,
                                                &ids, &err);
                 free(content);
-                if (st != MLM_OK) rc = cli_fail(&err);
+                if (st != MLM_OK) rc = tool_fail(&err);
             }
         } else {
             st = mlm_tokenizer_encode(tok, text, len, &params, &ids, &err);
-            if (st != MLM_OK) rc = cli_fail(&err);
+            if (st != MLM_OK) rc = tool_fail(&err);
         }
-        if (rc == CLI_OK) print_ids(tok, &ids, json);
+        if (rc == TOOL_OK) print_ids(tok, &ids, json);
     }
     mlm_tokens_deinit(&ids);
     mlm_tokenizer_free(tok);

@@ -308,9 +308,7 @@ mlm_status srv_http_start(srv_server *srv, const srv_http_params *p, srv_http **
                              .ai_flags = AI_PASSIVE}, *ai = NULL;
     int rc = getaddrinfo(p->host, NULL, &hints, &ai);
     if (rc || !ai) {
-        err->status = MLM_ERR_IO;
-        snprintf(err->msg, sizeof err->msg, "--host %s: %s", p->host, gai_strerror(rc));
-        return MLM_ERR_IO;
+        return mlm_error_set(err, MLM_ERR_IO, "--host %s: %s", p->host, gai_strerror(rc));
     }
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
@@ -322,9 +320,7 @@ mlm_status srv_http_start(srv_server *srv, const srv_http_params *p, srv_http **
 
     srv_http *h = calloc(1, sizeof *h);
     if (!h) {
-        err->status = MLM_ERR_NOMEM;
-        snprintf(err->msg, sizeof err->msg, "out of memory");
-        return MLM_ERR_NOMEM;
+        return mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     }
     h->srv = srv;
     h->timeout_s = (unsigned)p->timeout_s;
@@ -339,10 +335,9 @@ mlm_status srv_http_start(srv_server *srv, const srv_http_params *p, srv_http **
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
         free(h);
-        err->status = MLM_ERR_IO;
-        snprintf(err->msg, sizeof err->msg, "cannot listen on %s port %d (in use, or no such "
-                 "local address)", p->host, p->port);
-        return MLM_ERR_IO;
+        return mlm_error_set(err, MLM_ERR_IO,
+                             "cannot listen on %s port %d (in use, or no such local address)",
+                             p->host, p->port);
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     *port = di ? di->port : p->port;

@@ -191,7 +191,7 @@ static int push_token(srv_job *j, srv_choice *c, const mlm_sched_event *ev) {
         n = 0;
     srv_tok *t = &c->toks[c->n_toks];
     t->id = ev->token;
-    t->logprob = ev->logprob;
+    t->logprob = (float)ev->logprob;
     t->off = c->len;
     t->len = n;
     t->cp_off = c->n_cp;
@@ -199,7 +199,8 @@ static int push_token(srv_job *j, srv_choice *c, const mlm_sched_event *ev) {
         int k = ev->n_top < j->top_k ? ev->n_top : j->top_k;
         if (k < 0 || !ev->top_ids || !ev->top_logprobs) k = 0;
         memcpy(c->top_ids + c->n_toks * j->top_k, ev->top_ids, (size_t)k * sizeof(int32_t));
-        memcpy(c->top_lp + c->n_toks * j->top_k, ev->top_logprobs, (size_t)k * sizeof(float));
+        for (int i = 0; i < k; i++) /* the answer's precision: a float each */
+            c->top_lp[c->n_toks * j->top_k + i] = (float)ev->top_logprobs[i];
         c->n_top[c->n_toks] = (int8_t)k;
     }
     c->n_toks++;
@@ -263,11 +264,8 @@ mlm_status srv_job_submit(srv_job *j, int i, mlm_request_params *req, mlm_error 
     pthread_mutex_lock(&j->mu);
     if (j->cancelled) {
         pthread_mutex_unlock(&j->mu);
-        if (err) {
-            err->status = MLM_ERR_CANCELLED;
-            snprintf(err->msg, sizeof err->msg, "the request was cancelled (the server stops)");
-        }
-        return MLM_ERR_CANCELLED;
+        return mlm_error_set(err, MLM_ERR_CANCELLED,
+                             "the request was cancelled (the server stops)");
     }
     j->refs++; /* before submitting: the final event may come before submit returns */
     c->submitted = 1;

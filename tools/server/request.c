@@ -15,6 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/tool.h"
+
 #define INVALID "invalid_request_error"
 
 // ---- errors ----
@@ -33,30 +35,6 @@ int srv_fail(srv_error *e, int http, const char *type, const char *param, const 
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at S (N bytes left), 0 when it is not one. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF)
-        len = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4)
-        len = 4, cp = c & 0x07;
-    else
-        return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    return len;
-}
-
 /* A jansson string of the NUL-terminated S (at most MAX bytes) with every byte that is not
  * valid UTF-8 replaced by '?' (a message cut by vsnprintf can end inside a character);
  * json_null() for "" when NULL_IF_EMPTY. NULL when out of memory. */
@@ -66,7 +44,7 @@ static json_t *safe_string(const char *s, size_t max, int null_if_empty) {
     char *buf = malloc(n + 1);
     if (!buf) return NULL;
     for (size_t i = 0; i < n;) {
-        size_t l = utf8_len((const unsigned char *)s + i, n - i);
+        size_t l = tool_utf8_len((const unsigned char *)s + i, n - i);
         if (l == 0) {
             buf[i++] = '?';
         } else {

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
+#include "common/tool.h"
 #include "http.h"
 #include "job.h"
 #include "metrics.h"
@@ -27,7 +27,7 @@ static void help(void) {
            "POST /v1/completions (streamed with \"stream\": true), GET /v1/models, GET /health,\n"
            "GET /metrics (Prometheus). Requests run together with continuous batching; chat\n"
            "requests may carry images for Llama 3.2 Vision models. Without\n"
-           "-m, SmolLM2-135M-Instruct (" CLI_DEFAULT_GGUF "), else the tiny\n"
+           "-m, SmolLM2-135M-Instruct (" TOOL_DEFAULT_GGUF "), else the tiny\n"
            "model embedded in the repository (models/default).\n"
            "\n"
            "  -m, --model PATH         a model folder or .gguf file\n"
@@ -44,7 +44,7 @@ static void help(void) {
            "      --prefill-chunk N    prompt tokens per step over all sequences (default 256)\n"
            "      --max-queue N        waiting requests before 503 (default 64)\n"
            "      --no-prefix-cache    do not share KV blocks between requests by prefix\n"
-           CLI_PRECISION_HELP
+           TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores); the vision encoder uses\n"
            "                           as many\n"
            "      --max-images N       images per chat request, for Llama 3.2 Vision models\n"
@@ -72,7 +72,7 @@ typedef struct serve_opts {
     long long port, max_batch, max_seq_len, kv_blocks, block_size, prefill_chunk, max_queue;
     long long threads, max_body, timeout, drain_timeout, max_images, image_tiles;
     int max_seq_len_given, no_prefix_cache;
-    cli_precision prec;
+    tool_precision prec;
 } serve_opts;
 
 static int parse(int argc, char **argv, serve_opts *o) {
@@ -108,14 +108,14 @@ static int parse(int argc, char **argv, serve_opts *o) {
                     {"--image-tiles", &o->image_tiles, 0, 1 << 20}};
         int n_ints = (int)(sizeof ints / sizeof ints[0]), k = 0;
         while (k < n_ints && strcmp(a, ints[k].flag)) k++;
-#define VALUE() \
-    if (!(v = cli_value(argc, argv, &i))) return cli_usage("serve", "%s needs a value", a)
-        if (cli_is_help(a)) {
+#define VALUE()                                                                                    \
+    if (!(v = tool_value(argc, argv, &i))) return tool_usage("serve", "%s needs a value", a)
+        if (tool_is_help(a)) {
             help();
             return -1;
         } else if (k < n_ints) {
             VALUE();
-            if (!cli_int("serve", a, v, ints[k].lo, ints[k].hi, ints[k].dst)) return CLI_USAGE;
+            if (!tool_int("serve", a, v, ints[k].lo, ints[k].hi, ints[k].dst)) return TOOL_USAGE;
             if (ints[k].dst == &o->max_seq_len) o->max_seq_len_given = 1;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             VALUE();
@@ -128,15 +128,15 @@ static int parse(int argc, char **argv, serve_opts *o) {
             o->api_key = v;
         } else if (!strcmp(a, "--alias")) {
             VALUE();
-            if (!*v) return cli_usage("serve", "--alias must not be empty");
+            if (!*v) return tool_usage("serve", "--alias must not be empty");
             o->alias = v;
         } else if (!strcmp(a, "--no-prefix-cache")) {
             o->no_prefix_cache = 1;
-        } else if (cli_is_precision_flag(a)) {
+        } else if (tool_is_precision_flag(a)) {
             VALUE();
-            if (!cli_precision_flag("serve", a, v, &o->prec)) return CLI_USAGE;
+            if (!tool_precision_flag("serve", a, v, &o->prec)) return TOOL_USAGE;
         } else {
-            return cli_usage("serve", "unknown argument '%s'", a);
+            return tool_usage("serve", "unknown argument '%s'", a);
         }
 #undef VALUE
     }
@@ -144,7 +144,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
         const char *env = getenv("MESHLM_API_KEY");
         if (env && *env) o->api_key = env;
     }
-    if (o->api_key && !*o->api_key) return cli_usage("serve", "--api-key must not be empty");
+    if (o->api_key && !*o->api_key) return tool_usage("serve", "--api-key must not be empty");
     return 0;
 }
 
@@ -200,10 +200,10 @@ static int install_signals(int pipe_fds[2]) {
  * signal itself interrupts poll with EINTR before its byte can be read: wait on.) */
 static int wait_signal(int fd, int ms) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    double end = cli_now() + ms / 1e3;
+    double end = tool_now() + ms / 1e3;
     int r;
     for (;;) {
-        int left = ms < 0 ? -1 : (int)((end - cli_now()) * 1e3);
+        int left = ms < 0 ? -1 : (int)((end - tool_now()) * 1e3);
         if (ms >= 0 && left < 0) left = 0;
         r = poll(&p, 1, left);
         if (r >= 0 || errno != EINTR) break;
@@ -278,27 +278,28 @@ static void serve_until_signal(srv_server *srv, srv_http *h, int sig_fd, double 
     int n = srv_jobs_count(srv);
     if (n) fprintf(stderr, "meshlm serve: stopping: %d request(s) running, waiting up to %.0f s "
                    "(again to stop now)\n", n, drain_s);
-    double end = cli_now() + drain_s;
-    while (srv_jobs_count(srv) > 0 && cli_now() < end)
+    double end = tool_now() + drain_s;
+    while (srv_jobs_count(srv) > 0 && tool_now() < end)
         if (wait_signal(sig_fd, 50)) break;
     srv_jobs_cancel_all(srv);
     /* cancelled streams end with an error event: give them a moment to get it out */
-    end = cli_now() + 5;
-    while (srv_jobs_count(srv) > 0 && cli_now() < end) wait_signal(sig_fd, 20);
+    end = tool_now() + 5;
+    while (srv_jobs_count(srv) > 0 && tool_now() < end)
+        wait_signal(sig_fd, 20);
     atomic_store(&srv->aborting, 1);
 }
 
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (rc) return rc < 0 ? TOOL_OK : rc;
     char *default_model = NULL;
     if (!o.model) {
-        if (!(default_model = cli_default_model("serve"))) return CLI_USAGE;
+        if (!(default_model = tool_default_model("serve"))) return TOOL_USAGE;
         o.model = default_model;
     }
     char *alias = o.alias ? NULL : base_name(o.model);
-    cli_precision_resolve(&o.prec, o.model);
+    tool_precision_resolve(&o.prec, o.model);
     mlm_config cfg;
     int have_cfg = mlm_config_load(o.model, &cfg, NULL) == MLM_OK;
     if (have_cfg && cfg.n_ctx_train > 0 && o.max_seq_len > cfg.n_ctx_train) {
@@ -320,10 +321,10 @@ int cmd_serve(int argc, char **argv) {
     sp.image_tiles = (int32_t)o.image_tiles;
     mlm_exec_params xp; /* what the scheduler's executor will hold, for the memory check */
     mlm_sched_exec_params(have_cfg ? &cfg : NULL, &sp, &xp);
-    if ((!o.alias && !alias) || !cli_memory_fits("serve", o.model, &o.prec, &xp)) {
+    if ((!o.alias && !alias) || !tool_memory_fits("serve", o.model, &o.prec, &xp)) {
         free(alias);
         free(default_model);
-        return CLI_RUNTIME;
+        return TOOL_RUNTIME;
     }
 
     mlm_error err = {0};
@@ -345,23 +346,23 @@ int cmd_serve(int argc, char **argv) {
     if (o.prec.dp > 1) {
         free(alias);
         free(default_model);
-        return cli_usage("serve",
-                         "--dp %d: one TP group serves (rank 0 answers HTTP); "
-                         "data-parallel lanes are for meshlm demo",
-                         o.prec.dp);
+        return tool_usage("serve",
+                          "--dp %d: one TP group serves (rank 0 answers HTTP); "
+                          "data-parallel lanes are for meshlm demo",
+                          o.prec.dp);
     }
-    mlm_status st = cli_load_model("serve", o.model, &o.prec, (int)o.threads, &model, &err);
-    if (!st && cli_mesh() && cli_mesh()->tp > 1) {
+    mlm_status st = tool_load_model("serve", o.model, &o.prec, (int)o.threads, &model, &err);
+    if (!st && tool_mesh() && tool_mesh()->tp > 1) {
         /* On a mesh rank 0 serves and leads each step; the other ranks follow it, holding
          * their shards, until it stops. They leave signals to rank 0 (mpirun forwards them
          * to every rank): its drain decides when they end. */
-        sp.lead = cli_rank() == 0;
-        if (cli_rank() > 0) {
+        sp.lead = tool_rank() == 0;
+        if (tool_rank() > 0) {
             signal(SIGINT, SIG_IGN);
             signal(SIGTERM, SIG_IGN);
             if (!(st = mlm_sched_create(model, &sp, &sched, &err)))
                 st = mlm_sched_follow(sched, &err);
-            rc = st ? cli_fail(&err) : CLI_OK;
+            rc = st ? tool_fail(&err) : TOOL_OK;
             mlm_sched_free(sched);
             mlm_model_free(model);
             free(alias);
@@ -385,7 +386,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_mask);
     if (!st) st = mlm_sched_create(model, &sp, &sched, &err);
     if (st) {
-        rc = cli_fail(&err);
+        rc = tool_fail(&err);
         goto done;
     }
     srv.model = model;
@@ -408,13 +409,13 @@ int cmd_serve(int argc, char **argv) {
     eng.sched = sched;
     if (pthread_create(&eng.thread, NULL, engine_main, &eng)) {
         fprintf(stderr, "meshlm serve: cannot start the engine thread\n");
-        rc = CLI_RUNTIME;
+        rc = TOOL_RUNTIME;
         goto done;
     }
     engine_started = 1;
     if (!install_signals(pipe_fds)) {
         fprintf(stderr, "meshlm serve: cannot create a pipe: %s\n", strerror(errno));
-        rc = CLI_RUNTIME;
+        rc = TOOL_RUNTIME;
         goto done;
     }
     srv_http_params hp = {.host = o.host, .port = (int)o.port, .timeout_s = (int)o.timeout,
@@ -422,7 +423,7 @@ int cmd_serve(int argc, char **argv) {
     int port = 0;
     if ((st = srv_http_start(&srv, &hp, &http, &port, &err))) {
         fprintf(stderr, "meshlm serve: %s\n", err.msg);
-        rc = CLI_RUNTIME;
+        rc = TOOL_RUNTIME;
         goto done;
     }
     int v6 = strchr(o.host, ':') != NULL;
@@ -431,7 +432,7 @@ int cmd_serve(int argc, char **argv) {
     fflush(stdout);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     serve_until_signal(&srv, http, pipe_fds[0], (double)o.drain_timeout);
-    rc = CLI_OK;
+    rc = TOOL_OK;
 
 done:
     atomic_store(&srv.aborting, 1);

@@ -4,9 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/tool.h"
 
-int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli_precision *p) {
+int tool_precision_flag(const char *cmd, const char *flag, const char *value, tool_precision *p) {
     if (!strcmp(flag, "--optimizations")) {
         static const char *names[] = {"performance", "accuracy", "bf16", "f32", "native"};
         for (int i = 0; i < 5; i++)
@@ -14,7 +14,8 @@ int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli
                 p->optimizations = names[i];
                 return 1;
             }
-        cli_usage(cmd, "--optimizations is performance, accuracy, bf16, f32 or native, got '%s'", value);
+        tool_usage(cmd, "--optimizations is performance, accuracy, bf16, f32 or native, got '%s'",
+                   value);
         return 0;
     }
     if (!strcmp(flag, "--dtype")) { /* the older spelling of the bf16 and f32 profiles */
@@ -22,14 +23,14 @@ int cli_precision_flag(const char *cmd, const char *flag, const char *value, cli
             p->optimizations = value[0] == 'f' ? "f32" : "bf16";
             return 1;
         }
-        cli_usage(cmd, "--dtype is f32 or bf16, got '%s'", value);
+        tool_usage(cmd, "--dtype is f32 or bf16, got '%s'", value);
         return 0;
     }
     if (!strcmp(flag, "--decoder-config")) {
         p->decoder_config = value;
         return 1;
     }
-    return cli_mesh_flag(cmd, flag, value, p);
+    return tool_mesh_flag(cmd, flag, value, p);
 }
 
 typedef struct progress {
@@ -41,14 +42,14 @@ typedef struct progress {
 
 static void on_message(void *user, const char *msg) {
     progress *pr = user;
-    if (cli_rank() > 0) return;
+    if (tool_rank() > 0) return;
     fprintf(stderr, "meshlm %s: %s\n", pr->cmd, msg);
 }
 
 static void on_progress(void *user, int64_t done, int64_t total) {
     progress *pr = user;
-    if (cli_rank() > 0) return;
-    double now = cli_now(), frac = total > 0 ? (double)done / (double)total : 1;
+    if (tool_rank() > 0) return;
+    double now = tool_now(), frac = total > 0 ? (double)done / (double)total : 1;
     if (!pr->started) {
         pr->started = 1;
         fprintf(stderr, "meshlm %s: converting the weights for the cache (%.2f GB)%s", pr->cmd,
@@ -64,7 +65,8 @@ static void on_progress(void *user, int64_t done, int64_t total) {
     pr->last = now;
     char bar[41];
     int fill = (int)(frac * 40);
-    for (int i = 0; i < 40; i++) bar[i] = i < fill ? '#' : '.';
+    for (int i = 0; i < 40; i++)
+        bar[i] = i < fill ? '#' : '.';
     bar[40] = 0;
     fprintf(stderr, "\r  [%s] %3d%%  %.2f / %.2f GB", bar, (int)(frac * 100), done / 1e9,
             total / 1e9);
@@ -78,17 +80,17 @@ static int local_ranks(void) {
     return n > 0 ? n : 1;
 }
 
-int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
-                    const mlm_exec_params *xp) {
+int tool_memory_fits(const char *cmd, const char *dir, const tool_precision *p,
+                     const mlm_exec_params *xp) {
     mlm_error err = {0};
-    if (cli_mesh_setup(cmd, dir, p, &err)) {
+    if (tool_mesh_setup(cmd, dir, p, &err)) {
         fprintf(stderr, "meshlm %s: %s\n", cmd, err.msg);
         return 0;
     }
     mlm_config cfg;
     if (mlm_config_load(dir, &cfg, NULL) != MLM_OK) return 1; /* the loader reports it */
     mlm_memory_plan plan;
-    int tp = cli_mesh() ? cli_mesh()->tp : 1;
+    int tp = tool_mesh() ? tool_mesh()->tp : 1;
     if (mlm_memory_plan_at(dir, tp, p->optimizations, p->decoder_config, xp, &plan, &err)) {
         fprintf(stderr, "meshlm %s: %s\n", cmd, err.msg);
         return 0;
@@ -119,8 +121,8 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
     int64_t best_total = 0;
     for (int i = 0; i < 5; i++) {
         mlm_memory_plan q;
-        if (!mlm_memory_plan_at(dir, tp, profiles[i], NULL, xp, &q, NULL) &&
-            q.total < plan.total && q.total <= q.available && q.total > best_total)
+        if (!mlm_memory_plan_at(dir, tp, profiles[i], NULL, xp, &q, NULL) && q.total < plan.total &&
+            q.total <= q.available && q.total > best_total)
             best = profiles[i], best_total = q.total;
     }
     if (best) {
@@ -132,18 +134,17 @@ int cli_memory_fits(const char *cmd, const char *dir, const cli_precision *p,
     return 0;
 }
 
-int32_t cli_largest_seq_len(const char *dir, const cli_precision *p, const mlm_exec_params *xp,
-                            int32_t cap) {
+int32_t tool_largest_seq_len(const char *dir, const tool_precision *p, const mlm_exec_params *xp,
+                             int32_t cap) {
     int32_t bs = xp->block_size;
-    int tp = cli_mesh() ? cli_mesh()->tp : p->tp > 0 ? p->tp : 1; /* one rank's share */
+    int tp = tool_mesh() ? tool_mesh()->tp : p->tp > 0 ? p->tp : 1; /* one rank's share */
     /* one block per user: the KV pool is the only part that grows with the length, by exactly
      * this much per block per user */
     mlm_exec_params t = *xp;
     t.max_seq_len = bs;
     t.max_num_blocks = xp->max_seqs;
     mlm_memory_plan one;
-    if (mlm_memory_plan_at(dir, tp, p->optimizations, p->decoder_config, &t, &one, NULL))
-        return 0;
+    if (mlm_memory_plan_at(dir, tp, p->optimizations, p->decoder_config, &t, &one, NULL)) return 0;
     int64_t blocks = cap / bs;
     if (one.available >= 0) {
         int64_t room = one.available - (one.total - one.kv);
@@ -152,11 +153,11 @@ int32_t cli_largest_seq_len(const char *dir, const cli_precision *p, const mlm_e
     return (int32_t)(blocks * bs);
 }
 
-mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision *p, int n_threads,
-                          mlm_model **model, mlm_error *err) {
+mlm_status tool_load_model(const char *cmd, const char *dir, const tool_precision *p, int n_threads,
+                           mlm_model **model, mlm_error *err) {
     static progress pr;
     pr = (progress){.cmd = cmd, .tty = isatty(2)};
-    mlm_status st = cli_mesh_setup(cmd, dir, p, err);
+    mlm_status st = tool_mesh_setup(cmd, dir, p, err);
     if (st) return st;
     mlm_model_params mp = mlm_model_default_params();
     mp.optimizations = p->optimizations;
@@ -165,7 +166,7 @@ mlm_status cli_load_model(const char *cmd, const char *dir, const cli_precision 
     mp.on_message = on_message;
     mp.on_progress = on_progress;
     mp.user = &pr;
-    mp.tp = cli_mesh_tp();
+    mp.tp = tool_mesh_tp();
     mp.tp_reduce = p->tp_reduce;
     return mlm_model_load(dir, &mp, model, err);
 }

@@ -9,74 +9,83 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/tool.h"
 
-int cli_fail(const mlm_error *err) {
+int tool_fail(const mlm_error *err) {
     const char *msg = err->msg[0] ? err->msg : mlm_status_str(err->status);
-    if (cli_world_size() > 1) /* on a mesh: each rank says what failed, with its rank */
-        fprintf(cli_err_stream(), "meshlm (rank %d of %d): %s\n", cli_rank(), cli_world_size(),
+    if (tool_world_size() > 1) /* on a mesh: each rank says what failed, with its rank */
+        fprintf(tool_err_stream(), "meshlm (rank %d of %d): %s\n", tool_rank(), tool_world_size(),
                 msg);
     else
         fprintf(stderr, "meshlm: %s\n", msg);
-    return CLI_RUNTIME;
+    return TOOL_RUNTIME;
 }
 
-int cli_usage(const char *cmd, const char *fmt, ...) {
-    cli_mesh_alike(); /* every rank parses the same flags */
+int tool_usage(const char *cmd, const char *fmt, ...) {
+    tool_mesh_alike(); /* every rank parses the same flags */
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "meshlm %s: ", cmd);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\nTry 'meshlm %s --help'.\n", cmd);
-    return CLI_USAGE;
+    return TOOL_USAGE;
 }
 
-int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+int tool_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
 
-const char *cli_value(int argc, char **argv, int *i) {
+const char *tool_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) return NULL;
     return argv[++*i];
 }
 
-/* Length of the valid UTF-8 sequence at S (N bytes available), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
+size_t tool_utf8_len(const unsigned char *s, size_t n) {
     unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                                                    : (c & 0xf8) == 0xf0 ? 4 : 0;
+    size_t len = c < 0x80             ? 1
+                 : (c & 0xe0) == 0xc0 ? 2
+                 : (c & 0xf0) == 0xe0 ? 3
+                 : (c & 0xf8) == 0xf0 ? 4
+                                      : 0;
     if (!len || len > n) return 0;
     for (size_t i = 1; i < len; i++)
         if ((s[i] & 0xc0) != 0x80) return 0;
     uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-    for (size_t i = 1; i < len; i++) cp = cp << 6 | (s[i] & 0x3f);
+    for (size_t i = 1; i < len; i++)
+        cp = cp << 6 | (s[i] & 0x3f);
     static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
     if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
     return len;
 }
 
-void cli_json_string(FILE *out, const char *s, size_t len) {
+void tool_json_string(FILE *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     fputc('"', out);
     for (size_t i = 0; i < len;) {
         unsigned c = p[i];
-        size_t n = utf8_len(p + i, len - i);
+        size_t n = tool_utf8_len(p + i, len - i);
         if (n == 0) {
             fputs("\\ufffd", out);
             i++;
             continue;
         }
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c == '\n') fputs("\\n", out);
-        else if (c == '\r') fputs("\\r", out);
-        else if (c == '\t') fputs("\\t", out);
-        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c);
-        else fwrite(p + i, 1, n, out);
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\r')
+            fputs("\\r", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else
+            fwrite(p + i, 1, n, out);
         i += n;
     }
     fputc('"', out);
 }
 
-char *cli_read_text(const char *path, size_t *len) {
+char *tool_read_text(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) {
         fprintf(stderr, "meshlm: %s: cannot open\n", path);
@@ -103,70 +112,74 @@ char *cli_read_text(const char *path, size_t *len) {
     return buf;
 }
 
-int cli_int(const char *cmd, const char *flag, const char *s, long long lo, long long hi,
-            long long *out) {
+int tool_int(const char *cmd, const char *flag, const char *s, long long lo, long long hi,
+             long long *out) {
     char *end;
     errno = 0;
     long long v = s ? strtoll(s, &end, 10) : 0;
     if (!s || end == s || *end || errno || v < lo || v > hi) {
-        cli_usage(cmd, "%s needs an integer in [%lld, %lld], got '%s'", flag, lo, hi, s ? s : "");
+        tool_usage(cmd, "%s needs an integer in [%lld, %lld], got '%s'", flag, lo, hi, s ? s : "");
         return 0;
     }
     *out = v;
     return 1;
 }
 
-int cli_float(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out) {
+int tool_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
+               double *out) {
     char *end;
     errno = 0;
     double v = s ? strtod(s, &end) : 0;
     if (!s || end == s || *end || errno || !isfinite(v) || v < lo || v > hi) {
-        cli_usage(cmd, "%s needs a number in [%g, %g], got '%s'", flag, lo, hi, s ? s : "");
+        tool_usage(cmd, "%s needs a number in [%g, %g], got '%s'", flag, lo, hi, s ? s : "");
         return 0;
     }
     *out = v;
     return 1;
 }
 
-int cli_sampling_flag(const char *cmd, const char *flag, const char *value, mlm_sampler_params *sp) {
+int tool_sampling_flag(const char *cmd, const char *flag, const char *value,
+                       mlm_sampler_params *sp) {
     double d;
     long long ll;
     if (!strcmp(flag, "--temperature")) {
-        if (!cli_float(cmd, flag, value, 0, 100, &d)) return 0;
+        if (!tool_float(cmd, flag, value, 0, 100, &d)) return 0;
         sp->temperature = (float)d;
     } else if (!strcmp(flag, "--top-p")) {
-        if (!cli_float(cmd, flag, value, 1e-6, 1, &d)) return 0;
+        if (!tool_float(cmd, flag, value, 1e-6, 1, &d)) return 0;
         sp->top_p = (float)d;
     } else if (!strcmp(flag, "--top-k")) {
-        if (!cli_int(cmd, flag, value, 0, 1 << 24, &ll)) return 0;
+        if (!tool_int(cmd, flag, value, 0, 1 << 24, &ll)) return 0;
         sp->top_k = (int32_t)ll;
     } else {
-        if (!cli_int(cmd, flag, value, 0, (long long)1 << 62, &ll)) return 0;
+        if (!tool_int(cmd, flag, value, 0, (long long)1 << 62, &ll)) return 0;
         sp->seed = (uint64_t)ll;
     }
     return 1;
 }
 
-char *cli_default_model(const char *cmd) {
-    char *p = cli_repo_path(CLI_DEFAULT_GGUF);
+char *tool_default_model(const char *cmd) {
+    char *p = tool_repo_path(TOOL_DEFAULT_GGUF);
     if (p) return p;
-    p = cli_repo_path("models/default");
+    p = tool_repo_path("models/default");
     if (p)
-        fprintf(stderr, "meshlm %s: no -m given and %s is absent (scripts/setup.sh fetches it); "
-                        "using the tiny embedded model models/default, which babbles\n",
-                cmd, CLI_DEFAULT_GGUF);
+        fprintf(stderr,
+                "meshlm %s: no -m given and %s is absent (scripts/setup.sh fetches it); "
+                "using the tiny embedded model models/default, which babbles\n",
+                cmd, TOOL_DEFAULT_GGUF);
     else
-        fprintf(stderr, "meshlm %s: no -m given, and neither %s nor the embedded models/default "
-                        "is beside the build folder\n",
-                cmd, CLI_DEFAULT_GGUF);
+        fprintf(stderr,
+                "meshlm %s: no -m given, and neither %s nor the embedded models/default "
+                "is beside the build folder\n",
+                cmd, TOOL_DEFAULT_GGUF);
     return p;
 }
 
-void cli_precision_resolve(cli_precision *p, const char *dir) {
+void tool_precision_resolve(tool_precision *p, const char *dir) {
     if (!p->optimizations) p->optimizations = mlm_model_default_profile(dir);
 }
 
-char *cli_repo_path(const char *rel) {
+char *tool_repo_path(const char *rel) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return NULL;
@@ -188,7 +201,7 @@ char *cli_repo_path(const char *rel) {
     return path;
 }
 
-double cli_now(void) {
+double tool_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
