@@ -9,6 +9,13 @@
  *   - Token ids and positions are int32_t, element counts int64_t, byte sizes size_t.
  *   - Handles are immutable after loading and may be shared between threads, except
  *     where a function says otherwise.
+ *   - Getters are mlm_<object>_<thing>(object); where mlm_<object>_<thing> is itself a type
+ *     (mlm_sched_stats, mlm_exec_params), mlm_<object>_get_<thing>.
+ *
+ * Part 1, "run a model": errors, types, configs, tokenizers and chat formats, models, images,
+ * the executor, sampling, batched generation and the scheduler (what `meshlm generate`,
+ * `chat` and `serve` are built on). Part 2, "files and tools": checkpoint files, weight
+ * caches, memory planning, the mesh, CPU features, synthetic checkpoints and GGUF export.
  */
 #ifndef MESHLM_H
 #define MESHLM_H
@@ -19,6 +26,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ======== Part 1: run a model ======== */
+
+/* A communicator (part 2, the mesh): models take one for tensor parallelism. */
+typedef struct mlm_comm mlm_comm;
 
 /* ---- status and errors ---- */
 
@@ -58,40 +70,6 @@ mlm_status mlm_error_set(mlm_error *err, mlm_status status, const char *fmt, ...
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *mlm_version(void);
 
-/* ---- CPU features ---- */
-
-/* Instruction-set extensions found at start-up, as a space-separated list, then the register
- * state the OS saves ("avx2 fma f16c avx_vnni avx512f ... amx_int8 (os saves: ymm zmm amx
- * tiles)"), static string. MESHLM_CPU_DISABLE=feature,... hides features (avx512, amx,
- * avx_vnni, avx2, ...), to try the lower kernel levels on any machine. */
-const char *mlm_cpu_features(void);
-/* The CPU's brand string, or "unknown" (static). */
-const char *mlm_cpu_name(void);
-
-/* One kernel level: the ISA a kernel table needs, best first amx, avx512, avxvnni, avx2, ref
- * (the scalar twins). BFP products and attention give the same bits on every level; bf16 and
- * f32 products differ between levels by rounding. */
-typedef struct mlm_kernel_level {
-    const char *name;
-    int available;          /* this CPU and OS run it */
-    const char *missing;    /* when not: the missing CPU or OS feature (static text) */
-    /* the matmul kernel of each weight type: weight_type[i] ("f32", "bf16", "bfp8", "bfp4",
-     * then the native GGUF types "q8_0" ... "iq4_xs") runs matmul[i]; n_matmul entries */
-    int n_matmul;
-    const char *weight_type[16];
-    const char *matmul[16];
-    const char *attention;  /* the attention kernel */
-    const char *gelu;       /* the GELU kernel (the vision encoder's MLP) */
-} mlm_kernel_level;
-
-/* Levels 0..N-1, best first; returns N. */
-int mlm_kernel_levels_count(void);
-void mlm_kernel_level_info(int i, mlm_kernel_level *out);
-/* The level models load with: MESHLM_KERNELS=name if set (UNSUPPORTED naming the missing
- * feature when this machine cannot run it, INVALID_ARG for an unknown name), else the best
- * available one. */
-mlm_status mlm_kernels_chosen(const char **name, mlm_error *err);
-
 /* ---- dtypes ---- */
 
 /* Element types of checkpoint tensors. Append-only: values are stable. */
@@ -116,89 +94,6 @@ typedef enum mlm_dtype {
 const char *mlm_dtype_name(mlm_dtype dtype);
 /* Bytes per element (0 for out-of-range values). */
 size_t mlm_dtype_size(mlm_dtype dtype);
-
-/* ---- checkpoints ---- */
-
-/* A checkpoint: every tensor of a safetensors file, a sharded safetensors set
- * (model.safetensors.index.json), a PyTorch zip file written by torch.save, or a set
- * of Meta consolidated.NN.pth shards. All tensors are zero-copy views into read-only
- * mappings owned by the checkpoint. Nested dicts in a torch.save file are flattened
- * with '.' ("metadata.model"); non-tensor ints and strings are kept as values. */
-typedef struct mlm_checkpoint mlm_checkpoint;
-
-typedef enum mlm_ckpt_format {
-    MLM_CKPT_SAFETENSORS = 0, /* *.safetensors, single or sharded */
-    MLM_CKPT_PYTORCH,         /* torch.save zip files (*.pth, *.pt, *.refpt, *.bin) */
-    MLM_CKPT_GGUF             /* a llama.cpp GGUF file (*.gguf) */
-} mlm_ckpt_format;
-
-#define MLM_MAX_DIMS 8
-
-/* One tensor view. Element (i0, i1, ...) lives at
- * (const char *)data + (i0*stride[0] + i1*stride[1] + ...) * mlm_dtype_size(dtype).
- * A GGUF tensor of a block-quantized type has dtype MLM_DTYPE_GGML: its rows (the last dim)
- * are contiguous runs of ggml_type's blocks, row after row, and stride is unused; read it
- * with mlm_tensor_to_f32. GGUF shapes are given outermost first like every other view
- * (GGUF's ne[] reversed). Borrowed: valid while the checkpoint is open. */
-typedef struct mlm_tensor_view {
-    const char *name;
-    mlm_dtype dtype;
-    int n_dim;
-    int64_t shape[MLM_MAX_DIMS];
-    int64_t stride[MLM_MAX_DIMS]; /* in elements */
-    const void *data;             /* element (0, ..., 0) */
-    const char *file;             /* path of the file holding the bytes */
-    uint32_t ggml_type;           /* GGUF: the ggml type number (0 f32, 1 f16, 8 q8_0, ...) */
-} mlm_tensor_view;
-
-/* Opens PATH: a file (.safetensors, .pth/.pt/.refpt/.bin zip, model.safetensors.index.json,
- * a GGUF file told by its magic) or a directory (index.json, else *.safetensors, else
- * consolidated.*.pth, else *.pth/.pt/.bin, else one *.gguf). For Meta
- * multi-shard directories the shards are opened side by side and each tensor name
- * appears once per shard with the prefix "shard<N>/" (merging is the model's job).
- * Statuses: IO (missing/unreadable), FORMAT (malformed, with the file and field),
- * UNSUPPORTED (e.g. a pickle global that is not allowed), NOMEM. */
-mlm_status mlm_checkpoint_open(const char *path, mlm_checkpoint **out, mlm_error *err);
-void mlm_checkpoint_free(mlm_checkpoint *ckpt);
-
-/* Whether PATH is a file, or a directory holding checkpoint files that
- * mlm_checkpoint_open would look for (it does not validate them). */
-int mlm_checkpoint_present(const char *path);
-
-mlm_ckpt_format mlm_checkpoint_format(const mlm_checkpoint *ckpt);
-/* Number of files mapped. */
-int mlm_checkpoint_n_files(const mlm_checkpoint *ckpt);
-/* Path and size of file I (0 <= I < n_files). */
-const char *mlm_checkpoint_file(const mlm_checkpoint *ckpt, int i, size_t *size);
-
-/* Number of tensors, and tensor I in file order. */
-int64_t mlm_checkpoint_n_tensors(const mlm_checkpoint *ckpt);
-const mlm_tensor_view *mlm_checkpoint_tensor(const mlm_checkpoint *ckpt, int64_t i);
-/* The tensor named NAME, or NULL. */
-const mlm_tensor_view *mlm_checkpoint_find(const mlm_checkpoint *ckpt, const char *name);
-
-/* Non-tensor values of a torch.save dict (e.g. a .refpt's "prompt_len" and
- * "metadata.*"). MLM_ERR_INVALID_ARG when absent or of another type. */
-mlm_status mlm_checkpoint_get_int(const mlm_checkpoint *ckpt, const char *name, int64_t *out,
-                                  mlm_error *err);
-mlm_status mlm_checkpoint_get_str(const mlm_checkpoint *ckpt, const char *name, const char **out,
-                                  mlm_error *err);
-/* Number of non-tensor values, and the name of value I. */
-int64_t mlm_checkpoint_n_values(const mlm_checkpoint *ckpt);
-const char *mlm_checkpoint_value_name(const mlm_checkpoint *ckpt, int64_t i);
-
-/* The view's element type by name: its dtype's ("f32", "bf16", ...) or, for MLM_DTYPE_GGML,
- * the ggml type's ("q4_1", "q6_k", ...). */
-const char *mlm_tensor_type_name(const mlm_tensor_view *t);
-/* Bytes the view's data takes in its file (ggml types: whole blocks). */
-int64_t mlm_tensor_nbytes(const mlm_tensor_view *t);
-/* Number of elements of a view (product of its shape). */
-int64_t mlm_tensor_numel(const mlm_tensor_view *t);
-/* Copies a view (any strides) into DST as N = numel f32 values in row-major order,
- * converting from its dtype. INVALID_ARG if n != numel. */
-mlm_status mlm_tensor_to_f32(const mlm_tensor_view *t, float *dst, int64_t n, mlm_error *err);
-/* Same, to int64 (integer and bool dtypes only; UNSUPPORTED for floats). */
-mlm_status mlm_tensor_to_i64(const mlm_tensor_view *t, int64_t *dst, int64_t n, mlm_error *err);
 
 /* ---- model configuration ---- */
 
@@ -442,88 +337,6 @@ const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok);
  * are (0 without a chat format). */
 int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int32_t max);
 
-/* ---- the mesh: communicators ----
- * A mesh is a set of processes (MPI ranks) that run one model together: TP ranks of a lane
- * each hold 1/TP of the weights (heads and MLP columns) and all-reduce after the attention
- * output and MLP down projections; DP lanes are independent TP groups serving their own
- * users. The communicator is MPI's (OpenMPI) under mpirun, else this process alone (rank 0
- * of 1), where every collective is the identity. Collectives are called by every rank of
- * the communicator in the same order. */
-
-typedef struct mlm_comm mlm_comm;
-
-/* Whether this process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE). */
-int mlm_comm_launched(void);
-/* The world: MPI_COMM_WORLD under a launcher (MPI initialized here, thread level
- * SERIALIZED), else a single-process communicator. UNSUPPORTED under a launcher when meshlm
- * was built without MPI. Free it last (it finalizes MPI). */
-mlm_status mlm_comm_world(mlm_comm **out, mlm_error *err);
-int mlm_comm_rank(const mlm_comm *comm);         /* NULL: 0 */
-int mlm_comm_size(const mlm_comm *comm);         /* NULL: 1 */
-const char *mlm_comm_kind(const mlm_comm *comm); /* "mpi" or "single" */
-/* Splits COMM (collective): ranks with the same COLOR form a new communicator, ordered by
- * KEY; a negative COLOR joins none (*OUT NULL). */
-mlm_status mlm_comm_split(mlm_comm *comm, int color, int key, mlm_comm **out, mlm_error *err);
-/* BUF (N floats) becomes the sum over the ranks, added in rank order 0, 1, ... for every
- * element, the same bits on every rank and in every run. NULL COMM: nothing to do. */
-mlm_status mlm_comm_allreduce_sum(mlm_comm *comm, float *buf, int64_t n, mlm_error *err);
-/* RECV gets every rank's SEND: rank r's COUNTS[r] bytes after those of ranks before it. */
-mlm_status mlm_comm_allgatherv(mlm_comm *comm, const void *send, void *recv, const size_t *counts,
-                               mlm_error *err);
-/* The same with BYTES from every rank (RECV holds size x BYTES). */
-mlm_status mlm_comm_allgather(mlm_comm *comm, const void *send, size_t bytes, void *recv,
-                              mlm_error *err);
-/* Rank ROOT's BYTES of BUF to every rank. */
-mlm_status mlm_comm_bcast(mlm_comm *comm, void *buf, size_t bytes, int root, mlm_error *err);
-mlm_status mlm_comm_barrier(mlm_comm *comm, mlm_error *err);
-/* Ends every process of the job with exit status CODE (MPI_Abort); alone: exit(CODE). For a
- * failure that other ranks cannot know of, so none of them waits for ever. */
-void mlm_comm_abort(mlm_comm *comm, int code) __attribute__((noreturn));
-void mlm_comm_free(mlm_comm *comm);
-
-/* Time and bytes spent in COMM's all-reduces and gathers since it was made (this rank's
- * view: the wait for slower ranks included). */
-typedef struct mlm_comm_stats {
-    int64_t allreduce_calls, allreduce_bytes;
-    double allreduce_s;
-    int64_t gather_calls, gather_bytes;
-    double gather_s;
-} mlm_comm_stats;
-void mlm_comm_get_stats(const mlm_comm *comm, mlm_comm_stats *out);
-
-/* A mesh: the seeds' presets N150 (1 device), N300 (2), T3K (8), TG (32, an 8 x 4 mesh), or
- * --tp/--dp, as TP ranks per lane x DP lanes. Rank r is TP rank r % tp of lane r / tp. */
-typedef struct mlm_mesh {
-    char name[8]; /* the preset, "" for --tp/--dp */
-    int tp, dp, devices;
-} mlm_mesh;
-
-/* The devices of preset NAME (0 if unknown). */
-int mlm_mesh_devices(const char *name);
-/* Resolves preset NAME (or NULL) with TP and DP (0 = from the preset) for the model CFG (NULL:
- * no head checks) on a world of WORLD ranks. A preset alone is one TP group, except TG: TP 8
- * and 4 lanes where 8 divides the heads (Llama 3), else TP 2 and 16 lanes (Phi-4). DP alone
- * gives TP = devices / DP (the seeds' ci-b1-DP-N). INVALID_ARG, naming both, when TP does not
- * divide n_head, n_kv_head and n_ff, or the world does not match the mesh: FAKE (the seeds'
- * FAKE_DEVICE) allows a larger world, whose ranks past the mesh sit out. */
-mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *cfg, int world,
-                            int fake, mlm_mesh *out, mlm_error *err);
-/* INVALID_ARG naming the counts and a mesh that works when TP does not divide CFG's heads
- * and n_ff, or (TP > 1) when n_ff does not cut into one K chunk per KV head: the mesh sums
- * the row-parallel products' chunks in one order to give one process's bits. MESH names the
- * preset in the message (or NULL). */
-mlm_status mlm_mesh_check_tp(const mlm_config *cfg, int tp, const char *mesh, mlm_error *err);
-
-/* This rank's place in a mesh (mlm_mesh_join): MESH holds the mesh's ranks, TP this rank's
- * lane; both NULL (lane -1) for a rank past the mesh, which has nothing to do. */
-typedef struct mlm_mesh_comms {
-    mlm_comm *mesh, *tp; /* owned */
-    int lane, tp_rank;
-} mlm_mesh_comms;
-mlm_status mlm_mesh_join(mlm_comm *world, const mlm_mesh *mesh, mlm_mesh_comms *out,
-                         mlm_error *err);
-void mlm_mesh_leave(mlm_mesh_comms *comms);
-
 /* ---- models ---- */
 
 /* A loaded model: config, weights bound in the compute layout, RoPE tables. Immutable after
@@ -608,40 +421,13 @@ const mlm_config *mlm_model_config(const mlm_model *model);
 int64_t mlm_model_weight_bytes(const mlm_model *model);
 /* Name of the kernel table in use ("avx512", "avx2", "ref"). */
 const char *mlm_model_kernels(const mlm_model *model);
-/* The profile's name and a description of every role's type (static to the model). */
+/* The profile's name (static to the model); mlm_profile_types_at describes its types. */
 const char *mlm_model_profile(const mlm_model *model);
-const char *mlm_model_profile_types(const mlm_model *model);
 /* The KV cache type the profile asks for: MLM_DTYPE_F32, MLM_DTYPE_BF16 or MLM_DTYPE_BFP8. */
 mlm_dtype mlm_model_kv_dtype(const mlm_model *model);
 /* The cache file the weights were mapped from ("" if none) and whether this load built it. */
 const char *mlm_model_cache_path(const mlm_model *model);
 int mlm_model_cache_built(const mlm_model *model);
-
-/* ---- weight caches ---- */
-
-/* The cache file that mlm_model_load would use for DIR with PARAMS (the profile resolved,
- * the location chosen as documented above), without loading anything. */
-mlm_status mlm_cache_path(const char *dir, const mlm_model_params *params, char *path,
-                          size_t size, mlm_error *err);
-
-/* One cache file found by mlm_cache_list. */
-typedef struct mlm_cache_entry {
-    char path[1024];
-    int64_t bytes;
-    char model[512];   /* the model directory it was built from */
-    char profile[16];
-    int tp_rank, tp_size; /* the TP shard it holds (0 of 1: the whole model) */
-    int valid;         /* header and index intact, and the model's files unchanged */
-    char why[160];     /* when not valid: what is wrong */
-} mlm_cache_entry;
-
-/* Lists the cache files (*.mlmc) in the folder CACHE_DIR and its mesh folders (N300/, T3K/,
- * TG/, TPn/: TP shards, one file per rank) (checking each one's header, index
- * and key; not the tensor data). Returns a malloc'd array in *OUT (free it), count in *N. */
-mlm_status mlm_cache_list(const char *cache_dir, mlm_cache_entry **out, int *n, mlm_error *err);
-/* The folder the caches of the model in DIR go to by default (DIR NULL: $MESHLM_CACHE, else
- * the user cache folder), in DIRS[0]; *N = 1. */
-mlm_status mlm_cache_dirs(const char *dir, char dirs[][1024], int *n, mlm_error *err);
 
 /* ---- images (Llama 3.2 Vision) ---- */
 
@@ -684,9 +470,6 @@ void mlm_image_get_info(const mlm_image *image, mlm_image_info *out);
  * pixels are freed after. NOMEM for the encoder's scratch (mlm_memory_plan.images). */
 mlm_status mlm_image_encode(const mlm_model *model, mlm_image *image, int n_threads,
                             mlm_error *err);
-/* The encoded image's projected states (n_tokens rows of the text n_embd, borrowed), or
- * NULL before mlm_image_encode. */
-const float *mlm_image_embeddings(const mlm_image *image);
 
 /* The token that stands for an image in a vision model's prompts (128256 for Llama 3.2
  * Vision: its tokenizer's <|image|>), or -1 for models without vision. */
@@ -781,38 +564,6 @@ mlm_status mlm_exec_seq_set_images(mlm_exec *exec, int32_t seq, mlm_image *const
 /* The executor's parameters with the defaults resolved, and its model (borrowed). */
 const mlm_exec_params *mlm_exec_get_params(const mlm_exec *exec);
 const mlm_model *mlm_exec_model(const mlm_exec *exec);
-
-/* ---- memory planning ---- */
-
-/* What running a model takes, in bytes, before anything is loaded. */
-typedef struct mlm_memory_plan {
-    int64_t weights;   /* all weights in the profile's types (mapped or converted) */
-    int64_t kv;        /* the KV pool: every block of every layer */
-    int64_t scratch;   /* the executor's step scratch */
-    int64_t images;    /* Llama 3.2 Vision: the image K/V pool, one image's encoder scratch
-                          and projected states (0 for other models) */
-    int64_t convert;   /* what a first load holds beyond the weights while it converts them
-                          (blocks of rows in f32, the cache writer's buffer) */
-    int64_t total;     /* weights + kv + scratch + images + convert + a fixed allowance */
-    int64_t available; /* memory the system reports available now (MemAvailable), or -1 */
-} mlm_memory_plan;
-
-/* Fills PLAN for CFG run in the precision profile OPTIMIZATIONS (with DECODER_CONFIG
- * overrides, or NULL) and executor parameters EP (NULL: the defaults). INVALID_ARG or FORMAT
- * for a bad profile name or decoder config. */
-mlm_status mlm_memory_plan_for(const mlm_config *cfg, const char *optimizations,
-                               const char *decoder_config, const mlm_exec_params *ep,
-                               mlm_memory_plan *plan, mlm_error *err);
-/* The same for one rank of a TP group of TP ranks (its shard of the weights, its KV heads,
- * its scratch); INVALID_ARG when TP does not divide the heads (mlm_mesh_check_tp). */
-mlm_status mlm_memory_plan_tp(const mlm_config *cfg, int tp, const char *optimizations,
-                              const char *decoder_config, const mlm_exec_params *ep,
-                              mlm_memory_plan *plan, mlm_error *err);
-/* The same for the model at PATH, whose config it reads: for the native profile, each matrix
- * in the type its GGUF file stores it in (the others need only the config). */
-mlm_status mlm_memory_plan_at(const char *path, int tp, const char *optimizations,
-                              const char *decoder_config, const mlm_exec_params *ep,
-                              mlm_memory_plan *plan, mlm_error *err);
 
 /* ---- sampling ---- */
 
@@ -1041,7 +792,7 @@ typedef struct mlm_sched_stats {
     int64_t finished[5];       /* by mlm_finish */
 } mlm_sched_stats;
 
-void mlm_sched_stats_get(mlm_sched *s, mlm_sched_stats *out);
+void mlm_sched_get_stats(mlm_sched *s, mlm_sched_stats *out);
 /* The parameters with defaults resolved. */
 const mlm_sched_params *mlm_sched_get_params(const mlm_sched *s);
 /* The executor parameters mlm_sched_create gives its executor for a model of config CFG and
@@ -1053,6 +804,265 @@ void mlm_sched_exec_params(const mlm_config *cfg, const mlm_sched_params *p, mlm
  * from the model's generation_config.json (HF folders), else OpenAI's temperature 1, top_p 1,
  * top_k 0. */
 mlm_status mlm_generation_defaults(const char *path, mlm_sampler_params *out, mlm_error *err);
+
+/* ======== Part 2: files and tools ======== */
+
+/* ---- checkpoints ---- */
+
+/* A checkpoint: every tensor of a safetensors file, a sharded safetensors set
+ * (model.safetensors.index.json), a PyTorch zip file written by torch.save, or a set
+ * of Meta consolidated.NN.pth shards. All tensors are zero-copy views into read-only
+ * mappings owned by the checkpoint. Nested dicts in a torch.save file are flattened
+ * with '.' ("metadata.model"); non-tensor ints and strings are kept as values. */
+typedef struct mlm_checkpoint mlm_checkpoint;
+
+typedef enum mlm_ckpt_format {
+    MLM_CKPT_SAFETENSORS = 0, /* *.safetensors, single or sharded */
+    MLM_CKPT_PYTORCH,         /* torch.save zip files (*.pth, *.pt, *.refpt, *.bin) */
+    MLM_CKPT_GGUF             /* a llama.cpp GGUF file (*.gguf) */
+} mlm_ckpt_format;
+
+#define MLM_MAX_DIMS 8
+
+/* One tensor view. Element (i0, i1, ...) lives at
+ * (const char *)data + (i0*stride[0] + i1*stride[1] + ...) * mlm_dtype_size(dtype).
+ * A GGUF tensor of a block-quantized type has dtype MLM_DTYPE_GGML: its rows (the last dim)
+ * are contiguous runs of ggml_type's blocks, row after row, and stride is unused; read it
+ * with mlm_tensor_to_f32. GGUF shapes are given outermost first like every other view
+ * (GGUF's ne[] reversed). Borrowed: valid while the checkpoint is open. */
+typedef struct mlm_tensor_view {
+    const char *name;
+    mlm_dtype dtype;
+    int n_dim;
+    int64_t shape[MLM_MAX_DIMS];
+    int64_t stride[MLM_MAX_DIMS]; /* in elements */
+    const void *data;             /* element (0, ..., 0) */
+    const char *file;             /* path of the file holding the bytes */
+    uint32_t ggml_type;           /* GGUF: the ggml type number (0 f32, 1 f16, 8 q8_0, ...) */
+} mlm_tensor_view;
+
+/* Opens PATH: a file (.safetensors, .pth/.pt/.refpt/.bin zip, model.safetensors.index.json,
+ * a GGUF file told by its magic) or a directory (index.json, else *.safetensors, else
+ * consolidated.*.pth, else *.pth/.pt/.bin, else one *.gguf). For Meta
+ * multi-shard directories the shards are opened side by side and each tensor name
+ * appears once per shard with the prefix "shard<N>/" (merging is the model's job).
+ * Statuses: IO (missing/unreadable), FORMAT (malformed, with the file and field),
+ * UNSUPPORTED (e.g. a pickle global that is not allowed), NOMEM. */
+mlm_status mlm_checkpoint_open(const char *path, mlm_checkpoint **out, mlm_error *err);
+void mlm_checkpoint_free(mlm_checkpoint *ckpt);
+
+/* Whether PATH is a file, or a directory holding checkpoint files that
+ * mlm_checkpoint_open would look for (it does not validate them). */
+int mlm_checkpoint_present(const char *path);
+
+mlm_ckpt_format mlm_checkpoint_format(const mlm_checkpoint *ckpt);
+/* Number of files mapped. */
+int mlm_checkpoint_n_files(const mlm_checkpoint *ckpt);
+/* Path and size of file I (0 <= I < n_files). */
+const char *mlm_checkpoint_file(const mlm_checkpoint *ckpt, int i, size_t *size);
+
+/* Number of tensors, and tensor I in file order. */
+int64_t mlm_checkpoint_n_tensors(const mlm_checkpoint *ckpt);
+const mlm_tensor_view *mlm_checkpoint_tensor(const mlm_checkpoint *ckpt, int64_t i);
+/* The tensor named NAME, or NULL. */
+const mlm_tensor_view *mlm_checkpoint_find(const mlm_checkpoint *ckpt, const char *name);
+
+/* Non-tensor values of a torch.save dict (e.g. a .refpt's "prompt_len" and
+ * "metadata.*"). MLM_ERR_INVALID_ARG when absent or of another type. */
+mlm_status mlm_checkpoint_get_int(const mlm_checkpoint *ckpt, const char *name, int64_t *out,
+                                  mlm_error *err);
+mlm_status mlm_checkpoint_get_str(const mlm_checkpoint *ckpt, const char *name, const char **out,
+                                  mlm_error *err);
+/* Number of non-tensor values, and the name of value I. */
+int64_t mlm_checkpoint_n_values(const mlm_checkpoint *ckpt);
+const char *mlm_checkpoint_value_name(const mlm_checkpoint *ckpt, int64_t i);
+
+/* The view's element type by name: its dtype's ("f32", "bf16", ...) or, for MLM_DTYPE_GGML,
+ * the ggml type's ("q4_1", "q6_k", ...). */
+const char *mlm_tensor_type_name(const mlm_tensor_view *t);
+/* Bytes the view's data takes in its file (ggml types: whole blocks). */
+int64_t mlm_tensor_nbytes(const mlm_tensor_view *t);
+/* Number of elements of a view (product of its shape). */
+int64_t mlm_tensor_numel(const mlm_tensor_view *t);
+/* Copies a view (any strides) into DST as N = numel f32 values in row-major order,
+ * converting from its dtype. INVALID_ARG if n != numel. */
+mlm_status mlm_tensor_to_f32(const mlm_tensor_view *t, float *dst, int64_t n, mlm_error *err);
+/* Same, to int64 (integer and bool dtypes only; UNSUPPORTED for floats). */
+mlm_status mlm_tensor_to_i64(const mlm_tensor_view *t, int64_t *dst, int64_t n, mlm_error *err);
+
+/* ---- weight caches ---- */
+
+/* The cache file that mlm_model_load would use for DIR with PARAMS (the profile resolved,
+ * the location chosen as documented above), without loading anything. */
+mlm_status mlm_cache_path(const char *dir, const mlm_model_params *params, char *path, size_t size,
+                          mlm_error *err);
+
+/* One cache file found by mlm_cache_list. */
+typedef struct mlm_cache_entry {
+    char path[1024];
+    int64_t bytes;
+    char model[512]; /* the model directory it was built from */
+    char profile[16];
+    int tp_rank, tp_size; /* the TP shard it holds (0 of 1: the whole model) */
+    int valid;            /* header and index intact, and the model's files unchanged */
+    char why[160];        /* when not valid: what is wrong */
+} mlm_cache_entry;
+
+/* Lists the cache files (*.mlmc) in the folder CACHE_DIR and its mesh folders (N300/, T3K/,
+ * TG/, TPn/: TP shards, one file per rank) (checking each one's header, index
+ * and key; not the tensor data). Returns a malloc'd array in *OUT (free it), count in *N. */
+mlm_status mlm_cache_list(const char *cache_dir, mlm_cache_entry **out, int *n, mlm_error *err);
+/* The folder the caches of the model in DIR go to by default (DIR NULL: $MESHLM_CACHE, else
+ * the user cache folder), in DIRS[0]; *N = 1. */
+mlm_status mlm_cache_dirs(const char *dir, char dirs[][1024], int *n, mlm_error *err);
+
+/* ---- memory planning ---- */
+
+/* What running a model takes, in bytes, before anything is loaded. */
+typedef struct mlm_memory_plan {
+    int64_t weights;   /* all weights in the profile's types (mapped or converted) */
+    int64_t kv;        /* the KV pool: every block of every layer */
+    int64_t scratch;   /* the executor's step scratch */
+    int64_t images;    /* Llama 3.2 Vision: the image K/V pool, one image's encoder scratch
+                          and projected states (0 for other models) */
+    int64_t convert;   /* what a first load holds beyond the weights while it converts them
+                          (blocks of rows in f32, the cache writer's buffer) */
+    int64_t total;     /* weights + kv + scratch + images + convert + a fixed allowance */
+    int64_t available; /* memory the system reports available now (MemAvailable), or -1 */
+} mlm_memory_plan;
+
+/* Fills PLAN for CFG run in the precision profile OPTIMIZATIONS (with DECODER_CONFIG
+ * overrides, or NULL) and executor parameters EP (NULL: the defaults). INVALID_ARG or FORMAT
+ * for a bad profile name or decoder config. */
+mlm_status mlm_memory_plan_for(const mlm_config *cfg, const char *optimizations,
+                               const char *decoder_config, const mlm_exec_params *ep,
+                               mlm_memory_plan *plan, mlm_error *err);
+/* The same for one rank of a TP group of TP ranks (its shard of the weights, its KV heads,
+ * its scratch); INVALID_ARG when TP does not divide the heads (mlm_mesh_check_tp). */
+mlm_status mlm_memory_plan_tp(const mlm_config *cfg, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *ep,
+                              mlm_memory_plan *plan, mlm_error *err);
+/* The same for the model at PATH, whose config it reads: for the native profile, each matrix
+ * in the type its GGUF file stores it in (the others need only the config). */
+mlm_status mlm_memory_plan_at(const char *path, int tp, const char *optimizations,
+                              const char *decoder_config, const mlm_exec_params *ep,
+                              mlm_memory_plan *plan, mlm_error *err);
+
+/* ---- the mesh: communicators ----
+ * A mesh is a set of processes (MPI ranks) that run one model together: TP ranks of a lane
+ * each hold 1/TP of the weights (heads and MLP columns) and all-reduce after the attention
+ * output and MLP down projections; DP lanes are independent TP groups serving their own
+ * users. The communicator is MPI's (OpenMPI) under mpirun, else this process alone (rank 0
+ * of 1), where every collective is the identity. Collectives are called by every rank of
+ * the communicator in the same order. */
+
+typedef struct mlm_comm mlm_comm;
+
+/* Whether this process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE). */
+int mlm_comm_launched(void);
+/* The world: MPI_COMM_WORLD under a launcher (MPI initialized here, thread level
+ * SERIALIZED), else a single-process communicator. UNSUPPORTED under a launcher when meshlm
+ * was built without MPI. Free it last (it finalizes MPI). */
+mlm_status mlm_comm_world(mlm_comm **out, mlm_error *err);
+int mlm_comm_rank(const mlm_comm *comm);         /* NULL: 0 */
+int mlm_comm_size(const mlm_comm *comm);         /* NULL: 1 */
+const char *mlm_comm_kind(const mlm_comm *comm); /* "mpi" or "single" */
+/* Splits COMM (collective): ranks with the same COLOR form a new communicator, ordered by
+ * KEY; a negative COLOR joins none (*OUT NULL). */
+mlm_status mlm_comm_split(mlm_comm *comm, int color, int key, mlm_comm **out, mlm_error *err);
+/* BUF (N floats) becomes the sum over the ranks, added in rank order 0, 1, ... for every
+ * element, the same bits on every rank and in every run. NULL COMM: nothing to do. */
+mlm_status mlm_comm_allreduce_sum(mlm_comm *comm, float *buf, int64_t n, mlm_error *err);
+/* RECV gets every rank's SEND: rank r's COUNTS[r] bytes after those of ranks before it. */
+mlm_status mlm_comm_allgatherv(mlm_comm *comm, const void *send, void *recv, const size_t *counts,
+                               mlm_error *err);
+/* The same with BYTES from every rank (RECV holds size x BYTES). */
+mlm_status mlm_comm_allgather(mlm_comm *comm, const void *send, size_t bytes, void *recv,
+                              mlm_error *err);
+/* Rank ROOT's BYTES of BUF to every rank. */
+mlm_status mlm_comm_bcast(mlm_comm *comm, void *buf, size_t bytes, int root, mlm_error *err);
+mlm_status mlm_comm_barrier(mlm_comm *comm, mlm_error *err);
+/* Ends every process of the job with exit status CODE (MPI_Abort); alone: exit(CODE). For a
+ * failure that other ranks cannot know of, so none of them waits for ever. */
+void mlm_comm_abort(mlm_comm *comm, int code) __attribute__((noreturn));
+void mlm_comm_free(mlm_comm *comm);
+
+/* Time and bytes spent in COMM's all-reduces and gathers since it was made (this rank's
+ * view: the wait for slower ranks included). */
+typedef struct mlm_comm_stats {
+    int64_t allreduce_calls, allreduce_bytes;
+    double allreduce_s;
+    int64_t gather_calls, gather_bytes;
+    double gather_s;
+} mlm_comm_stats;
+void mlm_comm_get_stats(const mlm_comm *comm, mlm_comm_stats *out);
+
+/* A mesh: the seeds' presets N150 (1 device), N300 (2), T3K (8), TG (32, an 8 x 4 mesh), or
+ * --tp/--dp, as TP ranks per lane x DP lanes. Rank r is TP rank r % tp of lane r / tp. */
+typedef struct mlm_mesh {
+    char name[8]; /* the preset, "" for --tp/--dp */
+    int tp, dp, devices;
+} mlm_mesh;
+
+/* The devices of preset NAME (0 if unknown). */
+int mlm_mesh_devices(const char *name);
+/* Resolves preset NAME (or NULL) with TP and DP (0 = from the preset) for the model CFG (NULL:
+ * no head checks) on a world of WORLD ranks. A preset alone is one TP group, except TG: TP 8
+ * and 4 lanes where 8 divides the heads (Llama 3), else TP 2 and 16 lanes (Phi-4). DP alone
+ * gives TP = devices / DP (the seeds' ci-b1-DP-N). INVALID_ARG, naming both, when TP does not
+ * divide n_head, n_kv_head and n_ff, or the world does not match the mesh: FAKE (the seeds'
+ * FAKE_DEVICE) allows a larger world, whose ranks past the mesh sit out. */
+mlm_status mlm_mesh_resolve(const char *name, int tp, int dp, const mlm_config *cfg, int world,
+                            int fake, mlm_mesh *out, mlm_error *err);
+/* INVALID_ARG naming the counts and a mesh that works when TP does not divide CFG's heads
+ * and n_ff, or (TP > 1) when n_ff does not cut into one K chunk per KV head: the mesh sums
+ * the row-parallel products' chunks in one order to give one process's bits. MESH names the
+ * preset in the message (or NULL). */
+mlm_status mlm_mesh_check_tp(const mlm_config *cfg, int tp, const char *mesh, mlm_error *err);
+
+/* This rank's place in a mesh (mlm_mesh_join): MESH holds the mesh's ranks, TP this rank's
+ * lane; both NULL (lane -1) for a rank past the mesh, which has nothing to do. */
+typedef struct mlm_mesh_comms {
+    mlm_comm *mesh, *tp; /* owned */
+    int lane, tp_rank;
+} mlm_mesh_comms;
+mlm_status mlm_mesh_join(mlm_comm *world, const mlm_mesh *mesh, mlm_mesh_comms *out,
+                         mlm_error *err);
+void mlm_mesh_leave(mlm_mesh_comms *comms);
+
+/* ---- CPU features ---- */
+
+/* Instruction-set extensions found at start-up, as a space-separated list, then the register
+ * state the OS saves ("avx2 fma f16c avx_vnni avx512f ... amx_int8 (os saves: ymm zmm amx
+ * tiles)"), static string. MESHLM_CPU_DISABLE=feature,... hides features (avx512, amx,
+ * avx_vnni, avx2, ...), to try the lower kernel levels on any machine. */
+const char *mlm_cpu_features(void);
+/* The CPU's brand string, or "unknown" (static). */
+const char *mlm_cpu_name(void);
+
+/* One kernel level: the ISA a kernel table needs, best first amx, avx512, avxvnni, avx2, ref
+ * (the scalar twins). BFP products and attention give the same bits on every level; bf16 and
+ * f32 products differ between levels by rounding. */
+typedef struct mlm_kernel_level {
+    const char *name;
+    int available;       /* this CPU and OS run it */
+    const char *missing; /* when not: the missing CPU or OS feature (static text) */
+    /* the matmul kernel of each weight type: weight_type[i] ("f32", "bf16", "bfp8", "bfp4",
+     * then the native GGUF types "q8_0" ... "iq4_xs") runs matmul[i]; n_matmul entries */
+    int n_matmul;
+    const char *weight_type[16];
+    const char *matmul[16];
+    const char *attention; /* the attention kernel */
+    const char *gelu;      /* the GELU kernel (the vision encoder's MLP) */
+} mlm_kernel_level;
+
+/* Levels 0..N-1, best first; returns N. */
+int mlm_kernel_levels_count(void);
+void mlm_kernel_level_info(int i, mlm_kernel_level *out);
+/* The level models load with: MESHLM_KERNELS=name if set (UNSUPPORTED naming the missing
+ * feature when this machine cannot run it, INVALID_ARG for an unknown name), else the best
+ * available one. */
+mlm_status mlm_kernels_chosen(const char **name, mlm_error *err);
 
 /* ---- synthetic checkpoints ---- */
 

@@ -107,8 +107,6 @@ void mlm_image_get_info(const mlm_image *img, mlm_image_info *out) {
     out->encoded = img->embeds != NULL;
 }
 
-const float *mlm_image_embeddings(const mlm_image *img) { return img ? img->embeds : NULL; }
-
 mlm_status mlm_image_encode(const mlm_model *m, mlm_image *img, int n_threads, mlm_error *err) {
     if (!img || img->model != m)
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "image: encoded with another model");

@@ -393,7 +393,7 @@ void mlm_sched_wake(mlm_sched *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-void mlm_sched_stats_get(mlm_sched *s, mlm_sched_stats *out) {
+void mlm_sched_get_stats(mlm_sched *s, mlm_sched_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
     pthread_mutex_unlock(&s->mu);

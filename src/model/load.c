@@ -201,7 +201,6 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     if (!st && !strcmp(name, "native"))
         st = mlm_profile_resolve_native(&m->profile, &m->cfg, &m->local, dir, err);
     if (!st) {
-        mlm_profile_describe(&m->profile, m->profile_types, sizeof m->profile_types);
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
         if (!m->layers) st = mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
     }

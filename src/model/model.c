@@ -219,7 +219,6 @@ void mlm_model_free(mlm_model *m) {
 const mlm_config *mlm_model_config(const mlm_model *m) { return &m->cfg; }
 const char *mlm_model_kernels(const mlm_model *m) { return m->kernels->name; }
 const char *mlm_model_profile(const mlm_model *m) { return m->profile.name; }
-const char *mlm_model_profile_types(const mlm_model *m) { return m->profile_types; }
 const char *mlm_model_cache_path(const mlm_model *m) { return m->cache.data ? m->cache_path : ""; }
 int mlm_model_cache_built(const mlm_model *m) { return m->cache_built; }
 

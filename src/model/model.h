@@ -84,7 +84,6 @@ struct mlm_model {
     mlm_config local;
     int32_t vocab0, n_vocab_local;
     mlm_profile profile;  /* owned: each weight's type */
-    char profile_types[1024]; /* mlm_profile_describe */
     mlm_checkpoint *ckpt; /* owned; NULL when the weights come from a cache */
     mlm_mapfile cache;    /* owned mapping of the weight cache (.data NULL if none) */
     char cache_path[1024];

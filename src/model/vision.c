@@ -280,14 +280,47 @@ static sizes sizes_of(const mlm_config *cfg) {
     return z;
 }
 
+/* The encoder's scratch, carved from one block: the floats (below), the sequence indexes and
+ * the activation forms FORMS of the products (int8 and uint8 codes with their scales, bf16). */
+typedef struct scratch {
+    float *f;     /* 6 (L, D) + (L, F) + (K, L, D) + the patches + a projector chunk + per
+                     thread MLM_ATT_SCRATCH */
+    int32_t *idx; /* (2, L) */
+    int8_t *aq;   /* (act_rows_cols) */
+    uint8_t *au;  /* (act_rows_cols) */
+    float *ad;    /* (act_rows_cols / MLM_Q8_BLOCK + 1) */
+    uint16_t *ah; /* (act_rows_cols) */
+} scratch;
+
+/* The next part of BYTES bytes at a 64-byte boundary after *OFF (NULL without BASE). */
+static void *part(char *base, size_t *off, int64_t bytes) {
+    size_t at = (*off + 63) / 64 * 64;
+    *off = at + (size_t)bytes;
+    return base ? base + at : NULL;
+}
+
+/* Carves S from BASE (NULL: only counts) for N_THREADS threads; returns the bytes. */
+static size_t carve(const sizes *z, int n_threads, int forms, char *base, scratch *s) {
+    size_t off = 0;
+    int64_t A = z->act_rows_cols;
+    int q8 = forms & (1 << MLM_ACT_Q8), bf16 = forms & (1 << MLM_ACT_BF16);
+    s->f = part(base, &off,
+                (6 * z->L * z->D + z->L * z->F + z->K * z->L * z->D + z->NTGG * z->CPP +
+                 PROJ_ROWS * z->O + (int64_t)n_threads * MLM_ATT_SCRATCH) *
+                    (int64_t)sizeof(float));
+    s->idx = part(base, &off, 2 * z->L * (int64_t)sizeof(int32_t));
+    s->aq = q8 ? part(base, &off, A) : NULL;
+    s->au = q8 ? part(base, &off, A) : NULL;
+    s->ad = q8 ? part(base, &off, (A / MLM_Q8_BLOCK + 1) * (int64_t)sizeof(float)) : NULL;
+    s->ah = bf16 ? part(base, &off, A * 2) : NULL;
+    return off;
+}
+
 int64_t mlm_vision_scratch_bytes(const mlm_config *cfg) {
     if (cfg->family != MLM_FAMILY_MLLAMA) return 0;
     sizes z = sizes_of(cfg);
-    int64_t floats = 6 * z.L * z.D + z.L * z.F + z.K * z.L * z.D + z.NTGG * z.CPP +
-                     PROJ_ROWS * z.O + 64 * MLM_ATT_SCRATCH;
-    /* int8 + uint8 codes, their scales, bf16 */
-    int64_t acts = 2 * z.act_rows_cols + z.act_rows_cols / MLM_Q8_BLOCK * 4 + z.act_rows_cols * 2;
-    return floats * 4 + acts + z.L * 8;
+    scratch s;
+    return (int64_t)carve(&z, 64, (1 << MLM_ACT_Q8) | (1 << MLM_ACT_BF16), NULL, &s);
 }
 
 // ---- the encoder ----
@@ -324,23 +357,17 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
                  form_of(&e, &y->wo) | form_of(&e, &y->fc1) | form_of(&e, &y->fc2);
     }
     /* scratch */
-    int64_t A = z.act_rows_cols;
-    float *f = malloc((size_t)(6 * L * D + L * z.F + K * L * D + z.NTGG * z.CPP + PROJ_ROWS * O +
-                               (int64_t)n_threads * MLM_ATT_SCRATCH) *
-                      sizeof(float));
-    int32_t *idx = malloc((size_t)(2 * L) * sizeof *idx);
-    e.aq = forms & (1 << MLM_ACT_Q8) ? malloc((size_t)A) : NULL;
-    e.au = forms & (1 << MLM_ACT_Q8) ? malloc((size_t)A) : NULL;
-    e.ad =
-        forms & (1 << MLM_ACT_Q8) ? malloc((size_t)(A / MLM_Q8_BLOCK + 1) * sizeof(float)) : NULL;
-    e.ah = forms & (1 << MLM_ACT_BF16) ? malloc((size_t)A * 2) : NULL;
-    if (!f || !idx || ((forms & (1 << MLM_ACT_Q8)) && (!e.aq || !e.au || !e.ad)) ||
-        ((forms & (1 << MLM_ACT_BF16)) && !e.ah)) {
-        free(f), free(idx), free(e.aq), free(e.au), free(e.ad), free(e.ah);
+    scratch s;
+    size_t bytes = carve(&z, n_threads, forms, NULL, &s);
+    char *block = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!block)
         return mlm_error_set(err, MLM_ERR_NOMEM,
-                             "vision: out of memory for %lld bytes of scratch (%lld tokens)",
-                             (long long)mlm_vision_scratch_bytes(&m->cfg), (long long)L);
-    }
+                             "vision: out of memory for %zu bytes of scratch (%lld tokens)", bytes,
+                             (long long)L);
+    carve(&z, n_threads, forms, block, &s);
+    float *f = s.f;
+    int32_t *idx = s.idx;
+    e.aq = s.aq, e.au = s.au, e.ad = s.ad, e.ah = s.ah;
     e.x = f, e.xn = e.x + L * D, e.q = e.xn + L * D, e.kk = e.q + L * D, e.vv = e.kk + L * D;
     e.att = e.vv + L * D, e.h = e.att + L * D, e.inter = e.h + L * z.F;
     float *patches = e.inter + K * L * D, *proj_in = patches + z.NTGG * z.CPP;
@@ -446,6 +473,6 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
         matmul(&e, pool, (const mlm_weight *[]){&v->proj}, (float *[]){projected + i0 * E}, 1,
                EPI_BIAS, v->proj_b, 0);
     }
-    free(f), free(idx), free(e.aq), free(e.au), free(e.ad), free(e.ah);
+    free(block);
     return MLM_OK;
 }

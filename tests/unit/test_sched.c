@@ -127,7 +127,7 @@ static void check_greedy(const char *profile, int check_tokens) {
     submit(s, ref_prompt, n_ref_prompt, 48, &g[6], -1);
     run_all(s);
     mlm_sched_stats st;
-    mlm_sched_stats_get(s, &st);
+    mlm_sched_get_stats(s, &st);
     for (int k = 0; k < 7; k++)
         CHECKF(g[k].n_final == 1 && g[k].finish == MLM_FINISH_LENGTH && !g[k].events_after_final,
                "request %d: %d final events, finish %d", k, g[k].n_final, g[k].finish);
@@ -209,12 +209,12 @@ TEST(cancel_stop_and_refusals) {
     int did;
     for (int i = 0; i < 5; i++) CHECK_OK(mlm_sched_step(s, &did, &err), &err);
     mlm_sched_stats st;
-    mlm_sched_stats_get(s, &st);
+    mlm_sched_get_stats(s, &st);
     CHECK(st.running == 1 && st.waiting == 1 && st.kv_blocks_used > 0);
     mlm_sched_cancel(s, id[0]);
     mlm_sched_cancel(s, id[1]);
     CHECK_OK(mlm_sched_step(s, &did, &err), &err);
-    mlm_sched_stats_get(s, &st);
+    mlm_sched_get_stats(s, &st);
     CHECK(g[0].finish == MLM_FINISH_CANCELLED && g[1].finish == MLM_FINISH_CANCELLED);
     CHECKF(st.kv_blocks_used == 0 && st.running == 0 && st.waiting == 0,
            "after cancelling: %d blocks used", st.kv_blocks_used);

@@ -293,328 +293,394 @@ static int no_vision(const demo_config *c, const char *dir, const mlm_config *cf
                       c->preset, dir, mlm_family_name(cfg->family));
 }
 
-int cmd_demo(int argc, char **argv) {
+// ---- one run, in steps ----
+
+/* Everything one demo run holds; run_free releases it whatever state it is in. After the
+ * lanes are gathered, R counts every lane's batches and the outputs are all of them. */
+typedef struct demo_run {
     demo_config c;
-    int own_prompts = 0;
-    int rc = parse(argc, argv, &c, &own_prompts);
-    if (rc) return rc < 0 ? TOOL_OK : rc;
-    int vision = demo_is_vision(&c);
-    char *dir = model_dir(&c);
-    if (!dir) return TOOL_USAGE;
-    tool_precision_resolve(&c.prec, dir);
-    if (!c.prec.dp && c.dp > 1) c.prec.dp = c.dp; /* the preset's lanes, unless --dp says */
-    if ((c.token_accuracy || vision) && c.prec.dp > 1) {
-        free(dir);
-        return tool_usage("demo", "%s runs one lane: --dp %d has no lanes to fill",
-                          vision ? "a vision preset" : "token accuracy", c.prec.dp);
+    int own_prompts, vision;
+    char *dir, *prompt_path; /* owned */
+    demo_prompt *prompts;    /* owned (n_prompts) */
+    int n_prompts;
+    demo_images im; /* owned: the vision presets' images */
+    mlm_exec_params xp;
+    mlm_model *m;       /* owned */
+    mlm_tokenizer *tok; /* owned */
+    mlm_exec *e;        /* owned */
+    mlm_error err;
+    demo_metrics mt;
+    demo_vision_metrics vm;
+    int B, R;                  /* users per batch, batches */
+    mlm_gen_user *users;       /* owned (B) */
+    mlm_gen_output *outs;      /* owned (B * R) */
+    int *which;                /* owned (B * R): the prompt of each output */
+    mlm_sampler_params *sp_of; /* owned (B * R): its sampling */
+    int32_t ends[16], n_ends;  /* end-of-turn ids */
+    char failures[4096];
+    double prefill_s, decode_s, first_s, bind_s;
+    int64_t prefill_tokens, decode_tokens, steps;
+} demo_run;
+
+static void run_free(demo_run *r) {
+    for (int i = 0; r->outs && i < r->B * r->R; i++)
+        mlm_gen_output_deinit(&r->outs[i]);
+    free(r->users), free(r->outs), free(r->which), free(r->sp_of);
+    mlm_exec_free(r->e);
+    mlm_tokenizer_free(r->tok);
+    mlm_model_free(r->m);
+    demo_prompts_free(r->prompts, r->n_prompts);
+    demo_images_free(&r->im);
+    free(r->dir), free(r->prompt_path);
+}
+
+/* The prompts, before any model work; a preset's file is in the repository's prompts/. */
+static int read_prompts(demo_run *r) {
+    const demo_config *c = &r->c;
+    if ((r->own_prompts && strchr(c->prompts, '/')) ||
+        !(r->prompt_path = tool_repo_path("prompts")))
+        r->prompt_path = strdup(c->prompts);
+    else {
+        char *full = malloc(strlen(r->prompt_path) + strlen(c->prompts) + 2);
+        sprintf(full, "%s/%s", r->prompt_path, c->prompts);
+        free(r->prompt_path);
+        r->prompt_path = full;
     }
-    /* prompts, before any model work; a preset's file is in the repository's prompts/ */
-    demo_prompt *prompts = NULL;
-    int n_prompts = 0;
-    char *prompt_path = NULL;
-    demo_images im = {0};
-    if (!c.token_accuracy) {
-        if ((own_prompts && strchr(c.prompts, '/')) || !(prompt_path = tool_repo_path("prompts")))
-            prompt_path = strdup(c.prompts);
-        else {
-            char *full = malloc(strlen(prompt_path) + strlen(c.prompts) + 2);
-            sprintf(full, "%s/%s", prompt_path, c.prompts);
-            free(prompt_path);
-            prompt_path = full;
-        }
-        char **paths = NULL;
-        int ok = vision ? demo_prompts_read_vision(prompt_path, &prompts, &paths, &n_prompts)
-                        : demo_prompts_read(prompt_path, c.instruct, &prompts, &n_prompts);
-        if (ok && vision && !demo_images_index(paths, n_prompts, &im)) {
-            fprintf(stderr, "meshlm demo: out of memory\n");
-            ok = 0;
-        }
-        for (int i = 0; paths && i < n_prompts; i++)
-            free(paths[i]);
-        free(paths);
-        if (!ok) {
-            demo_prompts_free(prompts, n_prompts);
-            demo_images_free(&im);
-            free(dir), free(prompt_path);
-            return TOOL_RUNTIME;
-        }
+    char **paths = NULL;
+    int ok = r->vision
+                 ? demo_prompts_read_vision(r->prompt_path, &r->prompts, &paths, &r->n_prompts)
+                 : demo_prompts_read(r->prompt_path, c->instruct, &r->prompts, &r->n_prompts);
+    if (ok && r->vision && !demo_images_index(paths, r->n_prompts, &r->im)) {
+        fprintf(stderr, "meshlm demo: out of memory\n");
+        ok = 0;
     }
-    mlm_exec_params xp = mlm_exec_default_params();
-    xp.max_seqs = c.batch_size;
-    xp.max_seq_len = c.max_seq_len;
-    xp.block_size = c.block_size;
-    xp.max_num_blocks = c.max_num_blocks;
-    xp.max_step_tokens = c.prefill_chunk < c.max_seq_len ? c.prefill_chunk : c.max_seq_len;
-    if (xp.max_step_tokens < c.batch_size) xp.max_step_tokens = c.batch_size;
-    xp.max_step_logits = c.batch_size;
-    xp.n_threads = c.n_threads;
+    for (int i = 0; paths && i < r->n_prompts; i++)
+        free(paths[i]);
+    free(paths);
+    return ok ? TOOL_OK : TOOL_RUNTIME;
+}
+
+/* The executor's parameters, and the check that the model fits with them. */
+static int plan(demo_run *r) {
+    const demo_config *c = &r->c;
+    mlm_exec_params *xp = &r->xp;
+    *xp = mlm_exec_default_params();
+    xp->max_seqs = c->batch_size;
+    xp->max_seq_len = c->max_seq_len;
+    xp->block_size = c->block_size;
+    xp->max_num_blocks = c->max_num_blocks;
+    xp->max_step_tokens = c->prefill_chunk < c->max_seq_len ? c->prefill_chunk : c->max_seq_len;
+    if (xp->max_step_tokens < c->batch_size) xp->max_step_tokens = c->batch_size;
+    xp->max_step_logits = c->batch_size;
+    xp->n_threads = c->n_threads;
     /* images: one a user, the pool for the batch's users with one; the text presets keep none
      * (a vision model runs them text only) */
-    xp.max_images = 0;
+    xp->max_images = 0;
     mlm_config vcfg;
-    if (vision && !mlm_config_load(dir, &vcfg, NULL)) { /* else the loader says what is wrong */
-        if (vcfg.image_token_id < 0) {
-            rc = no_vision(&c, dir, &vcfg);
-            demo_prompts_free(prompts, n_prompts);
-            demo_images_free(&im);
-            free(dir), free(prompt_path);
-            return rc;
-        }
-        xp.image_tiles = image_tiles(&c, &im, vcfg.vision.max_tiles);
-        xp.max_images = xp.image_tiles > 0;
+    if (r->vision && !mlm_config_load(r->dir, &vcfg, NULL)) { /* else the loader says why */
+        if (vcfg.image_token_id < 0) return no_vision(c, r->dir, &vcfg);
+        xp->image_tiles = image_tiles(c, &r->im, vcfg.vision.max_tiles);
+        xp->max_images = xp->image_tiles > 0;
     }
-    if (!tool_memory_fits("demo", dir, &c.prec, &xp)) {
-        int32_t fit = tool_largest_seq_len(dir, &c.prec, &xp, c.max_seq_len);
+    if (!tool_memory_fits("demo", r->dir, &c->prec, xp)) {
+        int32_t fit = tool_largest_seq_len(r->dir, &c->prec, xp, c->max_seq_len);
         if (fit > 0)
-            fprintf(stderr, "  --max-seq-len %d --page-params %d,%d would fit\n", fit, c.block_size,
-                    c.batch_size * (fit / c.block_size));
-        demo_prompts_free(prompts, n_prompts);
-        demo_images_free(&im);
-        free(dir), free(prompt_path);
+            fprintf(stderr, "  --max-seq-len %d --page-params %d,%d would fit\n", fit,
+                    c->block_size, c->batch_size * (fit / c->block_size));
         return TOOL_RUNTIME;
     }
-    if (vision && tool_mesh() && tool_mesh()->dp > 1) { /* a mesh preset's lanes (TG) */
-        rc = tool_usage("demo", "a vision preset runs one lane, not %d", tool_mesh()->dp);
-        demo_prompts_free(prompts, n_prompts);
-        demo_images_free(&im);
-        free(dir), free(prompt_path);
-        return rc;
+    if (r->vision && tool_mesh() && tool_mesh()->dp > 1) /* a mesh preset's lanes (TG) */
+        return tool_usage("demo", "a vision preset runs one lane, not %d", tool_mesh()->dp);
+    return TOOL_OK;
+}
+
+/* The prompts' tokens: the vision dialogs around the image token (every distinct image
+ * encoded once), or the chat format for instruct, else plain (BOS for Meta checkpoints only,
+ * as the seeds' Meta and HF paths). */
+static mlm_status tokenize(demo_run *r) {
+    const demo_config *c = &r->c;
+    const mlm_config *cfg = mlm_model_config(r->m);
+    mlm_status st = MLM_OK;
+    if (r->vision) {
+        st = demo_images_encode(r->m, c->n_threads, &r->im, &r->err);
+        for (int k = 0; k < r->im.n; k++)
+            r->vm.open_s += r->im.open_s[k], r->vm.encode_s += r->im.encode_s[k];
+        if (!st)
+            st = demo_vision_tokenize(r->tok, mlm_model_image_token(r->m), r->prompts, r->n_prompts,
+                                      &r->im, &r->err);
+        /* an image prompt is never clipped: it must leave room for a token */
+        for (int i = 0; !st && i < r->n_prompts; i++)
+            if (r->prompts[i].ids.n >= c->max_seq_len)
+                st = mlm_error_set(&r->err, MLM_ERR_CAPACITY,
+                                   "demo: dialog %d holds %lld tokens, no room left in "
+                                   "--max-seq-len %d",
+                                   i, (long long)r->prompts[i].ids.n, c->max_seq_len);
+        r->xp.image_tiles = image_tiles(c, &r->im, cfg->vision.max_tiles);
+        r->xp.max_images = r->xp.image_tiles > 0;
+        return st;
     }
-    double t0 = tool_now();
-    mlm_model *m = NULL;
-    mlm_tokenizer *tok = NULL;
-    mlm_exec *e = NULL;
-    mlm_error err = {0};
-    mlm_status st = tool_load_model("demo", dir, &c.prec, c.n_threads, &m, &err);
-    /* token accuracy works on ids alone: a model without a tokenizer is fine there */
-    if (!st && (!c.token_accuracy || mlm_tokenizer_present(dir)))
-        st = mlm_tokenizer_load(dir, &tok, &err);
-    demo_metrics mt = {0};
-    mt.load_s = tool_now() - t0;
-    if (st) {
-        rc = tool_fail(&err);
-    } else if (c.token_accuracy) {
-        double top1 = 0, top5 = 0;
-        rc = demo_token_accuracy(&c, dir, m, &top1, &top5);
-        if (rc == TOOL_OK) {
-            struct rusage ru;
-            getrusage(RUSAGE_SELF, &ru);
-            mt.peak_gb = (double)ru.ru_maxrss * 1024 / 1e9;
-            rc = demo_report(&c, dir, m, &mt, "", 0, NULL, NULL, top1, top5);
+    for (int i = 0; !st && i < r->n_prompts; i++) {
+        demo_prompt *p = &r->prompts[i];
+        if (c->instruct) {
+            mlm_chat_message msg = {"user", p->text};
+            st = mlm_tokenizer_encode_chat(r->tok, &msg, 1, 1, &p->ids, &r->err);
+        } else {
+            mlm_encode_params ep = mlm_encode_default_params();
+            ep.add_bos = !strcmp(cfg->source, "params.json") && mlm_tokenizer_bos_id(r->tok) >= 0;
+            st = mlm_tokenizer_encode(r->tok, p->text, strlen(p->text), &ep, &p->ids, &r->err);
         }
-    } else if (vision && mlm_model_image_token(m) < 0) {
-        rc = no_vision(&c, dir, mlm_model_config(m));
-    } else {
-        const mlm_config *cfg = mlm_model_config(m);
-        demo_vision_metrics vm = {0};
-        vm.images = &im;
-        if (vision) { /* every distinct image once, then the dialogs around the image token */
-            st = demo_images_encode(m, c.n_threads, &im, &err);
-            for (int k = 0; k < im.n; k++)
-                vm.open_s += im.open_s[k], vm.encode_s += im.encode_s[k];
-            if (!st)
-                st = demo_vision_tokenize(tok, mlm_model_image_token(m), prompts, n_prompts, &im,
-                                          &err);
-            /* an image prompt is never clipped: it must leave room for a token */
-            for (int i = 0; !st && i < n_prompts; i++)
-                if (prompts[i].ids.n >= c.max_seq_len) {
-                    st = mlm_error_set(&err, MLM_ERR_CAPACITY,
-                                       "demo: dialog %d holds %lld tokens, no room left in "
-                                       "--max-seq-len %d",
-                                       i, (long long)prompts[i].ids.n, c.max_seq_len);
-                }
-            xp.image_tiles = image_tiles(&c, &im, cfg->vision.max_tiles);
-            xp.max_images = xp.image_tiles > 0;
-        }
-        /* tokenize: chat format for instruct, else plain (BOS for Meta checkpoints only, as the
-         * seeds' Meta and HF paths) */
-        for (int i = 0; !st && !vision && i < n_prompts; i++) {
-            if (c.instruct) {
-                mlm_chat_message msg = {"user", prompts[i].text};
-                st = mlm_tokenizer_encode_chat(tok, &msg, 1, 1, &prompts[i].ids, &err);
-            } else {
-                mlm_encode_params ep = mlm_encode_default_params();
-                ep.add_bos = !strcmp(cfg->source, "params.json") && mlm_tokenizer_bos_id(tok) >= 0;
-                st = mlm_tokenizer_encode(tok, prompts[i].text, strlen(prompts[i].text), &ep,
-                                          &prompts[i].ids, &err);
+    }
+    return st;
+}
+
+/* The batches: each one's users (this lane's prompts, left-clipped to leave room for the
+ * answer), a random disjoint page table per user, one mlm_exec_generate. */
+static mlm_status run_batches(demo_run *r) {
+    const demo_config *c = &r->c;
+    int B = r->B;
+    int32_t n_stops = c->stop_at_eos ? r->n_ends : 0; /* users stop at the same ids */
+    int lane = tool_mesh_lane();
+    int32_t max_prefill = c->max_seq_len - c->max_generated_tokens;
+    mlm_status st = MLM_OK;
+    for (int b = 0; !st && b < r->R; b++) {
+        for (int u = 0; u < B; u++) {
+            mlm_gen_user *us = &r->users[u];
+            int k = user_of(c, r->prompts, r->n_prompts, lane, b, u, &r->sp_of[b * B + u]);
+            r->which[b * B + u] = k;
+            const mlm_tokens *ids = &r->prompts[k].ids;
+            int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
+            us->prompt = ids->ids + skip, us->n_prompt = (int32_t)(n - skip);
+            us->max_new_tokens = c->max_generated_tokens;
+            if (r->vision) { /* the whole dialog, and what max_seq_len leaves for the answer */
+                int ki = r->im.of_prompt[k];
+                us->prompt = ids->ids, us->n_prompt = (int32_t)n;
+                if (n + c->max_generated_tokens > c->max_seq_len)
+                    us->max_new_tokens = c->max_seq_len - (int32_t)n;
+                us->images = ki >= 0 ? &r->im.img[ki] : NULL;
+                us->n_images = ki >= 0;
             }
+            us->stop_ids = r->ends, us->n_stop_ids = n_stops;
+            us->sampling = r->sp_of[b * B + u];
         }
-        if (!st) st = mlm_exec_create(m, &xp, &e, &err);
-        int32_t ends[16], n_ends = end_of_turn_ids(tok, cfg, ends);
-        int32_t n_stops = c.stop_at_eos ? n_ends : 0; /* users stop at the same ids */
-        int B = c.batch_size, R = c.repeat_batches;
-        const mlm_mesh *mesh = tool_mesh();
-        int lane = tool_mesh_lane(), dp = mesh ? mesh->dp : 1;
-        mlm_gen_user *users = calloc((size_t)B, sizeof *users);
-        mlm_gen_output *outs = calloc((size_t)(B * R), sizeof *outs);
-        int *which = calloc((size_t)(B * R), sizeof *which); /* prompt index of each output */
-        mlm_sampler_params *sp_of = calloc((size_t)(B * R), sizeof *sp_of);
-        char failures[4096] = "";
-        double prefill_s = 0, decode_s = 0, first_s = 0, bind_s = 0;
-        int64_t prefill_tokens = 0, decode_tokens = 0, steps = 0;
-        int32_t max_prefill = c.max_seq_len - c.max_generated_tokens;
-        for (int r = 0; !st && r < R; r++) {
+        int32_t per_user = c->max_num_blocks / B, *perm = NULL;
+        const int32_t *pages[32];
+        if (c->paged_attention && (perm = page_tables(c->max_num_blocks, 1234 + (uint64_t)b)))
+            for (int u = 0; u < B; u++)
+                pages[u] = perm + (size_t)u * per_user;
+        mlm_gen_stats gs;
+        /* a user's table holds max_num_blocks / batch blocks; it uses what max_seq_len needs */
+        int32_t need = (c->max_seq_len + c->block_size - 1) / c->block_size;
+        double tg = tool_now();
+        st = mlm_exec_generate(r->e, r->users, B, perm ? pages : NULL,
+                               need < per_user ? need : per_user, r->outs + b * B, &gs, &r->err);
+        free(perm);
+        if (st) break;
+        /* before its prefill generate binds the users' images: their cross-attention K/V */
+        r->bind_s += tool_now() - tg - gs.prefill_s - gs.first_decode_s - gs.decode_s;
+        r->prefill_s += gs.prefill_s, r->prefill_tokens += gs.prefill_tokens;
+        r->decode_s += gs.decode_s, r->first_s += gs.first_decode_s;
+        r->decode_tokens += gs.decode_tokens;
+        r->steps += gs.decode_steps > 0 ? gs.decode_steps - 1 : 0;
+    }
+    return st;
+}
+
+/* DP lanes: every lane's outputs to rank 0, which then holds them all as more batches. */
+static int gather_lanes(demo_run *r) {
+    const mlm_mesh *mesh = tool_mesh();
+    int dp = mesh ? mesh->dp : 1, B = r->B, R = r->R, rc = TOOL_OK;
+    if (dp <= 1) return TOOL_OK;
+    demo_lane_stats lanes[64] = {{0}};
+    struct rusage ru0;
+    getrusage(RUSAGE_SELF, &ru0);
+    demo_lane_stats me = {
+        r->prefill_s,      r->decode_s,      r->first_s, (double)ru0.ru_maxrss * 1024 / 1e9,
+        r->prefill_tokens, r->decode_tokens, r->steps};
+    mlm_gen_output *all = calloc((size_t)(dp * B * R), sizeof *all);
+    int *which_all = calloc((size_t)(dp * B * R), sizeof *which_all);
+    mlm_sampler_params *sp_all = calloc((size_t)(dp * B * R), sizeof *sp_all);
+    if (!all || !which_all || !sp_all || dp > 64 ||
+        !demo_lanes_gather(mesh, r->outs, B * R, &me, all, lanes))
+        rc = TOOL_RUNTIME;
+    for (int l = 0; l < dp; l++)
+        for (int b = 0; b < R; b++)
             for (int u = 0; u < B; u++) {
-                int k = user_of(&c, prompts, n_prompts, lane, r, u, &sp_of[r * B + u]);
-                which[r * B + u] = k;
-                const mlm_tokens *ids = &prompts[k].ids;
-                int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
-                users[u].prompt = ids->ids + skip, users[u].n_prompt = (int32_t)(n - skip);
-                users[u].max_new_tokens = c.max_generated_tokens;
-                if (vision) { /* the whole dialog, and what max_seq_len leaves for the answer */
-                    int ki = im.of_prompt[k];
-                    users[u].prompt = ids->ids, users[u].n_prompt = (int32_t)n;
-                    if (n + c.max_generated_tokens > c.max_seq_len)
-                        users[u].max_new_tokens = c.max_seq_len - (int32_t)n;
-                    users[u].images = ki >= 0 ? &im.img[ki] : NULL;
-                    users[u].n_images = ki >= 0;
-                }
-                users[u].stop_ids = ends, users[u].n_stop_ids = n_stops;
-                users[u].sampling = sp_of[r * B + u];
+                int i = (l * R + b) * B + u;
+                which_all[i] = user_of(&r->c, r->prompts, r->n_prompts, l, b, u, &sp_all[i]);
             }
-            int32_t per_user = c.max_num_blocks / B, *perm = NULL;
-            const int32_t *pages[32];
-            if (c.paged_attention && (perm = page_tables(c.max_num_blocks, 1234 + (uint64_t)r)))
-                for (int u = 0; u < B; u++) pages[u] = perm + (size_t)u * per_user;
-            mlm_gen_stats gs;
-            /* a user's table holds max_num_blocks / batch blocks; it uses what max_seq_len needs */
-            int32_t need = (c.max_seq_len + c.block_size - 1) / c.block_size;
-            double tg = tool_now();
-            st = mlm_exec_generate(e, users, B, perm ? pages : NULL, need < per_user ? need : per_user,
-                                   outs + r * B, &gs, &err);
-            free(perm);
-            if (st) break;
-            /* before its prefill generate binds the users' images: their cross-attention K/V */
-            bind_s += tool_now() - tg - gs.prefill_s - gs.first_decode_s - gs.decode_s;
-            prefill_s += gs.prefill_s, prefill_tokens += gs.prefill_tokens;
-            decode_s += gs.decode_s, first_s += gs.first_decode_s;
-            decode_tokens += gs.decode_tokens, steps += gs.decode_steps > 0 ? gs.decode_steps - 1 : 0;
-        }
-        if (st) rc = tool_fail(&err);
-        /* DP lanes: every lane's outputs to rank 0, which checks and reports them all */
-        demo_lane_stats lanes[64] = {{0}};
-        if (!rc && dp > 1) {
-            struct rusage ru0;
-            getrusage(RUSAGE_SELF, &ru0);
-            demo_lane_stats me = {
-                prefill_s,      decode_s,      first_s, (double)ru0.ru_maxrss * 1024 / 1e9,
-                prefill_tokens, decode_tokens, steps};
-            mlm_gen_output *all = calloc((size_t)(dp * B * R), sizeof *all);
-            int *which_all = calloc((size_t)(dp * B * R), sizeof *which_all);
-            mlm_sampler_params *sp_all = calloc((size_t)(dp * B * R), sizeof *sp_all);
-            if (!all || !which_all || !sp_all || dp > 64 ||
-                !demo_lanes_gather(mesh, outs, B * R, &me, all, lanes))
-                rc = TOOL_RUNTIME;
-            for (int l = 0; l < dp; l++)
-                for (int r = 0; r < R; r++)
-                    for (int u = 0; u < B; u++) {
-                        int i = (l * R + r) * B + u;
-                        which_all[i] = user_of(&c, prompts, n_prompts, l, r, u, &sp_all[i]);
-                    }
-            for (int i = 0; i < B * R; i++)
-                mlm_gen_output_deinit(&outs[i]);
-            free(outs), free(which), free(sp_of);
-            outs = all, which = which_all, sp_of = sp_all, R *= dp; /* lanes as more batches */
-            prefill_s = decode_s = first_s = 0, prefill_tokens = decode_tokens = steps = 0;
-            for (int l = 0; l < dp; l++) {
-                const demo_lane_stats *ls = &lanes[l];
-                prefill_s += ls->prefill_s, decode_s += ls->decode_s, first_s += ls->first_s;
-                prefill_tokens += ls->prefill_tokens, decode_tokens += ls->decode_tokens;
-                steps += ls->steps;
-                mt.lane_tps[l] = ls->decode_s > 0 ? (double)ls->decode_tokens / ls->decode_s : 0;
-                mt.lane_tps_user[l] = ls->decode_s > 0 ? (double)ls->steps / ls->decode_s : 0;
-                if (ls->peak_gb > mt.peak_gb) mt.peak_gb = ls->peak_gb;
-            }
-            mt.n_lanes = dp, mt.tp = mesh->tp;
-        }
-        /* on a mesh rank 0 checks and reports for every lane and rank */
-        int reporter = tool_rank() == 0;
-        /* the guard, then determinism: every prompt's outputs identical across repeats */
-        for (int i = 0; !rc && reporter && i < B * R; i++) {
-            int32_t bad = guard(tok, ends, n_ends, &outs[i]);
-            if (bad >= 0) {
-                size_t len;
-                const char *t = mlm_tokenizer_token_bytes(tok, outs[i].tokens[bad], &len);
-                snprintf(failures + strlen(failures), sizeof failures - strlen(failures),
-                         "special-token guard: batch %d user %d (prompt %d) generated special "
-                         "token %d '%.*s' at output position %d, before the end of its turn\n",
-                         i / B, i % B, which[i], outs[i].tokens[bad], (int)(t ? len : 1),
-                         t ? t : "?", bad);
-            }
-        }
-        for (int i = 0; !rc && reporter && i < B * R; i++)
-            for (int j = i + 1; j < B * R; j++) {
-                /* the same prompt tokens with the same sampling must give the same output,
-                 * whatever the batch, slot, pages or neighbours */
-                const mlm_tokens *pa = &prompts[which[i]].ids, *pb = &prompts[which[j]].ids;
-                if (pa->n != pb->n || memcmp(pa->ids, pb->ids, (size_t)pa->n * 4) ||
-                    (vision && im.of_prompt[which[i]] != im.of_prompt[which[j]]) ||
-                    sp_of[i].temperature != sp_of[j].temperature ||
-                    sp_of[i].top_p != sp_of[j].top_p || sp_of[i].top_k != sp_of[j].top_k ||
-                    sp_of[i].seed != sp_of[j].seed)
-                    continue;
-                const mlm_gen_output *a = &outs[i], *b = &outs[j];
-                mt.determinism_checks++;
-                int32_t d = 0;
-                while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d]) d++;
-                if (d < a->n || d < b->n)
-                    snprintf(failures + strlen(failures), sizeof failures - strlen(failures),
-                             "determinism: prompt %d gave different outputs in batch %d slot %d "
-                             "and batch %d slot %d: first difference at token %d (%d vs %d)\n",
-                             which[i], i / B, i % B, j / B, j % B, d, d < a->n ? a->tokens[d] : -1,
-                             d < b->n ? b->tokens[d] : -1);
-                break; /* compare each output with the next one of the same prompt */
-            }
-        if (!rc && reporter) {
-            struct rusage ru;
-            getrusage(RUSAGE_SELF, &ru);
-            mt.ttft_ms = prefill_s / (B * R) * 1e3;
-            mt.prefill_tps = prefill_s > 0 ? (double)prefill_tokens / prefill_s : 0;
-            mt.decode_tps_user = decode_s > 0 ? (double)steps / decode_s : 0;
-            mt.decode_tps = decode_s > 0 ? (double)decode_tokens / decode_s : 0;
-            mt.step_ms = steps > 0 ? decode_s / (double)steps * 1e3 : 0;
-            double own_gb = (double)ru.ru_maxrss * 1024 / 1e9;
-            if (own_gb > mt.peak_gb) mt.peak_gb = own_gb; /* lanes: the largest rank's */
-            if (mt.n_lanes > 1) { /* the lanes run at once: their rates add up */
-                mt.decode_tps = 0;
-                for (int l = 0; l < mt.n_lanes; l++)
-                    mt.decode_tps += mt.lane_tps[l];
-                /* prefill: each lane's prompts in its own time, side by side */
-                mt.prefill_tps =
-                    prefill_s > 0 ? (double)prefill_tokens / (prefill_s / mt.n_lanes) : 0;
-            }
-            int *image_of = calloc((size_t)(B * R), sizeof *image_of);
-            if (vision && image_of) { /* TTFT as the seeds' vision demo: per batch, with vision */
-                double with = vm.open_s + vm.encode_s + bind_s + prefill_s;
-                mt.ttft_ms = with / R * 1e3;
-                mt.prefill_tps = with > 0 ? (double)prefill_tokens / with : 0;
-                vm.bind_s = bind_s;
-                vm.ttft_text_ms = prefill_s / R * 1e3;
-                vm.prefill_text_tps = prefill_s > 0 ? (double)prefill_tokens / prefill_s : 0;
-                for (int i = 0; i < B * R; i++)
-                    vm.image_users += (image_of[i] = im.of_prompt[which[i]]) >= 0;
-                vm.image_of_output = image_of;
-            }
-            char **ptext = calloc((size_t)(B * R), sizeof *ptext);
-            char **otext = calloc((size_t)(B * R), sizeof *otext);
-            for (int i = 0; ptext && otext && i < B * R; i++) {
-                ptext[i] = strdup(prompts[which[i]].text);
-                otext[i] = text_of(tok, outs[i].tokens, outs[i].n);
-            }
-            rc = demo_report_vision(&c, dir, m, &mt, vision && image_of ? &vm : NULL, failures,
-                                    B * R, ptext, otext, -1, -1);
-            free(image_of);
-            for (int i = 0; ptext && otext && i < B * R; i++) free(ptext[i]), free(otext[i]);
-            free(ptext), free(otext);
-        }
-        for (int i = 0; i < B * R; i++) mlm_gen_output_deinit(&outs[i]);
-        free(users), free(outs), free(which), free(sp_of);
+    for (int i = 0; i < B * R; i++)
+        mlm_gen_output_deinit(&r->outs[i]);
+    free(r->outs), free(r->which), free(r->sp_of);
+    r->outs = all, r->which = which_all, r->sp_of = sp_all, r->R *= dp; /* lanes as batches */
+    r->prefill_s = r->decode_s = r->first_s = 0;
+    r->prefill_tokens = r->decode_tokens = r->steps = 0;
+    demo_metrics *mt = &r->mt;
+    for (int l = 0; l < dp; l++) {
+        const demo_lane_stats *ls = &lanes[l];
+        r->prefill_s += ls->prefill_s, r->decode_s += ls->decode_s, r->first_s += ls->first_s;
+        r->prefill_tokens += ls->prefill_tokens, r->decode_tokens += ls->decode_tokens;
+        r->steps += ls->steps;
+        mt->lane_tps[l] = ls->decode_s > 0 ? (double)ls->decode_tokens / ls->decode_s : 0;
+        mt->lane_tps_user[l] = ls->decode_s > 0 ? (double)ls->steps / ls->decode_s : 0;
+        if (ls->peak_gb > mt->peak_gb) mt->peak_gb = ls->peak_gb;
     }
-    mlm_exec_free(e);
-    mlm_tokenizer_free(tok);
-    mlm_model_free(m);
-    demo_prompts_free(prompts, n_prompts);
-    demo_images_free(&im);
-    free(dir), free(prompt_path);
+    mt->n_lanes = dp, mt->tp = mesh->tp;
+    return rc;
+}
+
+/* The special-token guard, then determinism: every prompt's outputs identical across
+ * repeats. Failures go into r->failures. */
+static void check_outputs(demo_run *r) {
+    int n = r->B * r->R, B = r->B;
+    char *f = r->failures;
+    size_t cap = sizeof r->failures;
+    for (int i = 0; i < n; i++) {
+        int32_t bad = guard(r->tok, r->ends, r->n_ends, &r->outs[i]);
+        if (bad < 0) continue;
+        size_t len;
+        const char *t = mlm_tokenizer_token_bytes(r->tok, r->outs[i].tokens[bad], &len);
+        snprintf(f + strlen(f), cap - strlen(f),
+                 "special-token guard: batch %d user %d (prompt %d) generated special "
+                 "token %d '%.*s' at output position %d, before the end of its turn\n",
+                 i / B, i % B, r->which[i], r->outs[i].tokens[bad], (int)(t ? len : 1), t ? t : "?",
+                 bad);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            /* the same prompt tokens with the same sampling must give the same output,
+             * whatever the batch, slot, pages or neighbours */
+            const mlm_tokens *pa = &r->prompts[r->which[i]].ids, *pb = &r->prompts[r->which[j]].ids;
+            const mlm_sampler_params *si = &r->sp_of[i], *sj = &r->sp_of[j];
+            if (pa->n != pb->n || memcmp(pa->ids, pb->ids, (size_t)pa->n * 4) ||
+                (r->vision && r->im.of_prompt[r->which[i]] != r->im.of_prompt[r->which[j]]) ||
+                si->temperature != sj->temperature || si->top_p != sj->top_p ||
+                si->top_k != sj->top_k || si->seed != sj->seed)
+                continue;
+            const mlm_gen_output *a = &r->outs[i], *b = &r->outs[j];
+            r->mt.determinism_checks++;
+            int32_t d = 0;
+            while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d])
+                d++;
+            if (d < a->n || d < b->n)
+                snprintf(f + strlen(f), cap - strlen(f),
+                         "determinism: prompt %d gave different outputs in batch %d slot %d "
+                         "and batch %d slot %d: first difference at token %d (%d vs %d)\n",
+                         r->which[i], i / B, i % B, j / B, j % B, d, d < a->n ? a->tokens[d] : -1,
+                         d < b->n ? b->tokens[d] : -1);
+            break; /* compare each output with the next one of the same prompt */
+        }
+}
+
+/* The seeds' metrics from the batches' times, then the report (text and JSON). */
+static int report(demo_run *r) {
+    demo_metrics *mt = &r->mt;
+    int B = r->B, R = r->R;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    mt->ttft_ms = r->prefill_s / (B * R) * 1e3;
+    mt->prefill_tps = r->prefill_s > 0 ? (double)r->prefill_tokens / r->prefill_s : 0;
+    mt->decode_tps_user = r->decode_s > 0 ? (double)r->steps / r->decode_s : 0;
+    mt->decode_tps = r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0;
+    mt->step_ms = r->steps > 0 ? r->decode_s / (double)r->steps * 1e3 : 0;
+    double own_gb = (double)ru.ru_maxrss * 1024 / 1e9;
+    if (own_gb > mt->peak_gb) mt->peak_gb = own_gb; /* lanes: the largest rank's */
+    if (mt->n_lanes > 1) {                          /* the lanes run at once: their rates add up */
+        mt->decode_tps = 0;
+        for (int l = 0; l < mt->n_lanes; l++)
+            mt->decode_tps += mt->lane_tps[l];
+        /* prefill: each lane's prompts in its own time, side by side */
+        mt->prefill_tps =
+            r->prefill_s > 0 ? (double)r->prefill_tokens / (r->prefill_s / mt->n_lanes) : 0;
+    }
+    demo_vision_metrics *vm = &r->vm;
+    int *image_of = calloc((size_t)(B * R), sizeof *image_of);
+    if (r->vision && image_of) { /* TTFT as the seeds' vision demo: per batch, with vision */
+        double with = vm->open_s + vm->encode_s + r->bind_s + r->prefill_s;
+        mt->ttft_ms = with / R * 1e3;
+        mt->prefill_tps = with > 0 ? (double)r->prefill_tokens / with : 0;
+        vm->bind_s = r->bind_s;
+        vm->ttft_text_ms = r->prefill_s / R * 1e3;
+        vm->prefill_text_tps = r->prefill_s > 0 ? (double)r->prefill_tokens / r->prefill_s : 0;
+        for (int i = 0; i < B * R; i++)
+            vm->image_users += (image_of[i] = r->im.of_prompt[r->which[i]]) >= 0;
+        vm->image_of_output = image_of;
+    }
+    char **ptext = calloc((size_t)(B * R), sizeof *ptext);
+    char **otext = calloc((size_t)(B * R), sizeof *otext);
+    for (int i = 0; ptext && otext && i < B * R; i++) {
+        ptext[i] = strdup(r->prompts[r->which[i]].text);
+        otext[i] = text_of(r->tok, r->outs[i].tokens, r->outs[i].n);
+    }
+    int rc = demo_report_vision(&r->c, r->dir, r->m, mt, r->vision && image_of ? vm : NULL,
+                                r->failures, B * R, ptext, otext, -1, -1);
+    free(image_of);
+    for (int i = 0; ptext && otext && i < B * R; i++)
+        free(ptext[i]), free(otext[i]);
+    free(ptext), free(otext);
+    return rc;
+}
+
+/* Token accuracy: teacher-forced against the reference, then its report. */
+static int token_accuracy(demo_run *r) {
+    double top1 = 0, top5 = 0;
+    int rc = demo_token_accuracy(&r->c, r->dir, r->m, &top1, &top5);
+    if (rc != TOOL_OK) return rc;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r->mt.peak_gb = (double)ru.ru_maxrss * 1024 / 1e9;
+    return demo_report(&r->c, r->dir, r->m, &r->mt, "", 0, NULL, NULL, top1, top5);
+}
+
+/* After the flags: prompts, plan, load, then token accuracy or the batches, their checks
+ * and the report (on a mesh rank 0 checks and reports for every lane and rank). */
+static int demo(demo_run *r) {
+    demo_config *c = &r->c;
+    r->vision = demo_is_vision(c);
+    if (!(r->dir = model_dir(c))) return TOOL_USAGE;
+    tool_precision_resolve(&c->prec, r->dir);
+    if (!c->prec.dp && c->dp > 1) c->prec.dp = c->dp; /* the preset's lanes, unless --dp says */
+    if ((c->token_accuracy || r->vision) && c->prec.dp > 1)
+        return tool_usage("demo", "%s runs one lane: --dp %d has no lanes to fill",
+                          r->vision ? "a vision preset" : "token accuracy", c->prec.dp);
+    int rc = c->token_accuracy ? TOOL_OK : read_prompts(r);
+    if (!rc) rc = plan(r);
+    if (rc) return rc;
+    double t0 = tool_now();
+    mlm_status st = tool_load_model("demo", r->dir, &c->prec, c->n_threads, &r->m, &r->err);
+    /* token accuracy works on ids alone: a model without a tokenizer is fine there */
+    if (!st && (!c->token_accuracy || mlm_tokenizer_present(r->dir)))
+        st = mlm_tokenizer_load(r->dir, &r->tok, &r->err);
+    r->mt.load_s = tool_now() - t0;
+    if (st) return tool_fail(&r->err);
+    if (c->token_accuracy) return token_accuracy(r);
+    if (r->vision && mlm_model_image_token(r->m) < 0)
+        return no_vision(c, r->dir, mlm_model_config(r->m));
+    r->vm.images = &r->im;
+    r->B = c->batch_size, r->R = c->repeat_batches;
+    r->users = calloc((size_t)r->B, sizeof *r->users);
+    r->outs = calloc((size_t)(r->B * r->R), sizeof *r->outs);
+    r->which = calloc((size_t)(r->B * r->R), sizeof *r->which);
+    r->sp_of = calloc((size_t)(r->B * r->R), sizeof *r->sp_of);
+    if (!r->users || !r->outs || !r->which || !r->sp_of) {
+        mlm_error_set(&r->err, MLM_ERR_NOMEM, "demo: out of memory");
+        return tool_fail(&r->err);
+    }
+    st = tokenize(r);
+    if (!st) st = mlm_exec_create(r->m, &r->xp, &r->e, &r->err);
+    r->n_ends = end_of_turn_ids(r->tok, mlm_model_config(r->m), r->ends);
+    if (!st) st = run_batches(r);
+    if (st) return tool_fail(&r->err);
+    if ((rc = gather_lanes(r)) || tool_rank() != 0) return rc;
+    check_outputs(r);
+    return report(r);
+}
+
+int cmd_demo(int argc, char **argv) {
+    demo_run r;
+    memset(&r, 0, sizeof r);
+    int rc = parse(argc, argv, &r.c, &r.own_prompts);
+    if (rc) return rc < 0 ? TOOL_OK : rc;
+    rc = demo(&r);
+    run_free(&r);
     return rc;
 }

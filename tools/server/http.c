@@ -150,7 +150,7 @@ static enum MHD_Result get_health(srv_server *srv, struct MHD_Connection *conn, 
 
 static enum MHD_Result get_metrics(srv_server *srv, struct MHD_Connection *conn, const char *path) {
     mlm_sched_stats st;
-    mlm_sched_stats_get(srv->sched, &st);
+    mlm_sched_get_stats(srv->sched, &st);
     char *text = srv_metrics_render(srv->metrics, &st, srv->alias);
     return srv_http_send(srv, conn, path, 200, "text/plain; version=0.0.4; charset=utf-8", text,
                          text ? strlen(text) : 0);

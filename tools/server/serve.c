@@ -289,179 +289,207 @@ static void serve_until_signal(srv_server *srv, srv_http *h, int sig_fd, double 
     atomic_store(&srv->aborting, 1);
 }
 
-int cmd_serve(int argc, char **argv) {
+// ---- one run, in steps ----
+
+/* Everything `meshlm serve` holds; serve_free releases it whatever state it is in. */
+typedef struct serve_run {
     serve_opts o;
-    int rc = parse(argc, argv, &o);
-    if (rc) return rc < 0 ? TOOL_OK : rc;
-    char *default_model = NULL;
-    if (!o.model) {
-        if (!(default_model = tool_default_model("serve"))) return TOOL_USAGE;
-        o.model = default_model;
-    }
-    char *alias = o.alias ? NULL : base_name(o.model);
-    tool_precision_resolve(&o.prec, o.model);
-    mlm_config cfg;
-    int have_cfg = mlm_config_load(o.model, &cfg, NULL) == MLM_OK;
-    if (have_cfg && cfg.n_ctx_train > 0 && o.max_seq_len > cfg.n_ctx_train) {
-        if (o.max_seq_len_given)
-            fprintf(stderr, "meshlm serve: --max-seq-len %lld is over the model's context length "
-                    "%d; using %d\n", o.max_seq_len, cfg.n_ctx_train, cfg.n_ctx_train);
-        o.max_seq_len = cfg.n_ctx_train;
-    }
-    mlm_sched_params sp = mlm_sched_default_params();
-    sp.max_batch = (int32_t)o.max_batch;
-    sp.max_seq_len = (int32_t)o.max_seq_len;
-    sp.kv_blocks = (int32_t)o.kv_blocks;
-    sp.block_size = (int32_t)o.block_size;
-    sp.prefill_chunk = (int32_t)o.prefill_chunk;
-    sp.max_queue = (int32_t)o.max_queue;
-    sp.prefix_cache = !o.no_prefix_cache;
-    sp.n_threads = (int)o.threads;
-    sp.max_images = (int32_t)o.max_images;
-    sp.image_tiles = (int32_t)o.image_tiles;
-    mlm_exec_params xp; /* what the scheduler's executor will hold, for the memory check */
-    mlm_sched_exec_params(have_cfg ? &cfg : NULL, &sp, &xp);
-    if ((!o.alias && !alias) || !tool_memory_fits("serve", o.model, &o.prec, &xp)) {
-        free(alias);
-        free(default_model);
-        return TOOL_RUNTIME;
-    }
-
-    mlm_error err = {0};
-    mlm_model *model = NULL;
-    mlm_tokenizer *tok = NULL;
-    mlm_sched *sched = NULL;
+    char *default_model, *alias; /* owned */
+    mlm_sched_params sp;
+    mlm_error err;
+    mlm_model *model;   /* owned */
+    mlm_tokenizer *tok; /* owned */
+    mlm_sched *sched;   /* owned */
     srv_metrics metrics;
-    srv_metrics_init(&metrics);
     srv_server srv;
-    memset(&srv, 0, sizeof srv);
-    pthread_mutex_init(&srv.mu, NULL);
-    pthread_mutex_init(&srv.vision_mu, NULL);
-    pthread_cond_init(&srv.vision_cv, NULL);
     engine eng;
-    memset(&eng, 0, sizeof eng);
-    int engine_started = 0, pipe_fds[2] = {-1, -1};
-    srv_http *http = NULL;
+    int engine_started, pipe_fds[2];
+    srv_http *http;    /* owned */
+    sigset_t old_mask; /* the signal mask before SIGINT/SIGTERM were blocked */
+    int masked;
+} serve_run;
 
-    if (o.prec.dp > 1) {
-        free(alias);
-        free(default_model);
-        return tool_usage("serve",
-                          "--dp %d: one TP group serves (rank 0 answers HTTP); "
-                          "data-parallel lanes are for meshlm demo",
-                          o.prec.dp);
-    }
-    mlm_status st = tool_load_model("serve", o.model, &o.prec, (int)o.threads, &model, &err);
-    if (!st && tool_mesh() && tool_mesh()->tp > 1) {
-        /* On a mesh rank 0 serves and leads each step; the other ranks follow it, holding
-         * their shards, until it stops. They leave signals to rank 0 (mpirun forwards them
-         * to every rank): its drain decides when they end. */
-        sp.lead = tool_rank() == 0;
-        if (tool_rank() > 0) {
-            signal(SIGINT, SIG_IGN);
-            signal(SIGTERM, SIG_IGN);
-            if (!(st = mlm_sched_create(model, &sp, &sched, &err)))
-                st = mlm_sched_follow(sched, &err);
-            rc = st ? tool_fail(&err) : TOOL_OK;
-            mlm_sched_free(sched);
-            mlm_model_free(model);
-            free(alias);
-            free(default_model);
-            return rc;
-        }
-    }
-    if (!st) st = mlm_tokenizer_load(o.model, &tok, &err);
-    if (!st && mlm_generation_defaults(o.model, &srv.defaults, &err) != MLM_OK) {
-        fprintf(stderr, "meshlm serve: %s (using temperature 1, top_p 1)\n", err.msg);
-        srv.defaults = mlm_sampler_default_params();
-        srv.defaults.temperature = 1;
-    }
-    /* Threads started from here on (the executor's workers, the engine, MHD's) keep SIGINT and
-     * SIGTERM blocked, so that only the main thread is interrupted by them; it unblocks them
-     * once everything runs, and a signal that came meanwhile is taken then. */
-    sigset_t stop_sigs, old_mask;
-    sigemptyset(&stop_sigs);
-    sigaddset(&stop_sigs, SIGINT);
-    sigaddset(&stop_sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_mask);
-    if (!st) st = mlm_sched_create(model, &sp, &sched, &err);
-    if (st) {
-        rc = tool_fail(&err);
-        goto done;
-    }
-    srv.model = model;
-    srv.tok = tok;
-    srv.sched = sched;
-    srv.metrics = &metrics;
-    srv.alias = o.alias ? o.alias : alias;
-    srv.model_path = o.model;
-    srv.api_key = o.api_key;
-    srv.max_seq_len = mlm_sched_get_params(sched)->max_seq_len;
-    srv.max_logprobs = mlm_sched_get_params(sched)->max_logprobs;
-    srv.max_body = (size_t)o.max_body;
-    srv.detok_cap = 64 + longest_token(tok);
-    srv.start_time = (int64_t)time(NULL);
-    srv.n_threads = (int)o.threads;
-    srv.max_images = (int32_t)o.max_images;
-    srv.image_token = mlm_model_image_token(model);
-    stop_ids(&srv, mlm_model_config(model));
+static void serve_init(serve_run *r) {
+    memset(r, 0, sizeof *r);
+    r->pipe_fds[0] = r->pipe_fds[1] = -1;
+    srv_metrics_init(&r->metrics);
+    pthread_mutex_init(&r->srv.mu, NULL);
+    pthread_mutex_init(&r->srv.vision_mu, NULL);
+    pthread_cond_init(&r->srv.vision_cv, NULL);
+}
 
-    eng.sched = sched;
-    if (pthread_create(&eng.thread, NULL, engine_main, &eng)) {
-        fprintf(stderr, "meshlm serve: cannot start the engine thread\n");
-        rc = TOOL_RUNTIME;
-        goto done;
+static void serve_free(serve_run *r) {
+    atomic_store(&r->srv.aborting, 1);
+    srv_http_stop(r->http); /* every connection closed: the HTTP side of every job is released */
+    if (r->engine_started) {
+        atomic_store(&r->eng.quit, 1);
+        mlm_sched_wake(r->sched);
+        pthread_join(r->eng.thread, NULL);
     }
-    engine_started = 1;
-    if (!install_signals(pipe_fds)) {
-        fprintf(stderr, "meshlm serve: cannot create a pipe: %s\n", strerror(errno));
-        rc = TOOL_RUNTIME;
-        goto done;
-    }
-    srv_http_params hp = {.host = o.host, .port = (int)o.port, .timeout_s = (int)o.timeout,
-                          .max_conns = 512};
-    int port = 0;
-    if ((st = srv_http_start(&srv, &hp, &http, &port, &err))) {
-        fprintf(stderr, "meshlm serve: %s\n", err.msg);
-        rc = TOOL_RUNTIME;
-        goto done;
-    }
-    int v6 = strchr(o.host, ':') != NULL;
-    printf("meshlm serve: listening on http://%s%s%s:%d (model %s)\n", v6 ? "[" : "", o.host,
-           v6 ? "]" : "", port, srv.alias);
-    fflush(stdout);
-    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    serve_until_signal(&srv, http, pipe_fds[0], (double)o.drain_timeout);
-    rc = TOOL_OK;
-
-done:
-    atomic_store(&srv.aborting, 1);
-    srv_http_stop(http); /* every connection closed: the HTTP side of every job is released */
-    if (engine_started) {
-        atomic_store(&eng.quit, 1);
-        mlm_sched_wake(sched);
-        pthread_join(eng.thread, NULL);
-    }
-    mlm_sched_free(sched); /* final events for anything left free the last jobs */
-    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    if (pipe_fds[0] >= 0) {
+    mlm_sched_free(r->sched); /* final events for anything left free the last jobs */
+    if (r->masked) pthread_sigmask(SIG_SETMASK, &r->old_mask, NULL);
+    if (r->pipe_fds[0] >= 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = SIG_DFL;
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         sig_pipe_w = -1;
-        close(pipe_fds[0]);
-        close(pipe_fds[1]);
+        close(r->pipe_fds[0]);
+        close(r->pipe_fds[1]);
     }
-    mlm_tokenizer_free(tok);
-    mlm_model_free(model);
-    srv_metrics_deinit(&metrics);
-    pthread_mutex_destroy(&srv.mu);
-    pthread_cond_destroy(&srv.vision_cv);
-    pthread_mutex_destroy(&srv.vision_mu);
-    free(alias);
-    free(default_model);
-    if (!rc) fprintf(stderr, "meshlm serve: stopped\n");
+    mlm_tokenizer_free(r->tok);
+    mlm_model_free(r->model);
+    srv_metrics_deinit(&r->metrics);
+    pthread_mutex_destroy(&r->srv.mu);
+    pthread_cond_destroy(&r->srv.vision_cv);
+    pthread_mutex_destroy(&r->srv.vision_mu);
+    free(r->alias);
+    free(r->default_model);
+}
+
+/* The scheduler's parameters (the context no longer than the model's), and the check that
+ * the model fits with the executor they give. */
+static int plan(serve_run *r) {
+    serve_opts *o = &r->o;
+    r->alias = o->alias ? NULL : base_name(o->model);
+    tool_precision_resolve(&o->prec, o->model);
+    mlm_config cfg;
+    int have_cfg = mlm_config_load(o->model, &cfg, NULL) == MLM_OK;
+    if (have_cfg && cfg.n_ctx_train > 0 && o->max_seq_len > cfg.n_ctx_train) {
+        if (o->max_seq_len_given)
+            fprintf(stderr,
+                    "meshlm serve: --max-seq-len %lld is over the model's context length "
+                    "%d; using %d\n",
+                    o->max_seq_len, cfg.n_ctx_train, cfg.n_ctx_train);
+        o->max_seq_len = cfg.n_ctx_train;
+    }
+    mlm_sched_params *sp = &r->sp;
+    *sp = mlm_sched_default_params();
+    sp->max_batch = (int32_t)o->max_batch;
+    sp->max_seq_len = (int32_t)o->max_seq_len;
+    sp->kv_blocks = (int32_t)o->kv_blocks;
+    sp->block_size = (int32_t)o->block_size;
+    sp->prefill_chunk = (int32_t)o->prefill_chunk;
+    sp->max_queue = (int32_t)o->max_queue;
+    sp->prefix_cache = !o->no_prefix_cache;
+    sp->n_threads = (int)o->threads;
+    sp->max_images = (int32_t)o->max_images;
+    sp->image_tiles = (int32_t)o->image_tiles;
+    mlm_exec_params xp; /* what the scheduler's executor will hold, for the memory check */
+    mlm_sched_exec_params(have_cfg ? &cfg : NULL, sp, &xp);
+    if ((!o->alias && !r->alias) || !tool_memory_fits("serve", o->model, &o->prec, &xp))
+        return TOOL_RUNTIME;
+    if (o->prec.dp > 1)
+        return tool_usage("serve",
+                          "--dp %d: one TP group serves (rank 0 answers HTTP); "
+                          "data-parallel lanes are for meshlm demo",
+                          o->prec.dp);
+    return TOOL_OK;
+}
+
+/* On a mesh's other ranks: hold the shards and follow rank 0's steps until it stops. They
+ * leave signals to rank 0 (mpirun forwards them to every rank): its drain decides when
+ * they end. */
+static int follow(serve_run *r) {
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    mlm_status st = mlm_sched_create(r->model, &r->sp, &r->sched, &r->err);
+    if (!st) st = mlm_sched_follow(r->sched, &r->err);
+    return st ? tool_fail(&r->err) : TOOL_OK;
+}
+
+/* The tokenizer, the sampling defaults, the scheduler and the server's fixed state. Threads
+ * started from here on (the executor's workers, the engine, MHD's) keep SIGINT and SIGTERM
+ * blocked, so that only the main thread is interrupted by them; serve() unblocks them once
+ * everything runs, and a signal that came meanwhile is taken then. */
+static mlm_status start(serve_run *r) {
+    const serve_opts *o = &r->o;
+    srv_server *srv = &r->srv;
+    mlm_status st = mlm_tokenizer_load(o->model, &r->tok, &r->err);
+    if (!st && mlm_generation_defaults(o->model, &srv->defaults, &r->err) != MLM_OK) {
+        fprintf(stderr, "meshlm serve: %s (using temperature 1, top_p 1)\n", r->err.msg);
+        srv->defaults = mlm_sampler_default_params();
+        srv->defaults.temperature = 1;
+    }
+    sigset_t stop_sigs;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, &r->old_mask);
+    r->masked = 1;
+    if (!st) st = mlm_sched_create(r->model, &r->sp, &r->sched, &r->err);
+    if (st) return st;
+    srv->model = r->model;
+    srv->tok = r->tok;
+    srv->sched = r->sched;
+    srv->metrics = &r->metrics;
+    srv->alias = o->alias ? o->alias : r->alias;
+    srv->model_path = o->model;
+    srv->api_key = o->api_key;
+    srv->max_seq_len = mlm_sched_get_params(r->sched)->max_seq_len;
+    srv->max_logprobs = mlm_sched_get_params(r->sched)->max_logprobs;
+    srv->max_body = (size_t)o->max_body;
+    srv->detok_cap = 64 + longest_token(r->tok);
+    srv->start_time = (int64_t)time(NULL);
+    srv->n_threads = (int)o->threads;
+    srv->max_images = (int32_t)o->max_images;
+    srv->image_token = mlm_model_image_token(r->model);
+    stop_ids(srv, mlm_model_config(r->model));
+    return MLM_OK;
+}
+
+/* The engine thread, the signal pipe and the HTTP listener; then serving until a signal. */
+static int serve(serve_run *r) {
+    const serve_opts *o = &r->o;
+    r->eng.sched = r->sched;
+    if (pthread_create(&r->eng.thread, NULL, engine_main, &r->eng)) {
+        fprintf(stderr, "meshlm serve: cannot start the engine thread\n");
+        return TOOL_RUNTIME;
+    }
+    r->engine_started = 1;
+    if (!install_signals(r->pipe_fds)) {
+        fprintf(stderr, "meshlm serve: cannot create a pipe: %s\n", strerror(errno));
+        return TOOL_RUNTIME;
+    }
+    srv_http_params hp = {
+        .host = o->host, .port = (int)o->port, .timeout_s = (int)o->timeout, .max_conns = 512};
+    int port = 0;
+    if (srv_http_start(&r->srv, &hp, &r->http, &port, &r->err)) {
+        fprintf(stderr, "meshlm serve: %s\n", r->err.msg);
+        return TOOL_RUNTIME;
+    }
+    int v6 = strchr(o->host, ':') != NULL;
+    printf("meshlm serve: listening on http://%s%s%s:%d (model %s)\n", v6 ? "[" : "", o->host,
+           v6 ? "]" : "", port, r->srv.alias);
+    fflush(stdout);
+    pthread_sigmask(SIG_SETMASK, &r->old_mask, NULL);
+    serve_until_signal(&r->srv, r->http, r->pipe_fds[0], (double)o->drain_timeout);
+    return TOOL_OK;
+}
+
+int cmd_serve(int argc, char **argv) {
+    serve_run r;
+    serve_init(&r);
+    int rc = parse(argc, argv, &r.o);
+    if (rc) {
+        serve_free(&r);
+        return rc < 0 ? TOOL_OK : rc;
+    }
+    if (!r.o.model && !(r.o.model = r.default_model = tool_default_model("serve"))) rc = TOOL_USAGE;
+    if (!rc) rc = plan(&r);
+    mlm_status st = MLM_OK;
+    if (!rc)
+        st = tool_load_model("serve", r.o.model, &r.o.prec, (int)r.o.threads, &r.model, &r.err);
+    /* on a mesh rank 0 serves and leads each step; the other ranks follow it */
+    if (!rc && !st && tool_mesh() && tool_mesh()->tp > 1) r.sp.lead = tool_rank() == 0;
+    if (!rc && !st && tool_mesh() && tool_mesh()->tp > 1 && tool_rank() > 0)
+        rc = follow(&r);
+    else if (!rc) {
+        if (!st) st = start(&r);
+        rc = st ? tool_fail(&r.err) : serve(&r);
+    }
+    serve_free(&r);
+    if (!rc && !(tool_mesh() && tool_rank() > 0)) fprintf(stderr, "meshlm serve: stopped\n");
     return rc;
 }
