@@ -14,55 +14,56 @@
  * A job of one task (a decode step's token-wise work) runs on the caller without waking
  * anyone. Every token's numbers are computed the same way whatever else is in the batch and
  * whichever thread computes them, so batched and one-by-one runs agree bit for bit.
- * Scratch comes from the caller (sized by mlm_forward_scratch_size); nothing is allocated. */
+ * The products, norms and attention run on the op layer (ops.h), which the vision encoder
+ * shares. Scratch comes from the caller (sized by mlm_forward_scratch_size) and is carved into
+ * the step's buffers (bufs); nothing is allocated. */
 #include <math.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "model/forward.h"
+#include "model/ops.h"
 #include "tensor/dtype.h"
 #include "tensor/qpanel.h"
 #include "tensor/q8.h"
 
-#define ROW_CHUNK 64 /* rows per matmul task: 4 BFP panels; a chunked weight's block */
+#define ROW_CHUNK MLM_OP_ROW_CHUNK /* rows per matmul task: 4 BFP panels */
 _Static_assert(ROW_CHUNK == MLM_CHUNK_ROWS, "a row-parallel task is one block of its weight");
 #define TOK_CHUNK 4  /* tokens per token-wise task */
 #define GATHER_TOKENS 64 /* TP: tokens of K-chunk partials per all-gather (bounds its buffer) */
 
-// ---- scratch ----
-
-enum {
-    P_X,
-    P_XB,
-    P_Q,
-    P_K,
-    P_V,
-    P_GATE,
-    P_UP,
-    P_ATT,
-    P_XF,
-    P_AQ,
-    P_AU,
-    P_AD,
-    P_AS,
-    P_AH,
-    P_ATTS,
-    P_JOBS,
-    P_XJOBS,
-    P_LOGL,
-    P_LOGG,
-    P_AX,   /* a row-parallel product's f32 input, chunk-major */
-    P_FOLD, /* per thread: one chunk's partial of a task's rows */
-    P_PART, /* TP: this rank's chunks' partials, (n, local chunks, d) */
-    P_GATH, /* TP: every rank's for GATHER_TOKENS tokens, (tp, tokens, local chunks, d) */
-    N_PARTS
-};
+// ---- the step's buffers ----
 
 typedef struct att_tile { /* one attention task, less the layer */
     int32_t t0, q0, n_q;  /* first token in the batch, its KV entry, query count */
     int32_t n_ctx;        /* cross-attention: the image entries its tokens read; 0 causal */
     int16_t kv_head, hh0, n_hh;
 } att_tile;
+
+/* One step's buffers for n tokens, l of them asking for logits, carved from the caller's
+ * scratch (each part 64-byte aligned). d = n_embd, q = n_head * head_dim, kv = n_kv_head *
+ * head_dim, f = n_ff of this rank's shard; pc, hc: the widest prepared row (act_cols). */
+typedef struct bufs {
+    float *x;                 /* (n, d) the residual stream */
+    float *xb;                /* (n, d) a normed input, a product's output */
+    float *q, *k, *v;         /* (n, q), (n, kv), (n, kv) */
+    float *gate, *up;         /* (n, f) each */
+    float *att;               /* (n, q) attention output */
+    float *xf;                /* (l, d) the rows that ask for logits */
+    int8_t *aq;               /* (n, pc) int8 codes of a prepared input */
+    uint8_t *au;              /* (n, pc) */
+    float *ad;                /* (n, pc / MLM_Q8_BLOCK) their scales */
+    float *as;                /* (n, mlm_q8_sums_len(pc)) their sums */
+    uint16_t *ah;             /* (n, hc) bf16 */
+    float *att_scratch;       /* (threads, MLM_ATT_SCRATCH) */
+    att_tile *tiles, *xtiles; /* (max_att_tiles) self- and (cross layers) cross-attention */
+    float *logits_local;      /* TP: (l, this rank's vocabulary slice) */
+    float *logits_all;        /* TP: (l, every rank's slices) */
+    float *ax;                /* (n, max(q, f)) a row-parallel product's input, chunk-major */
+    float *fold;              /* (threads, fold_floats) one chunk's partial of a task */
+    float *part;              /* TP: (n, local chunks, d) this rank's chunks' partials */
+    float *gath;              /* TP: (tp, GATHER_TOKENS, local chunks, d) every rank's */
+} bufs;
 
 static int64_t widest_input(const mlm_config *c) {
     int64_t q = (int64_t)c->n_head * c->head_dim, w = c->n_ff > c->n_embd ? c->n_ff : c->n_embd;
@@ -91,109 +92,80 @@ static int64_t max_att_tiles(const mlm_config *c, int32_t n) {
     return (int64_t)(n / MLM_ATT_QT + n) * c->n_kv_head * hh_chunks;
 }
 
-/* Bytes of each part for at most N tokens (L of them wanting logits), C being one rank's
- * shard of TP; with TP > 1 also its slice of the logits and all the ranks' slices. */
-static void scratch_layout(const mlm_config *c, int tp, int32_t n, int32_t l, int n_threads,
-                           size_t sizes[N_PARTS]) {
-    size_t d = (size_t)c->n_embd, q = (size_t)c->n_head * c->head_dim,
-           kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->n_ff, N = (size_t)n;
-    size_t pc = (size_t)act_cols(c, 0), hc = (size_t)act_cols(c, 1);
-    sizes[P_X] = N * d * 4;
-    sizes[P_XB] = N * d * 4;
-    sizes[P_Q] = N * q * 4;
-    sizes[P_K] = N * kv * 4;
-    sizes[P_V] = N * kv * 4;
-    sizes[P_GATE] = N * f * 4;
-    sizes[P_UP] = N * f * 4;
-    sizes[P_ATT] = N * q * 4;
-    sizes[P_XF] = (size_t)l * d * 4;
-    sizes[P_AQ] = N * pc;
-    sizes[P_AU] = N * pc;
-    sizes[P_AD] = N * (pc / MLM_Q8_BLOCK) * 4;
-    sizes[P_AS] = N * (size_t)mlm_q8_sums_len((int64_t)pc) * 4;
-    sizes[P_AH] = N * hc * 2;
-    sizes[P_ATTS] = (size_t)n_threads * MLM_ATT_SCRATCH * 4;
-    sizes[P_JOBS] = (size_t)max_att_tiles(c, n) * sizeof(att_tile);
-    sizes[P_XJOBS] = c->n_cross ? sizes[P_JOBS] : 0;
-    int32_t v0, part;
-    mlm_model_vocab_slice(c->n_vocab, 0, tp, &v0, &part);
-    sizes[P_LOGL] = tp > 1 ? (size_t)l * (size_t)part * 4 : 0;
-    sizes[P_LOGG] = tp > 1 ? (size_t)l * (size_t)part * (size_t)tp * 4 : 0;
-    sizes[P_AX] = N * (q > f ? q : f) * 4;
-    sizes[P_FOLD] = (size_t)n_threads * (size_t)fold_floats(n, c->n_embd) * 4;
-    size_t chunks = (size_t)c->n_kv_head; /* this rank's: the most either product has */
-    sizes[P_PART] = tp > 1 ? chunks * N * d * 4 : 0;
-    size_t slab = N < GATHER_TOKENS ? N : GATHER_TOKENS;
-    sizes[P_GATH] = tp > 1 ? chunks * (size_t)tp * slab * d * 4 : 0;
+/* The next part of BYTES bytes at a 64-byte boundary after *OFF (NULL without BASE). */
+static void *part(char *base, size_t *off, size_t bytes) {
+    size_t at = (*off + 63) / 64 * 64;
+    *off = at + bytes;
+    return base ? base + at : NULL;
 }
 
-/* PART[i]: where part i of SCRATCH starts for a step of N tokens and L logits (each part
- * 64-byte aligned, as mlm_forward_scratch_size counts them). */
-static void carve_scratch(const mlm_config *c, int tp, int32_t n, int32_t l, int n_threads,
-                          void *scratch, char **part) {
-    size_t sizes[N_PARTS];
-    scratch_layout(c, tp, n, l, n_threads, sizes);
-    char *p = scratch;
-    for (int i = 0; i < N_PARTS; i++) {
-        part[i] = p;
-        p += (sizes[i] + 63) / 64 * 64;
-    }
+/* Carves B from BASE (NULL: only counts) for at most N tokens, L of them wanting logits, C
+ * being one rank's shard of TP; returns the bytes. */
+static size_t carve(const mlm_config *c, int tp, int32_t n, int32_t l, int n_threads, char *base,
+                    bufs *b) {
+    size_t d = (size_t)c->n_embd, q = (size_t)c->n_head * c->head_dim,
+           kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->n_ff, N = (size_t)n;
+    size_t pc = (size_t)act_cols(c, 0), hc = (size_t)act_cols(c, 1), off = 0;
+    size_t tiles = (size_t)max_att_tiles(c, n) * sizeof(att_tile);
+    int32_t v0, slice;
+    mlm_model_vocab_slice(c->n_vocab, 0, tp, &v0, &slice);
+    size_t chunks = (size_t)c->n_kv_head; /* this rank's: the most either product has */
+    size_t slab = N < GATHER_TOKENS ? N : GATHER_TOKENS;
+    b->x = part(base, &off, N * d * 4);
+    b->xb = part(base, &off, N * d * 4);
+    b->q = part(base, &off, N * q * 4);
+    b->k = part(base, &off, N * kv * 4);
+    b->v = part(base, &off, N * kv * 4);
+    b->gate = part(base, &off, N * f * 4);
+    b->up = part(base, &off, N * f * 4);
+    b->att = part(base, &off, N * q * 4);
+    b->xf = part(base, &off, (size_t)l * d * 4);
+    b->aq = part(base, &off, N * pc);
+    b->au = part(base, &off, N * pc);
+    b->ad = part(base, &off, N * (pc / MLM_Q8_BLOCK) * 4);
+    b->as = part(base, &off, N * (size_t)mlm_q8_sums_len((int64_t)pc) * 4);
+    b->ah = part(base, &off, N * hc * 2);
+    b->att_scratch = part(base, &off, (size_t)n_threads * MLM_ATT_SCRATCH * 4);
+    b->tiles = part(base, &off, tiles);
+    b->xtiles = part(base, &off, c->n_cross ? tiles : 0);
+    b->logits_local = part(base, &off, tp > 1 ? (size_t)l * (size_t)slice * 4 : 0);
+    b->logits_all = part(base, &off, tp > 1 ? (size_t)l * (size_t)slice * (size_t)tp * 4 : 0);
+    b->ax = part(base, &off, N * (q > f ? q : f) * 4);
+    b->fold = part(base, &off, (size_t)n_threads * (size_t)fold_floats(n, c->n_embd) * 4);
+    b->part = part(base, &off, tp > 1 ? chunks * N * d * 4 : 0);
+    b->gath = part(base, &off, tp > 1 ? chunks * (size_t)tp * slab * d * 4 : 0);
+    return (off + 63) / 64 * 64;
 }
 
 size_t mlm_forward_scratch_size(const mlm_config *c, int tp, int32_t max_tokens, int32_t max_logits,
                                 int n_threads) {
-    size_t sizes[N_PARTS], total = 0;
+    bufs b;
     mlm_config shard = mlm_config_shard(c, tp); /* every rank's shard has the same size */
-    scratch_layout(&shard, tp, max_tokens, max_logits, n_threads, sizes);
-    for (int i = 0; i < N_PARTS; i++) total += (sizes[i] + 63) / 64 * 64; /* 64-byte aligned */
-    return total;
+    return carve(&shard, tp, max_tokens, max_logits, n_threads, NULL, &b);
 }
 
 // ---- the step's state, shared by the tasks ----
-
-typedef enum { EPI_NONE, EPI_SWIGLU } epilogue;
-
-typedef struct seg { /* one matrix of a matmul job */
-    const mlm_weight *w;
-    float *out; /* (n, w->rows) */
-    int64_t n_chunks;
-} seg;
 
 typedef struct fwd {
     const mlm_model *m;
     const mlm_fwd_batch *b;
     const mlm_paged_kv *kv; /* this layer's */
     int32_t n;
-    float *x, *xb, *q, *k, *v, *gate, *up, *att, *xf;
-    float *logits_local, *logits_all; /* TP: this rank's vocabulary slice, every rank's */
-    int8_t *aq;
-    uint8_t *au;
-    float *ad;
-    float *as;
-    uint16_t *ah;
-    float *att_scratch;
-    att_tile *tiles, *xtiles; /* the step's self-attention and cross-attention tasks */
-    int64_t n_tiles, n_xtiles;
+    bufs s;
+    int64_t n_tiles, n_xtiles; /* the step's self- and cross-attention tasks (plan_attention) */
+    mlm_ops ops;               /* prepare, matmul and attention on s's activation buffers */
     const att_tile *run;     /* the tasks of the attention job running */
     const mlm_paged_kv *xkv; /* the cross layer's image K/V */
     float xgate;             /* a cross layer's gated add: tanh of its gate */
     const mlm_layer *layer;  /* the cross layer running */
     const int32_t *xblocks;  /* mlm_forward_cross_kv: the image's page table, first entry */
     int32_t entry0;
-    /* the current prepare job: SRC (rows of COLS) normalized by NORM (or not) into DST, then
-     * the forms in FORMS (1 << mlm_act_kind) */
-    const float *src, *norm;
-    float *dst;
+    /* the current row-parallel product (row_parallel): W's chunks over the chunk-major input
+     * of SRC (ROWS tokens of COLS), prepared in FORMS */
+    const float *src;
     int64_t cols;
+    int32_t rows;
     int forms;
-    int32_t rows; /* tokens of the prepare job */
-    mlm_acts acts;
-    /* the current matmul job */
-    seg segs[3];
-    int n_segs;
-    epilogue epi;
-    /* the current row-parallel product (row_parallel): W's chunks over the chunk-major input */
-    float *ax, *fold, *part, *gath;
     const mlm_weight *rw;
     int64_t kc;        /* columns per chunk */
     const float *cx;   /* the f32 input of chunk 0: ax, or the source itself for one chunk */
@@ -203,99 +175,40 @@ typedef struct fwd {
     int32_t slab0, slab_n; /* TP: the tokens of the gathered partials being summed */
 } fwd;
 
+/* The step's state over SCRATCH for N tokens, L logits. */
+static void fwd_init(fwd *f, const mlm_model *m, int tp, int32_t n, int32_t l, mlm_pool *pool,
+                     void *scratch) {
+    memset(f, 0, sizeof *f);
+    f->m = m;
+    f->n = n;
+    carve(&m->local, tp, n, l, mlm_pool_threads(pool), scratch, &f->s);
+    f->ops = (mlm_ops){.k = m->kernels,
+                       .aq = f->s.aq,
+                       .au = f->s.au,
+                       .ad = f->s.ad,
+                       .as = f->s.as,
+                       .ah = f->s.ah,
+                       .att_scratch = f->s.att_scratch};
+}
+
 // ---- pieces ----
 
-/* Y = X * rsqrt(mean(X^2) + eps) * W, for one row of D. */
-static void rmsnorm(float *y, const float *x, const float *w, int64_t d, float eps) {
-    float ss = 0;
-    for (int64_t i = 0; i < d; i++) ss += x[i] * x[i];
-    float inv = 1.0f / sqrtf(ss / (float)d + eps);
-    for (int64_t i = 0; i < d; i++) y[i] = x[i] * inv * w[i];
-}
-
-static inline float silu(float v) { return v / (1.0f + expf(-v)); }
-
 /* The activation forms the kernels of W want. */
-static int forms_of(const mlm_model *m, const mlm_weight *w) {
-    return 1 << m->kernels->act[w->type];
-}
+static int forms_of(const fwd *f, const mlm_weight *w) { return mlm_op_forms(&f->ops, w); }
 
-/* ROW (COLS values) in the forms f->forms wants, as row AT of each form's buffer (a row of
- * mlm_q8_cols(COLS) int8, of mlm_bf16_cols(COLS) bf16 padded with zeros). */
-static void prepare_row(const fwd *f, const float *row, int64_t cols, int64_t at) {
-    int64_t pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
-    if (f->forms & (1 << MLM_ACT_Q8)) {
-        f->m->kernels->quantize(row, cols, f->aq + at * pc, f->au + at * pc,
-                                f->ad + at * (pc / MLM_Q8_BLOCK));
-        mlm_q8_sums(f->aq + at * pc, 1, cols, f->as + at * mlm_q8_sums_len(cols));
-    }
-    if (f->forms & (1 << MLM_ACT_BF16)) {
-        uint16_t *h = f->ah + at * hc;
-        for (int64_t i = 0; i < cols; i++) h[i] = mlm_f32_to_bf16(row[i]);
-        for (int64_t i = cols; i < hc; i++) h[i] = 0;
-    }
-}
-
-static void task_prepare(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    fwd *f = ctx;
-    const mlm_config *c = &f->m->local;
-    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->rows ? t0 + TOK_CHUNK : f->rows;
-    int64_t cols = f->cols;
-    for (int32_t t = t0; t < t1; t++) {
-        const float *row = f->src + t * cols;
-        if (f->norm) {
-            rmsnorm(f->dst + t * cols, row, f->norm, cols, c->norm_eps);
-            row = f->dst + t * cols;
-        }
-        prepare_row(f, row, cols, t);
-    }
-}
-
-/* Prepares ROWS rows of SRC (COLS wide): normalized by NORM into DST when NORM is given, and
- * in FORMS for the products that read it; f->acts then describes them. */
+/* Prepares ROWS rows of SRC (COLS wide): RMSNormed by NORM into DST when NORM is given, and
+ * in FORMS for the products that read it. */
 static void prepare(fwd *f, mlm_pool *pool, const float *src, const float *norm, float *dst,
                     int32_t rows, int64_t cols, int forms) {
-    f->src = src, f->norm = norm, f->dst = dst, f->rows = rows, f->cols = cols, f->forms = forms;
-    mlm_pool_run(pool, (rows + TOK_CHUNK - 1) / TOK_CHUNK, task_prepare, f);
-    f->acts = (mlm_acts){.n = rows, .cols = cols, .x = norm ? dst : src, .h = f->ah, .q = f->aq,
-                         .u = f->au, .d = f->ad, .s = f->as};
+    mlm_op_prepare(&f->ops, pool, src, rows, cols, norm ? MLM_NORM_RMS : MLM_NORM_NONE, norm, NULL,
+                   f->m->local.norm_eps, dst, forms, TOK_CHUNK);
 }
 
-static void task_matmul(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    fwd *f = ctx;
-    const mlm_kernels *kt = f->m->kernels;
-    int s = 0;
-    while (task >= f->segs[s].n_chunks) task -= f->segs[s++].n_chunks;
-    int n_run = f->epi == EPI_SWIGLU ? 2 : 1; /* gate and up: the same rows of both */
-    for (int i = 0; i < n_run; i++) {
-        const seg *g = &f->segs[s + i];
-        int64_t rows = g->w->rows, r0 = task * ROW_CHUNK;
-        int64_t r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
-        kt->matmul[g->w->type](g->out, rows, g->w->data, &f->acts, r0, r1);
-    }
-    const seg *g = &f->segs[s];
-    int64_t rows = g->w->rows, r0 = task * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
-    if (f->epi == EPI_SWIGLU) {
-        const float *up = f->segs[s + 1].out;
-        for (int32_t t = 0; t < f->n; t++)
-            for (int64_t r = r0; r < r1; r++)
-                g->out[t * rows + r] = silu(g->out[t * rows + r]) * up[t * rows + r];
-    }
-}
-
-/* Runs the products W[i] . acts into OUT[i] as one job (with SWIGLU: W[0] gate, W[1] up). */
+/* The products W[i] . prepared input into OUT[i] as one job (with SWIGLU: W[0] gate, W[1]
+ * up), every token in each task. */
 static void matmul(fwd *f, mlm_pool *pool, const mlm_weight *const *w, float *const *out, int n,
-                   epilogue epi) {
-    int64_t total = 0;
-    f->n_segs = n, f->epi = epi;
-    for (int i = 0; i < n; i++) {
-        f->segs[i] = (seg){w[i], out[i], (w[i]->rows + ROW_CHUNK - 1) / ROW_CHUNK};
-        if (!(epi == EPI_SWIGLU && i == 1)) total += f->segs[i].n_chunks;
-    }
-    if (epi == EPI_SWIGLU) f->segs[1].n_chunks = 0; /* its rows go with gate's tasks */
-    mlm_pool_run(pool, total, task_matmul, f);
+                   mlm_epi epi) {
+    mlm_op_matmul(&f->ops, pool, w, out, n, (mlm_epilogue){.kind = epi}, 0);
 }
 
 static void task_rope_store(void *ctx, int64_t task, int thread) {
@@ -304,33 +217,40 @@ static void task_rope_store(void *ctx, int64_t task, int thread) {
     const mlm_config *c = &f->m->local;
     int64_t qdim = (int64_t)c->n_head * c->head_dim, kvdim = (int64_t)c->n_kv_head * c->head_dim;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
-    mlm_rope_apply(f->m, f->q + t0 * qdim, qdim, t1 - t0, f->b->pos + t0, c->n_head);
-    mlm_rope_apply(f->m, f->k + t0 * kvdim, kvdim, t1 - t0, f->b->pos + t0, c->n_kv_head);
+    mlm_rope_apply(f->m, f->s.q + t0 * qdim, qdim, t1 - t0, f->b->pos + t0, c->n_head);
+    mlm_rope_apply(f->m, f->s.k + t0 * kvdim, kvdim, t1 - t0, f->b->pos + t0, c->n_kv_head);
     for (int32_t t = t0; t < t1; t++)
-        mlm_kv_store(f->kv, f->b->blocks[t], f->b->kv_idx[t], f->k + t * kvdim, f->v + t * kvdim);
+        mlm_kv_store(f->kv, f->b->blocks[t], f->b->kv_idx[t], f->s.k + t * kvdim,
+                     f->s.v + t * kvdim);
 }
 
-static void task_attention(void *ctx, int64_t task, int thread) {
-    fwd *f = ctx;
+/* Attention task TASK of the job running (f->run) as a kernel job. */
+static void att_job(void *user, int64_t task, mlm_attn_job *job) {
+    const fwd *f = user;
     const mlm_config *c = &f->m->local;
     const att_tile *a = &f->run[task];
     int64_t qdim = (int64_t)c->n_head * c->head_dim;
     int cross = a->n_ctx > 0; /* the image's entries, not the sequence's own */
-    mlm_attn_job job = {.out = f->att + a->t0 * qdim,
-                        .out_stride = qdim,
-                        .q = f->q + a->t0 * qdim,
-                        .q_stride = qdim,
-                        .kv = cross ? f->xkv : f->kv,
-                        .blocks = cross ? f->b->xblocks[a->t0] : f->b->blocks[a->t0],
-                        .q0 = a->q0,
-                        .n_q = a->n_q,
-                        .kv_head = a->kv_head,
-                        .group = c->n_head / c->n_kv_head,
-                        .hh0 = a->hh0,
-                        .n_hh = a->n_hh,
-                        .head_dim = c->head_dim,
-                        .n_ctx = a->n_ctx};
-    f->m->kernels->attention(&job, f->att_scratch + (size_t)thread * MLM_ATT_SCRATCH);
+    *job = (mlm_attn_job){.out = f->s.att + a->t0 * qdim,
+                          .out_stride = qdim,
+                          .q = f->s.q + a->t0 * qdim,
+                          .q_stride = qdim,
+                          .kv = cross ? f->xkv : f->kv,
+                          .blocks = cross ? f->b->xblocks[a->t0] : f->b->blocks[a->t0],
+                          .q0 = a->q0,
+                          .n_q = a->n_q,
+                          .kv_head = a->kv_head,
+                          .group = c->n_head / c->n_kv_head,
+                          .hh0 = a->hh0,
+                          .n_hh = a->n_hh,
+                          .head_dim = c->head_dim,
+                          .n_ctx = a->n_ctx};
+}
+
+/* The N attention tasks of TILES as one job. */
+static void attention(fwd *f, mlm_pool *pool, const att_tile *tiles, int64_t n) {
+    f->run = tiles;
+    mlm_op_attention(&f->ops, pool, n, att_job, f);
 }
 
 /* Appends the tasks of tokens [S, E) (one query tile) to TILES: times KV heads and head
@@ -361,7 +281,8 @@ static void plan_attention(fwd *f) {
         int32_t t1 = t0 + 1;
         while (t1 < b->n && b->blocks[t1] == b->blocks[t0] && b->kv_idx[t1] == b->kv_idx[t1 - 1] + 1) t1++;
         for (int32_t e = t1; e > t0; e -= MLM_ATT_QT)
-            add_tiles(c, b, e - MLM_ATT_QT > t0 ? e - MLM_ATT_QT : t0, e, 0, f->tiles, &f->n_tiles);
+            add_tiles(c, b, e - MLM_ATT_QT > t0 ? e - MLM_ATT_QT : t0, e, 0, f->s.tiles,
+                      &f->n_tiles);
         t0 = t1;
     }
     if (!b->xn) return;
@@ -370,7 +291,7 @@ static void plan_attention(fwd *f) {
         while (t1 < b->n && b->xn[t1] == b->xn[t0] && b->xblocks[t1] == b->xblocks[t0])
             t1++;
         for (int32_t s = t0; s < t1 && b->xn[t0] > 0; s += MLM_ATT_QT)
-            add_tiles(c, b, s, s + MLM_ATT_QT < t1 ? s + MLM_ATT_QT : t1, b->xn[t0], f->xtiles,
+            add_tiles(c, b, s, s + MLM_ATT_QT < t1 ? s + MLM_ATT_QT : t1, b->xn[t0], f->s.xtiles,
                       &f->n_xtiles);
         t0 = t1;
     }
@@ -419,8 +340,8 @@ static void task_prepare_chunks(void *ctx, int64_t task, int thread) {
             const float *row = f->src + t * f->cols + c * kc;
             int64_t at = c * n + t;
             if (chunks > 1 && (f->forms & (1 << MLM_ACT_F32)))
-                memcpy(f->ax + at * kc, row, (size_t)kc * sizeof *row);
-            prepare_row(f, row, kc, at);
+                memcpy(f->s.ax + at * kc, row, (size_t)kc * sizeof *row);
+            mlm_op_prepare_row(&f->ops, f->forms, row, kc, at);
         }
 }
 
@@ -441,9 +362,14 @@ static void add_rows(float *dst, int64_t ds, const float *src, int64_t ss, int64
 /* Chunk C's input, as its kernel reads it. */
 static mlm_acts chunk_acts(const fwd *f, int32_t c) {
     int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
-    return (mlm_acts){.n = n, .cols = kc, .x = f->cx + c * n * kc, .h = f->ah + c * n * hc,
-                      .q = f->aq + c * n * pc, .u = f->au + c * n * pc,
-                      .d = f->ad + c * n * (pc / MLM_Q8_BLOCK), .s = f->as + c * n * mlm_q8_sums_len(kc)};
+    return (mlm_acts){.n = n,
+                      .cols = kc,
+                      .x = f->cx + c * n * kc,
+                      .h = f->s.ah + c * n * hc,
+                      .q = f->s.aq + c * n * pc,
+                      .u = f->s.au + c * n * pc,
+                      .d = f->s.ad + c * n * (pc / MLM_Q8_BLOCK),
+                      .s = f->s.as + c * n * mlm_q8_sums_len(kc)};
 }
 
 /* Block TASK (rows [r0, r0 + ROW_CHUNK)) of every chunk: alone, partial 0 into rout, each further
@@ -454,23 +380,22 @@ static void task_row_parallel(void *ctx, int64_t task, int thread) {
     const mlm_weight *w = f->rw;
     int64_t rows = w->rows, r0 = task * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
     int64_t nr = r1 - r0, n = f->rows;
-    float *tmp = f->fold + (size_t)thread * (size_t)fold_floats(n, rows);
-    mlm_matmul_fn mm = f->m->kernels->matmul[w->type];
+    float *tmp = f->s.fold + (size_t)thread * (size_t)fold_floats(n, rows);
     int32_t chunks = mlm_weight_chunks(w);
     for (int32_t c = 0; c < chunks; c++) {
         /* block TASK, chunk C: a plain (nr, kc) matrix, the task's chunks one after another */
         mlm_weight k = mlm_weight_part(w, task, c);
         mlm_acts a = chunk_acts(f, c);
         if (!f->rsum) { /* token-major: token t's chunk c at (t * chunks + c) * rows */
-            mm(f->rout + c * rows + r0, chunks * rows, k.data, &a, 0, nr);
+            mlm_op_matmul_rows(&f->ops, &k, f->rout + c * rows + r0, chunks * rows, &a, 0, nr);
         } else if (c == 0) {
-            mm(f->rout + r0, rows, k.data, &a, 0, nr);
+            mlm_op_matmul_rows(&f->ops, &k, f->rout + r0, rows, &a, 0, nr);
         } else {
-            mm(tmp, ROW_CHUNK, k.data, &a, 0, nr);
+            mlm_op_matmul_rows(&f->ops, &k, tmp, ROW_CHUNK, &a, 0, nr);
             add_rows(f->rout + r0, rows, tmp, ROW_CHUNK, n, nr);
         }
     }
-    if (f->ractive) add_rows(f->x + r0, rows, f->rout + r0, rows, n, nr);
+    if (f->ractive) add_rows(f->s.x + r0, rows, f->rout + r0, rows, n, nr);
 }
 
 /* Tokens of the gathered slab (f->slab0 on, f->slab_n of them; rank r's chunks c at
@@ -481,21 +406,21 @@ static void task_fold(void *ctx, int64_t task, int thread) {
     int64_t d = f->rw->rows, sn = f->slab_n;
     int32_t chunks = mlm_weight_chunks(f->rw), tp = f->m->tp_size;
     int64_t t0 = task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < sn ? t0 + TOK_CHUNK : sn;
-    float *sum = f->fold + (size_t)thread * (size_t)fold_floats(f->rows, d);
+    float *sum = f->s.fold + (size_t)thread * (size_t)fold_floats(f->rows, d);
     for (int64_t t = t0; t < t1; t++) {
         /* rank 0's chunk 0, plus each further chunk in turn: per element, one process's adds */
-        memcpy(sum, f->gath + t * chunks * d, (size_t)d * sizeof *sum);
+        memcpy(sum, f->s.gath + t * chunks * d, (size_t)d * sizeof *sum);
         for (int32_t r = 0; r < tp; r++)
             for (int32_t c = r ? 0 : 1; c < chunks; c++)
-                add_vec(sum, f->gath + ((r * sn + t) * chunks + c) * d, d);
-        float *at = (f->ractive ? f->x : f->rout) + (f->slab0 + t) * d;
+                add_vec(sum, f->s.gath + ((r * sn + t) * chunks + c) * d, d);
+        float *at = (f->ractive ? f->s.x : f->rout) + (f->slab0 + t) * d;
         if (f->ractive) add_vec(at, sum, d);
         else memcpy(at, sum, (size_t)d * sizeof *sum);
     }
 }
 
 /* OUT (n rows of W->rows) = W . SRC (n rows of W->cols) as the sum of W's K chunks in order
- * (above); with RESIDUAL the result is added to f->x instead (OUT is then scratch). Under TP,
+ * (above); with RESIDUAL the result is added to f->s.x instead (OUT is then scratch). Under TP,
  * W holds this rank's chunks: their partials are gathered from every rank (an all-gather of
  * rows x chunks floats per token, GATHER_TOKENS tokens at a time) and summed in the same
  * order on every rank; or, with MLM_TP_SUM, each rank sums its own chunks and the ranks' sums
@@ -506,18 +431,18 @@ static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, cons
     int32_t n = f->n, chunks = mlm_weight_chunks(w);
     int tp = m->tp_size;
     f->rw = w, f->kc = w->cols / chunks;
-    f->src = src, f->cols = w->cols, f->rows = n, f->forms = forms_of(m, w);
-    f->cx = chunks > 1 ? f->ax : src;
+    f->src = src, f->cols = w->cols, f->rows = n, f->forms = forms_of(f, w);
+    f->cx = chunks > 1 ? f->s.ax : src;
     mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_prepare_chunks, f);
     int sum = tp > 1 && m->tp_reduce == MLM_TP_SUM; /* each rank's chunks summed, all-reduced */
     f->rsum = tp == 1 || sum, f->ractive = tp == 1 && residual;
-    f->rout = tp == 1 || sum ? out : f->part;
+    f->rout = tp == 1 || sum ? out : f->s.part;
     mlm_pool_run(pool, (w->rows + ROW_CHUNK - 1) / ROW_CHUNK, task_row_parallel, f);
     if (tp == 1) return MLM_OK;
     if (sum) {
         int64_t nd = (int64_t)n * w->rows;
         mlm_status st = mlm_comm_allreduce_sum(m->tp, out, nd, err);
-        if (!st && residual) add_vec(f->x, out, nd);
+        if (!st && residual) add_vec(f->s.x, out, nd);
         return st;
     }
     size_t counts[256];
@@ -528,8 +453,9 @@ static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, cons
         f->slab0 = t0, f->slab_n = n - t0 < GATHER_TOKENS ? n - t0 : GATHER_TOKENS;
         size_t floats = (size_t)f->slab_n * (size_t)chunks * (size_t)w->rows;
         for (int r = 0; r < tp; r++) counts[r] = floats * sizeof(float);
-        mlm_status st = mlm_comm_allgatherv(
-            m->tp, f->part + (size_t)t0 * (size_t)chunks * (size_t)w->rows, f->gath, counts, err);
+        mlm_status st =
+            mlm_comm_allgatherv(m->tp, f->s.part + (size_t)t0 * (size_t)chunks * (size_t)w->rows,
+                                f->s.gath, counts, err);
         if (st) return st;
         mlm_pool_run(pool, (f->slab_n + TOK_CHUNK - 1) / TOK_CHUNK, task_fold, f);
     }
@@ -574,12 +500,12 @@ static void task_cross_q(void *ctx, int64_t task, int thread) {
     int64_t hd = c->head_dim, qdim = (int64_t)c->n_head * hd;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
     for (int32_t t = t0; t < t1; t++) {
-        float *q = f->q + t * qdim;
+        float *q = f->s.q + t * qdim;
         if (f->b->xn[t] > 0)
             for (int h = 0; h < c->n_head; h++)
-                rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
+                mlm_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
         else
-            memset(f->att + t * qdim, 0, (size_t)qdim * sizeof *f->att);
+            memset(f->s.att + t * qdim, 0, (size_t)qdim * sizeof *f->s.att);
     }
 }
 
@@ -592,36 +518,7 @@ static void task_gated_add(void *ctx, int64_t task, int thread) {
     for (int32_t t = t0; t < t1; t++)
         if (f->b->xn[t] > 0)
             for (int64_t i = 0; i < d; i++)
-                f->x[t * d + i] += f->xgate * f->xb[t * d + i];
-}
-
-/* A cross-attention layer (models.md 6.5): for the tokens that see an image,
- * h += tanh(gate_attn) * wo(Attn(q_norm(wq(norm(h))), image K/V)), then
- * h += tanh(gate_ffn) * MLP(norm(h)); the others pass unchanged (Meta's row mask). */
-static mlm_status cross_layer(fwd *f, mlm_pool *pool, const mlm_layer *L, mlm_error *err) {
-    const mlm_model *m = f->m;
-    const mlm_config *c = &m->local;
-    int32_t n = f->n;
-    int64_t d = c->n_embd;
-    if (!f->n_xtiles) return MLM_OK; /* no token sees an image */
-    f->layer = L;
-    f->xkv = &f->b->xkv[L->kv_layer];
-    prepare(f, pool, f->x, L->attn_norm, f->xb, n, d, forms_of(m, &L->wq));
-    matmul(f, pool, (const mlm_weight *[]){&L->wq}, (float *[]){f->q}, 1, EPI_NONE);
-    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_cross_q, f);
-    f->run = f->xtiles;
-    mlm_pool_run(pool, f->n_xtiles, task_attention, f);
-    mlm_status st = row_parallel(f, pool, &L->wo, f->att, f->xb, 0, err);
-    if (st) return st;
-    f->xgate = tanhf(L->gates[0]);
-    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
-    prepare(f, pool, f->x, L->ffn_norm, f->xb, n, d, forms_of(m, &L->w1) | forms_of(m, &L->w3));
-    matmul(f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f->gate, f->up}, 2,
-           EPI_SWIGLU);
-    if ((st = row_parallel(f, pool, &L->w2, f->gate, f->xb, 0, err))) return st;
-    f->xgate = tanhf(L->gates[1]);
-    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
-    return MLM_OK;
+                f->s.x[t * d + i] += f->xgate * f->s.xb[t * d + i];
 }
 
 /* The K/V rows of the current chunk: k RMSNormed per head, both stored. */
@@ -632,32 +529,71 @@ static void task_cross_store(void *ctx, int64_t task, int thread) {
     int64_t hd = c->head_dim, kvdim = (int64_t)c->n_kv_head * hd;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
     for (int32_t t = t0; t < t1; t++) {
-        float *k = f->k + t * kvdim;
+        float *k = f->s.k + t * kvdim;
         for (int h = 0; h < c->n_kv_head; h++)
-            rmsnorm(k + h * hd, k + h * hd, f->layer->k_norm, hd, c->norm_eps);
-        mlm_kv_store(f->xkv, f->xblocks, f->entry0 + t, k, f->v + t * kvdim);
+            mlm_rmsnorm(k + h * hd, k + h * hd, f->layer->k_norm, hd, c->norm_eps);
+        mlm_kv_store(f->xkv, f->xblocks, f->entry0 + t, k, f->s.v + t * kvdim);
     }
+}
+
+// ---- the layers' two blocks, shared by self- and cross-attention layers ----
+
+/* The attention block of layer L. Self-attention: x += wo(Attn(RoPE(wq, wk, wv of norm(x))))
+ * over the paged KV, the step's keys stored before any query reads (causality comes from
+ * each query reading entries 0..kv_idx of its own sequence). Cross-attention (models.md 6.5),
+ * for the tokens that see an image: x += tanh(gate_attn) * wo(Attn(q_norm(wq(norm(x))),
+ * image K/V)); the others pass unchanged (Meta's row mask). */
+static mlm_status attention_block(fwd *f, mlm_pool *pool, const mlm_layer *L, mlm_error *err) {
+    int32_t n = f->n;
+    int64_t d = f->m->local.n_embd;
+    if (!L->cross) {
+        prepare(f, pool, f->s.x, L->attn_norm, f->s.xb, n, d,
+                forms_of(f, &L->wq) | forms_of(f, &L->wk) | forms_of(f, &L->wv));
+        matmul(f, pool, (const mlm_weight *[]){&L->wq, &L->wk, &L->wv},
+               (float *[]){f->s.q, f->s.k, f->s.v}, 3, MLM_EPI_NONE);
+        mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_rope_store, f);
+        attention(f, pool, f->s.tiles, f->n_tiles);
+        return row_parallel(f, pool, &L->wo, f->s.att, f->s.xb, 1, err);
+    }
+    f->layer = L;
+    f->xkv = &f->b->xkv[L->kv_layer];
+    prepare(f, pool, f->s.x, L->attn_norm, f->s.xb, n, d, forms_of(f, &L->wq));
+    matmul(f, pool, (const mlm_weight *[]){&L->wq}, (float *[]){f->s.q}, 1, MLM_EPI_NONE);
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_cross_q, f);
+    attention(f, pool, f->s.xtiles, f->n_xtiles);
+    mlm_status st = row_parallel(f, pool, &L->wo, f->s.att, f->s.xb, 0, err);
+    if (st) return st;
+    f->xgate = tanhf(L->gates[0]);
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
+    return MLM_OK;
+}
+
+/* The MLP block of layer L: x += w2(SiLU(w1(norm(x))) * w3(norm(x))); in a cross-attention
+ * layer x += tanh(gate_ffn) * that, for the tokens that see an image. */
+static mlm_status mlp_block(fwd *f, mlm_pool *pool, const mlm_layer *L, mlm_error *err) {
+    int32_t n = f->n;
+    int64_t d = f->m->local.n_embd;
+    prepare(f, pool, f->s.x, L->ffn_norm, f->s.xb, n, d, forms_of(f, &L->w1) | forms_of(f, &L->w3));
+    matmul(f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f->s.gate, f->s.up}, 2,
+           MLM_EPI_SWIGLU);
+    mlm_status st = row_parallel(f, pool, &L->w2, f->s.gate, f->s.xb, !L->cross, err);
+    if (st || !L->cross) return st;
+    f->xgate = tanhf(L->gates[1]);
+    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_gated_add, f);
+    return MLM_OK;
 }
 
 void mlm_forward_cross_kv(const mlm_model *m, const float *x, int64_t n, const mlm_paged_kv *xkv,
                           const int32_t *blocks, int32_t entry0, int32_t max_tokens, void *scratch,
                           mlm_pool *pool) {
     const mlm_config *c = &m->local;
-    char *part[N_PARTS];
-    carve_scratch(c, 1, max_tokens, 0, mlm_pool_threads(pool), scratch, part);
-    fwd f = {.m = m,
-             .k = (float *)part[P_K],
-             .v = (float *)part[P_V],
-             .aq = (int8_t *)part[P_AQ],
-             .au = (uint8_t *)part[P_AU],
-             .ad = (float *)part[P_AD],
-             .as = (float *)part[P_AS],
-             .ah = (uint16_t *)part[P_AH],
-             .xblocks = blocks};
+    fwd f;
+    fwd_init(&f, m, 1, max_tokens, 0, pool, scratch);
+    f.xblocks = blocks;
     int forms = 0;
     for (int32_t l = 0; l < c->n_layer; l++)
         if (m->layers[l].cross)
-            forms |= forms_of(m, &m->layers[l].wk) | forms_of(m, &m->layers[l].wv);
+            forms |= forms_of(&f, &m->layers[l].wk) | forms_of(&f, &m->layers[l].wv);
     for (int64_t r0 = 0; r0 < n; r0 += max_tokens) {
         int32_t rows = (int32_t)(n - r0 < max_tokens ? n - r0 : max_tokens);
         prepare(&f, pool, x + r0 * c->n_embd, NULL, NULL, rows, c->n_embd, forms);
@@ -668,8 +604,8 @@ void mlm_forward_cross_kv(const mlm_model *m, const float *x, int64_t n, const m
             if (!L->cross) continue;
             f.layer = L;
             f.xkv = &xkv[L->kv_layer];
-            matmul(&f, pool, (const mlm_weight *[]){&L->wk, &L->wv}, (float *[]){f.k, f.v}, 2,
-                   EPI_NONE);
+            matmul(&f, pool, (const mlm_weight *[]){&L->wk, &L->wv}, (float *[]){f.s.k, f.s.v}, 2,
+                   MLM_EPI_NONE);
             mlm_pool_run(pool, (rows + TOK_CHUNK - 1) / TOK_CHUNK, task_cross_store, &f);
         }
     }
@@ -683,72 +619,31 @@ mlm_status mlm_forward(const mlm_model *m, const mlm_fwd_batch *b, const mlm_pag
     int32_t n = b->n, n_logits = 0;
     int tp = m->tp_size;
     for (int32_t t = 0; t < n; t++) n_logits += b->want_logits && b->want_logits[t];
-    char *part[N_PARTS];
-    carve_scratch(c, tp, n, n_logits, mlm_pool_threads(pool), scratch, part);
-    fwd f = {.m = m,
-             .b = b,
-             .n = n,
-             .x = (float *)part[P_X],
-             .xb = (float *)part[P_XB],
-             .q = (float *)part[P_Q],
-             .k = (float *)part[P_K],
-             .v = (float *)part[P_V],
-             .gate = (float *)part[P_GATE],
-             .up = (float *)part[P_UP],
-             .att = (float *)part[P_ATT],
-             .xf = (float *)part[P_XF],
-             .aq = (int8_t *)part[P_AQ],
-             .au = (uint8_t *)part[P_AU],
-             .ad = (float *)part[P_AD],
-             .as = (float *)part[P_AS],
-             .ah = (uint16_t *)part[P_AH],
-             .att_scratch = (float *)part[P_ATTS],
-             .tiles = (att_tile *)part[P_JOBS],
-             .xtiles = (att_tile *)part[P_XJOBS],
-             .logits_local = (float *)part[P_LOGL],
-             .logits_all = (float *)part[P_LOGG],
-             .ax = (float *)part[P_AX],
-             .fold = (float *)part[P_FOLD],
-             .part = (float *)part[P_PART],
-             .gath = (float *)part[P_GATH]};
+    fwd f;
+    fwd_init(&f, m, tp, n, n_logits, pool, scratch);
+    f.b = b;
     int64_t d = c->n_embd;
     mlm_status st = MLM_OK;
     plan_attention(&f);
 
-    embed(m, f.x, b->tokens, n);
-    if (tp > 1 && (st = mlm_comm_allreduce_sum(m->tp, f.x, n * d, err))) return st;
-    for (int l = 0; l < c->n_layer; l++) {
+    embed(m, f.s.x, b->tokens, n);
+    if (tp > 1 && (st = mlm_comm_allreduce_sum(m->tp, f.s.x, n * d, err))) return st;
+    for (int l = 0; l < c->n_layer && !st; l++) {
         const mlm_layer *L = &m->layers[l];
-        if (L->cross) {
-            if ((st = cross_layer(&f, pool, L, err))) return st;
-            continue;
-        }
-        f.kv = &kv[L->kv_layer];
-        /* attention block */
-        prepare(&f, pool, f.x, L->attn_norm, f.xb, n, d,
-                forms_of(m, &L->wq) | forms_of(m, &L->wk) | forms_of(m, &L->wv));
-        matmul(&f, pool, (const mlm_weight *[]){&L->wq, &L->wk, &L->wv},
-               (float *[]){f.q, f.k, f.v}, 3, EPI_NONE);
-        /* All of the step's keys are stored before any query reads: causality comes from
-         * each query reading entries 0..kv_idx of its own sequence. */
-        mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_rope_store, &f);
-        f.run = f.tiles;
-        mlm_pool_run(pool, f.n_tiles, task_attention, &f);
-        if ((st = row_parallel(&f, pool, &L->wo, f.att, f.xb, 1, err))) return st;
-        /* MLP block */
-        prepare(&f, pool, f.x, L->ffn_norm, f.xb, n, d, forms_of(m, &L->w1) | forms_of(m, &L->w3));
-        matmul(&f, pool, (const mlm_weight *[]){&L->w1, &L->w3}, (float *[]){f.gate, f.up}, 2,
-               EPI_SWIGLU);
-        if ((st = row_parallel(&f, pool, &L->w2, f.gate, f.xb, 1, err))) return st;
+        if (L->cross && !f.n_xtiles) continue; /* no token sees an image */
+        f.kv = L->cross ? NULL : &kv[L->kv_layer];
+        st = attention_block(&f, pool, L, err);
+        if (!st) st = mlp_block(&f, pool, L, err);
     }
-    if (!n_logits) return MLM_OK;
+    if (st || !n_logits) return st;
     /* Final norm and LM head only for the tokens that asked. */
     int32_t j = 0;
     for (int32_t t = 0; t < n; t++)
-        if (b->want_logits[t]) memcpy(f.xf + (j++) * d, f.x + t * d, (size_t)d * sizeof *f.xf);
-    prepare(&f, pool, f.xf, m->norm, f.xf, n_logits, d, forms_of(m, &m->output));
-    f.n = n_logits;
-    float *head_out = tp > 1 ? f.logits_local : logits;
-    matmul(&f, pool, (const mlm_weight *[]){&m->output}, (float *[]){head_out}, 1, EPI_NONE);
-    return tp > 1 ? gather_logits(m, f.logits_local, f.logits_all, n_logits, logits, err) : MLM_OK;
+        if (b->want_logits[t])
+            memcpy(f.s.xf + (j++) * d, f.s.x + t * d, (size_t)d * sizeof *f.s.xf);
+    prepare(&f, pool, f.s.xf, m->norm, f.s.xf, n_logits, d, forms_of(&f, &m->output));
+    float *head_out = tp > 1 ? f.s.logits_local : logits;
+    matmul(&f, pool, (const mlm_weight *[]){&m->output}, (float *[]){head_out}, 1, MLM_EPI_NONE);
+    return tp > 1 ? gather_logits(m, f.s.logits_local, f.s.logits_all, n_logits, logits, err)
+                  : MLM_OK;
 }

@@ -10,12 +10,14 @@
  * are also the output's rows, in order, so the projector reads them straight.
  * Each product's input is prepared once in the form its kernels read (LayerNorm fused in);
  * products are split over output rows and tokens; epilogues add biases, apply GELU and add
- * the gated residual. Scratch is allocated per image. */
+ * the gated residual: the op layer (ops.h) that the decoder shares. Scratch is one block per
+ * image, carved in parts (carve). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "model/ops.h"
 #include "model/vision.h"
 #include "tensor/dtype.h"
 #include "tensor/q8.h"
@@ -25,12 +27,10 @@
 #define PREP_CHUNK 8  /* tokens per prepare task */
 #define PROJ_ROWS 256 /* projector input rows built at once */
 
-typedef enum { EPI_NONE, EPI_BIAS, EPI_BIAS_GELU, EPI_RESIDUAL } epilogue;
-
 typedef struct venc {
     const mlm_model *m;
     const mlm_vision_config *c;
-    const mlm_kernels *k;
+    mlm_ops ops; /* prepare, matmul and attention on the scratch's activation buffers */
     int64_t D, F, L, n_valid;
     float *x;                 /* (L, D) the residual stream, permuted order */
     float *xn;                /* (L, D) a normed input */
@@ -38,28 +38,7 @@ typedef struct venc {
     float *h;                 /* (L, F) the MLP's hidden layer */
     float *inter;             /* (K, L, D) the recorded intermediate inputs */
     float *kh, *vh;           /* (heads, L, head_dim): K and V head-major, for the attention */
-    float *att_scratch;       /* per thread MLM_ATT_SCRATCH */
     int32_t *tile_of;         /* (L) the tile slot of each sequence position */
-    /* the activation forms of the current product */
-    int8_t *aq;
-    uint8_t *au;
-    float *ad;
-    uint16_t *ah;
-    int forms_all; /* the forms any vision product reads */
-    mlm_acts acts;
-    /* the prepare job: ROWS rows of SRC (COLS wide), LayerNormed by LN_W/LN_B into DST */
-    const float *src, *ln_w, *ln_b;
-    float *dst;
-    int64_t rows, cols;
-    int forms;
-    /* the matmul job */
-    const mlm_weight *w[3];
-    float *out[3];
-    int n_w;
-    int64_t n_row_chunks[3], n_tok_chunks;
-    epilogue epi;
-    const float *bias;
-    float gate;
     /* the attention job: one pool per head (a head's L entries, one block) */
     mlm_paged_kv *kv;
     int32_t block0;
@@ -68,145 +47,47 @@ typedef struct venc {
 
 // ---- pieces ----
 
-/* Y (D) = LayerNorm(X (D)) * W + B, biased variance, as the reference. */
-static void layernorm(float *y, const float *x, const float *w, const float *b, int64_t d,
-                      float eps) {
-    float mean = 0, var = 0;
-    for (int64_t j = 0; j < d; j++)
-        mean += x[j];
-    mean /= (float)d;
-    for (int64_t j = 0; j < d; j++)
-        var += (x[j] - mean) * (x[j] - mean);
-    var /= (float)d;
-    float inv = 1.0f / sqrtf(var + eps);
-    for (int64_t j = 0; j < d; j++)
-        y[j] = (x[j] - mean) * inv * w[j] + b[j];
-}
-
-static int form_of(const venc *e, const mlm_weight *w) { return 1 << e->k->act[w->type]; }
-
-static void task_prepare(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    venc *e = ctx;
-    int64_t t0 = task * PREP_CHUNK, t1 = t0 + PREP_CHUNK < e->rows ? t0 + PREP_CHUNK : e->rows;
-    int64_t cols = e->cols, pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
-    for (int64_t t = t0; t < t1; t++) {
-        const float *row = e->src + t * cols;
-        if (e->ln_w) {
-            layernorm(e->dst + t * cols, row, e->ln_w, e->ln_b, cols, e->c->norm_eps);
-            row = e->dst + t * cols;
-        }
-        if (e->forms & (1 << MLM_ACT_Q8))
-            e->k->quantize(row, cols, e->aq + t * pc, e->au + t * pc,
-                           e->ad + t * (pc / MLM_Q8_BLOCK));
-        if (e->forms & (1 << MLM_ACT_BF16)) {
-            uint16_t *hh = e->ah + t * hc;
-            for (int64_t i = 0; i < cols; i++)
-                hh[i] = mlm_f32_to_bf16(row[i]);
-            for (int64_t i = cols; i < hc; i++)
-                hh[i] = 0;
-        }
-    }
-}
+static int form_of(const venc *e, const mlm_weight *w) { return mlm_op_forms(&e->ops, w); }
 
 /* Prepares ROWS rows of SRC (COLS wide) for the products of FORMS: LayerNormed by (W, B) into
- * DST first when W is given; e->acts then describes them. */
+ * DST first when W is given. */
 static void prepare(venc *e, mlm_pool *pool, const float *src, const float *w, const float *b,
                     float *dst, int64_t rows, int64_t cols, int forms) {
-    e->src = src, e->ln_w = w, e->ln_b = b, e->dst = dst, e->rows = rows, e->cols = cols;
-    e->forms = forms;
-    mlm_pool_run(pool, (rows + PREP_CHUNK - 1) / PREP_CHUNK, task_prepare, e);
-    e->acts = (mlm_acts){.n = rows,
-                         .cols = cols,
-                         .x = w ? dst : src,
-                         .h = e->ah,
-                         .q = e->aq,
-                         .u = e->au,
-                         .d = e->ad};
+    mlm_op_prepare(&e->ops, pool, src, rows, cols, w ? MLM_NORM_LAYER : MLM_NORM_NONE, w, b,
+                   e->c->norm_eps, dst, forms, PREP_CHUNK);
 }
 
-static void task_matmul(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    venc *e = ctx;
-    int64_t tc = task % e->n_tok_chunks, rc = task / e->n_tok_chunks;
-    int s = 0;
-    while (rc >= e->n_row_chunks[s])
-        rc -= e->n_row_chunks[s++];
-    const mlm_weight *w = e->w[s];
-    int64_t rows = w->rows, r0 = rc * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
-    int64_t t0 = tc * TOK_CHUNK, t1 = t0 + TOK_CHUNK < e->acts.n ? t0 + TOK_CHUNK : e->acts.n;
-    int64_t cols = e->acts.cols, pc = mlm_q8_cols(cols), hc = mlm_bf16_cols(cols);
-    /* this task's tokens: the same forms, from row T0 */
-    mlm_acts a = {.n = t1 - t0,
-                  .cols = cols,
-                  .x = e->acts.x + t0 * cols,
-                  .h = e->ah + t0 * hc,
-                  .q = e->aq + t0 * pc,
-                  .u = e->au + t0 * pc,
-                  .d = e->ad + t0 * (pc / MLM_Q8_BLOCK)};
-    float *out = e->out[s] + t0 * rows;
-    e->k->matmul[w->type](out, rows, w->data, &a, r0, r1);
-    for (int64_t t = 0; t < t1 - t0; t++) {
-        float *o = out + t * rows;
-        switch (e->epi) {
-        case EPI_NONE: break;
-        case EPI_BIAS:
-            for (int64_t r = r0; r < r1; r++)
-                o[r] += e->bias[r];
-            break;
-        case EPI_BIAS_GELU:
-            for (int64_t r = r0; r < r1; r++)
-                o[r] += e->bias[r];
-            e->k->gelu(o + r0, r1 - r0);
-            break;
-        case EPI_RESIDUAL: { /* x += gate * (out + bias) */
-            float *x = e->x + (t0 + t) * rows;
-            for (int64_t r = r0; r < r1; r++)
-                x[r] += e->gate * (e->bias ? o[r] + e->bias[r] : o[r]);
-            break;
-        }
-        }
-    }
-}
-
-/* OUT[i] (acts.n, W[i]->rows) = W[i] . acts for the N weights, as one job, then EPI. */
+/* OUT[i] (rows, W[i]->rows) = W[i] . prepared input for the N weights, as one job, then EPI
+ * (a gated add goes to the residual stream e->x). */
 static void matmul(venc *e, mlm_pool *pool, const mlm_weight *const *w, float *const *out, int n,
-                   epilogue epi, const float *bias, float gate) {
-    int64_t total = 0;
-    e->n_w = n, e->epi = epi, e->bias = bias, e->gate = gate;
-    e->n_tok_chunks = (e->acts.n + TOK_CHUNK - 1) / TOK_CHUNK;
-    for (int i = 0; i < n; i++) {
-        e->w[i] = w[i], e->out[i] = out[i];
-        e->n_row_chunks[i] = (w[i]->rows + ROW_CHUNK - 1) / ROW_CHUNK;
-        total += e->n_row_chunks[i];
-    }
-    mlm_pool_run(pool, total * e->n_tok_chunks, task_matmul, e);
+                   mlm_epi epi, const float *bias, float gate) {
+    mlm_op_matmul(&e->ops, pool, w, out, n,
+                  (mlm_epilogue){.kind = epi, .bias = bias, .gate = gate, .x = e->x}, TOK_CHUNK);
 }
 
 /* Query tiles of one head: the valid queries read every key, the invalid ones the valid keys. */
-static void task_attention(void *ctx, int64_t task, int thread) {
-    venc *e = ctx;
+static void att_job(void *user, int64_t task, mlm_attn_job *job) {
+    const venc *e = user;
     int64_t hd = e->D / e->c->n_head, head = task / e->n_q_tiles, qt = task % e->n_q_tiles;
     int valid = qt < e->n_q_tiles_valid;
     int64_t lo = valid ? 0 : e->n_valid, hi = valid ? e->n_valid : e->L;
     int64_t i0 = lo + (valid ? qt : qt - e->n_q_tiles_valid) * MLM_ATT_QT;
     int64_t nq = hi - i0 < MLM_ATT_QT ? hi - i0 : MLM_ATT_QT;
     /* the job's one query head is HEAD of Q; its keys are the head's own pool (kv_head 0) */
-    mlm_attn_job job = {.out = e->att + i0 * e->D + head * hd,
-                        .out_stride = e->D,
-                        .q = e->q + i0 * e->D + head * hd,
-                        .q_stride = e->D,
-                        .kv = &e->kv[head],
-                        .blocks = &e->block0,
-                        .q0 = 0,
-                        .n_q = (int32_t)nq,
-                        .kv_head = 0,
-                        .group = 1,
-                        .hh0 = 0,
-                        .n_hh = 1,
-                        .head_dim = (int)hd,
-                        .n_ctx = (int32_t)(valid ? e->L : e->n_valid)};
-    e->k->attention(&job, e->att_scratch + (size_t)thread * MLM_ATT_SCRATCH);
+    *job = (mlm_attn_job){.out = e->att + i0 * e->D + head * hd,
+                          .out_stride = e->D,
+                          .q = e->q + i0 * e->D + head * hd,
+                          .q_stride = e->D,
+                          .kv = &e->kv[head],
+                          .blocks = &e->block0,
+                          .q0 = 0,
+                          .n_q = (int32_t)nq,
+                          .kv_head = 0,
+                          .group = 1,
+                          .hh0 = 0,
+                          .n_hh = 1,
+                          .head_dim = (int)hd,
+                          .n_ctx = (int32_t)(valid ? e->L : e->n_valid)};
 }
 
 /* K and V of a chunk of tokens, token-major (L, D) -> head-major (heads, L, head_dim): each
@@ -227,7 +108,7 @@ static void attention(venc *e, mlm_pool *pool) {
     mlm_pool_run(pool, (e->L + PREP_CHUNK - 1) / PREP_CHUNK, task_heads, e);
     e->n_q_tiles_valid = (e->n_valid + MLM_ATT_QT - 1) / MLM_ATT_QT;
     e->n_q_tiles = e->n_q_tiles_valid + (e->L - e->n_valid + MLM_ATT_QT - 1) / MLM_ATT_QT;
-    mlm_pool_run(pool, e->n_q_tiles * e->c->n_head, task_attention, e);
+    mlm_op_attention(&e->ops, pool, e->n_q_tiles * e->c->n_head, att_job, e);
 }
 
 /* One encoder layer: x += g_attn * Attn(LN1(x)), x += g_ffn * MLP(LN2(x)). */
@@ -236,17 +117,17 @@ static void layer(venc *e, mlm_pool *pool, const mlm_vision_layer *y, float g_at
     prepare(e, pool, e->x, y->ln1_w, y->ln1_b, e->xn, L, D,
             form_of(e, &y->wq) | form_of(e, &y->wk) | form_of(e, &y->wv));
     matmul(e, pool, (const mlm_weight *[]){&y->wq, &y->wk, &y->wv}, (float *[]){e->q, e->kk, e->vv},
-           3, EPI_NONE, NULL, 0);
+           3, MLM_EPI_NONE, NULL, 0);
     attention(e, pool);
     prepare(e, pool, e->att, NULL, NULL, NULL, L, D, form_of(e, &y->wo));
-    matmul(e, pool, (const mlm_weight *[]){&y->wo}, (float *[]){e->xn}, 1, EPI_RESIDUAL, NULL,
+    matmul(e, pool, (const mlm_weight *[]){&y->wo}, (float *[]){e->xn}, 1, MLM_EPI_GATED_ADD, NULL,
            g_attn);
     prepare(e, pool, e->x, y->ln2_w, y->ln2_b, e->xn, L, D, form_of(e, &y->fc1));
-    matmul(e, pool, (const mlm_weight *[]){&y->fc1}, (float *[]){e->h}, 1, EPI_BIAS_GELU, y->fc1_b,
-           0);
+    matmul(e, pool, (const mlm_weight *[]){&y->fc1}, (float *[]){e->h}, 1, MLM_EPI_BIAS_GELU,
+           y->fc1_b, 0);
     prepare(e, pool, e->h, NULL, NULL, NULL, L, e->F, form_of(e, &y->fc2));
-    matmul(e, pool, (const mlm_weight *[]){&y->fc2}, (float *[]){e->xn}, 1, EPI_RESIDUAL, y->fc2_b,
-           g_ffn);
+    matmul(e, pool, (const mlm_weight *[]){&y->fc2}, (float *[]){e->xn}, 1, MLM_EPI_GATED_ADD,
+           y->fc2_b, g_ffn);
 }
 
 /* ROW of the embedding table W (f32 or bf16) as f32 into DST. */
@@ -289,6 +170,7 @@ typedef struct scratch {
     int8_t *aq;   /* (act_rows_cols) */
     uint8_t *au;  /* (act_rows_cols) */
     float *ad;    /* (act_rows_cols / MLM_Q8_BLOCK + 1) */
+    float *as;    /* (act_rows_cols * 3 / 32 + 3): the codes' sums (mlm_q8_sums_len) */
     uint16_t *ah; /* (act_rows_cols) */
 } scratch;
 
@@ -312,6 +194,7 @@ static size_t carve(const sizes *z, int n_threads, int forms, char *base, scratc
     s->aq = q8 ? part(base, &off, A) : NULL;
     s->au = q8 ? part(base, &off, A) : NULL;
     s->ad = q8 ? part(base, &off, (A / MLM_Q8_BLOCK + 1) * (int64_t)sizeof(float)) : NULL;
+    s->as = q8 ? part(base, &off, (A * 3 / 32 + 3) * (int64_t)sizeof(float)) : NULL;
     s->ah = bf16 ? part(base, &off, A * 2) : NULL;
     return off;
 }
@@ -348,8 +231,13 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
     const int64_t T = v->n_tok, TP = v->n_tok_pad, G = v->n_grid, S = c->image_size;
     const int64_t ps = c->patch_size, ch = c->n_channels;
     int n_threads = mlm_pool_threads(pool);
-    venc e = {
-        .m = m, .c = c, .k = m->kernels, .D = D, .F = z.F, .L = L, .n_valid = (int64_t)n_tiles * T};
+    venc e = {.m = m,
+              .c = c,
+              .ops = {.k = m->kernels},
+              .D = D,
+              .F = z.F,
+              .L = L,
+              .n_valid = (int64_t)n_tiles * T};
     int forms = form_of(&e, &v->patch) | form_of(&e, &v->proj);
     for (int32_t i = 0; i < c->n_layer + c->n_global_layer; i++) {
         const mlm_vision_layer *y = &v->layers[i];
@@ -367,11 +255,11 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
     carve(&z, n_threads, forms, block, &s);
     float *f = s.f;
     int32_t *idx = s.idx;
-    e.aq = s.aq, e.au = s.au, e.ad = s.ad, e.ah = s.ah;
+    e.ops.aq = s.aq, e.ops.au = s.au, e.ops.ad = s.ad, e.ops.as = s.as, e.ops.ah = s.ah;
     e.x = f, e.xn = e.x + L * D, e.q = e.xn + L * D, e.kk = e.q + L * D, e.vv = e.kk + L * D;
     e.att = e.vv + L * D, e.h = e.att + L * D, e.inter = e.h + L * z.F;
     float *patches = e.inter + K * L * D, *proj_in = patches + z.NTGG * z.CPP;
-    e.att_scratch = proj_in + PROJ_ROWS * O;
+    e.ops.att_scratch = proj_in + PROJ_ROWS * O;
     int32_t *pos_of = idx; /* (NT * TP) slot (tile, row) -> sequence position */
     e.tile_of = idx + L;
     /* the MLP's hidden layer is free during the attention: it holds K and V head-major */
@@ -408,7 +296,7 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
                                (size_t)ps * sizeof(float));
             }
     prepare(&e, pool, patches, NULL, NULL, NULL, z.NTGG, z.CPP, form_of(&e, &v->patch));
-    matmul(&e, pool, (const mlm_weight *[]){&v->patch}, (float *[]){e.q}, 1, EPI_NONE, NULL, 0);
+    matmul(&e, pool, (const mlm_weight *[]){&v->patch}, (float *[]){e.q}, 1, MLM_EPI_NONE, NULL, 0);
 
     // 2.-5. pre-tile embedding on the patches, CLS, positional embeddings, ln_pre on the T real
     //    rows; the pad rows stay zero
@@ -432,7 +320,7 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
             table_row(&v->tile_pos, ((int64_t)aspect_ratio_id * NT + t) * T + r, tp_row);
             for (int64_t j = 0; j < D; j++)
                 x[j] += (1 - g_pos) * v->pos_emb[r * D + j] + g_pos * tp_row[j];
-            layernorm(x, x, v->ln_pre_w, v->ln_pre_b, D, c->norm_eps);
+            mlm_layernorm(x, x, v->ln_pre_w, v->ln_pre_b, D, c->norm_eps);
         }
     }
 
@@ -449,7 +337,7 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
     for (int64_t i = 0; i < L; i++) {
         float *x = e.x + i * D;
         const float *post = v->post_tile + ((int64_t)aspect_ratio_id * NT + e.tile_of[i]) * D;
-        layernorm(x, x, v->ln_post_w, v->ln_post_b, D, c->norm_eps);
+        mlm_layernorm(x, x, v->ln_post_w, v->ln_post_b, D, c->norm_eps);
         for (int64_t j = 0; j < D; j++)
             x[j] += g_post * post[j];
     }
@@ -471,7 +359,7 @@ mlm_status mlm_vision_encode(const mlm_model *m, const float *pixels, int32_t as
         }
         prepare(&e, pool, proj_in, NULL, NULL, NULL, n, O, form_of(&e, &v->proj));
         matmul(&e, pool, (const mlm_weight *[]){&v->proj}, (float *[]){projected + i0 * E}, 1,
-               EPI_BIAS, v->proj_b, 0);
+               MLM_EPI_BIAS, v->proj_b, 0);
     }
     free(block);
     return MLM_OK;

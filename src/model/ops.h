@@ -1,0 +1,96 @@
+/* model/ops.h: the op layer under the decoder (forward.c) and the vision encoder (vision.c):
+ * prepare a product's input (normalized or not, in the forms its kernels read), multiply it
+ * by weights with an epilogue, run attention jobs. The kernels are called here and nowhere
+ * else in model/: this is the seam another backend plugs into. Each op is a job on the
+ * thread pool split into tasks; a token's numbers never depend on the split. The caller owns
+ * every buffer; the ops allocate nothing. */
+#ifndef MESHLM_MODEL_OPS_H
+#define MESHLM_MODEL_OPS_H
+
+#include "backend/backend.h"
+#include "core/pool.h"
+#include "tensor/weight.h"
+
+#define MLM_OP_ROW_CHUNK 64 /* output rows per matmul task: 4 BFP panels, a chunked block */
+
+typedef enum mlm_norm { MLM_NORM_NONE, MLM_NORM_RMS, MLM_NORM_LAYER } mlm_norm;
+
+/* What a product's result gets, row by row, once its rows are computed. */
+typedef enum mlm_epi {
+    MLM_EPI_NONE,
+    MLM_EPI_SWIGLU,    /* out[0] = SiLU(out[0]) * out[1]: weights 0 (gate) and 1 (up) */
+    MLM_EPI_BIAS,      /* out += bias */
+    MLM_EPI_BIAS_GELU, /* out = GELU(out + bias) */
+    MLM_EPI_GATED_ADD  /* x += gate * (out + bias): the gated residual (bias may be NULL) */
+} mlm_epi;
+
+typedef struct mlm_epilogue {
+    mlm_epi kind;
+    const float *bias; /* (rows) */
+    float gate;
+    float *x; /* GATED_ADD: the residual stream (tokens, rows) */
+} mlm_epilogue;
+
+/* The prepared-input buffers (borrowed; each holds the most rows a caller prepares, in the
+ * widest layout: mlm_q8_cols / mlm_bf16_cols of the columns) and the job state. */
+typedef struct mlm_ops {
+    const mlm_kernels *k;
+    int8_t *aq;         /* int8 codes */
+    uint8_t *au;        /* their unsigned form */
+    float *ad;          /* one scale per MLM_Q8_BLOCK */
+    float *as;          /* the code sums (mlm_q8_sums) */
+    uint16_t *ah;       /* bf16 rows, padded with zeros */
+    float *att_scratch; /* per thread MLM_ATT_SCRATCH floats */
+    mlm_acts acts;      /* the last prepared input */
+    /* the prepare job */
+    const float *src, *w, *b;
+    float *dst;
+    int64_t rows, cols, tok_chunk;
+    mlm_norm norm;
+    float eps;
+    int forms;
+    /* the matmul job */
+    const mlm_weight *mw[3];
+    float *out[3];
+    int n_w;
+    int64_t n_row_chunks[3], n_tok_chunks, mm_tok_chunk;
+    mlm_epilogue epi;
+    /* the attention job */
+    void (*make_job)(void *user, int64_t task, mlm_attn_job *job);
+    void *user;
+} mlm_ops;
+
+/* The forms (1 << mlm_act_kind) the kernels of W read. */
+int mlm_op_forms(const mlm_ops *o, const mlm_weight *w);
+
+/* ROW (COLS values) in FORMS, as row AT of each form's buffer. */
+void mlm_op_prepare_row(const mlm_ops *o, int forms, const float *row, int64_t cols, int64_t at);
+
+/* Prepares ROWS rows of SRC (COLS wide), TOK_CHUNK rows a task: normalized by NORM (weight W,
+ * bias B for LayerNorm, EPS) into DST first unless NORM is none, then in FORMS; o->acts
+ * describes the result. */
+void mlm_op_prepare(mlm_ops *o, mlm_pool *pool, const float *src, int64_t rows, int64_t cols,
+                    mlm_norm norm, const float *w, const float *b, float eps, float *dst, int forms,
+                    int64_t tok_chunk);
+
+/* OUT[i] (acts.n, W[i]->rows) = W[i] . o->acts for the N (1 to 3) weights as one job of
+ * MLM_OP_ROW_CHUNK rows by TOK_CHUNK tokens a task (0: all), then EPI on each task's part. */
+void mlm_op_matmul(mlm_ops *o, mlm_pool *pool, const mlm_weight *const *w, float *const *out, int n,
+                   mlm_epilogue epi, int64_t tok_chunk);
+
+/* Rows [R0, R1) of W . A into OUT (row stride OUT_STRIDE): the one call of the matmul
+ * kernels, for products that schedule their own tasks (forward.c's K-chunked ones). */
+void mlm_op_matmul_rows(const mlm_ops *o, const mlm_weight *w, float *out, int64_t out_stride,
+                        const mlm_acts *a, int64_t r0, int64_t r1);
+
+/* N_TASKS attention jobs, task I's made by MAKE_JOB(USER, I, &job), on the pool. */
+void mlm_op_attention(mlm_ops *o, mlm_pool *pool, int64_t n_tasks,
+                      void (*make_job)(void *user, int64_t task, mlm_attn_job *job), void *user);
+
+/* Y = X * rsqrt(mean(X^2) + eps) * W, for one row of D (Y may be X). */
+void mlm_rmsnorm(float *y, const float *x, const float *w, int64_t d, float eps);
+/* Y = LayerNorm(X) * W + B (biased variance, as the references), for one row of D (Y may be
+ * X). */
+void mlm_layernorm(float *y, const float *x, const float *w, const float *b, int64_t d, float eps);
+
+#endif
