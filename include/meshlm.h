@@ -659,9 +659,11 @@ mlm_status mlm_exec_generate(mlm_exec *exec, const mlm_gen_user *users, int32_t 
  * Prefix cache: every full KV block of a prompt or of generated text is kept, keyed by a hash
  * of the whole token prefix it ends (and checked against its tokens), reference counted and
  * shared between sequences. A new request starts from the longest cached prefix of its
- * prompt; blocks no sequence holds are evicted least recently used first. Because a token's
- * numbers never depend on what else is in the step, a cached result is bit-identical to an
- * uncached one.
+ * prompt; blocks no sequence holds are evicted least recently used first. A finished
+ * sequence's last, partly filled block is kept too (a tail) and taken whole by a request that
+ * goes on from exactly those tokens, so a conversation's next turn computes only its new
+ * tokens. Because a token's numbers never depend on what else is in the step, a cached result
+ * is bit-identical to an uncached one.
  *
  * When a step needs KV blocks that no eviction can free, the most recently admitted running
  * sequence is preempted: its blocks are released (full ones stay in the prefix cache) and it
@@ -743,6 +745,10 @@ typedef struct mlm_request_params {
     int32_t n_images;
     mlm_sched_callback on_event;
     void *user;
+    /* Seeds the prefix cache's keys (0, the default, shares with every request): requests of
+     * different salts share no cached blocks, as vLLM's cache_salt (a conversation that
+     * starts over, a tenant). */
+    uint64_t cache_salt;
 } mlm_request_params;
 
 mlm_request_params mlm_request_default_params(void);

@@ -1,5 +1,6 @@
 /* exec/prefix.c: the prefix cache (see prefix.h): a chained hash table of full KV blocks by
- * prefix key, with an intrusive LRU list of the blocks only the cache holds. */
+ * prefix key and of tails by their parent's, with an intrusive LRU list of the blocks only
+ * the cache holds. */
 #include "exec/prefix.h"
 
 #include <stdlib.h>
@@ -20,12 +21,13 @@ mlm_status mlm_prefix_init(mlm_prefix *p, mlm_kv *kv, mlm_error *err) {
     p->key = calloc(nb, sizeof *p->key);
     p->parent = calloc(nb, sizeof *p->parent);
     p->tokens = malloc(nb * (size_t)p->block_size * sizeof *p->tokens);
+    p->n_valid = calloc(nb, sizeof *p->n_valid);
     p->bucket = malloc((size_t)p->n_buckets * sizeof *p->bucket);
     p->chain = malloc(nb * sizeof *p->chain);
     p->lru_prev = malloc(nb * sizeof *p->lru_prev);
     p->lru_next = malloc(nb * sizeof *p->lru_next);
-    if (!p->cached || !p->key || !p->parent || !p->tokens || !p->bucket || !p->chain ||
-        !p->lru_prev || !p->lru_next) {
+    if (!p->cached || !p->key || !p->parent || !p->tokens || !p->n_valid || !p->bucket ||
+        !p->chain || !p->lru_prev || !p->lru_next) {
         mlm_prefix_deinit(p);
         return mlm_error_set(err, MLM_ERR_NOMEM, "prefix cache: out of memory (%d blocks)",
                              kv->max_num_blocks);
@@ -36,7 +38,8 @@ mlm_status mlm_prefix_init(mlm_prefix *p, mlm_kv *kv, mlm_error *err) {
 }
 
 void mlm_prefix_deinit(mlm_prefix *p) {
-    free(p->cached), free(p->key), free(p->parent), free(p->tokens), free(p->bucket);
+    free(p->cached), free(p->key), free(p->parent), free(p->tokens), free(p->n_valid);
+    free(p->bucket);
     free(p->chain), free(p->lru_prev), free(p->lru_next);
     memset(p, 0, sizeof *p);
 }
@@ -52,7 +55,7 @@ static int32_t bucket_of(const mlm_prefix *p, uint64_t key) {
 
 int32_t mlm_prefix_find(const mlm_prefix *p, uint64_t key, uint64_t parent, const int32_t *tokens) {
     for (int32_t b = p->bucket[bucket_of(p, key)]; b >= 0; b = p->chain[b])
-        if (p->key[b] == key && p->parent[b] == parent &&
+        if (p->key[b] == key && p->parent[b] == parent && p->n_valid[b] == p->block_size &&
             !memcmp(p->tokens + (size_t)b * p->block_size, tokens,
                     (size_t)p->block_size * sizeof *tokens))
             return b;
@@ -76,18 +79,64 @@ static void lru_append(mlm_prefix *p, int32_t b) {
     p->n_evictable++;
 }
 
-void mlm_prefix_insert(mlm_prefix *p, int32_t b, uint64_t key, uint64_t parent,
-                       const int32_t *tokens) {
-    if (p->cached[b] || mlm_prefix_find(p, key, parent, tokens) >= 0) return;
+/* Enters block B, holding N tokens, under KEY; the cache takes a reference. */
+static void enter(mlm_prefix *p, int32_t b, uint64_t key, uint64_t parent, const int32_t *tokens,
+                  int32_t n) {
     p->cached[b] = 1;
     p->key[b] = key;
     p->parent[b] = parent;
-    memcpy(p->tokens + (size_t)b * p->block_size, tokens, (size_t)p->block_size * sizeof *tokens);
+    p->n_valid[b] = n;
+    memcpy(p->tokens + (size_t)b * p->block_size, tokens, (size_t)n * sizeof *tokens);
     int32_t h = bucket_of(p, key);
     p->chain[b] = p->bucket[h];
     p->bucket[h] = b;
     p->n_cached++;
     mlm_kv_ref(p->kv, b);
+}
+
+/* Takes block B out of the hash chains (its reference stays with the caller). */
+static void leave(mlm_prefix *p, int32_t b) {
+    int32_t *link = &p->bucket[bucket_of(p, p->key[b])];
+    while (*link != b)
+        link = &p->chain[*link];
+    *link = p->chain[b];
+    p->cached[b] = 0;
+    p->n_cached--;
+}
+
+void mlm_prefix_insert(mlm_prefix *p, int32_t b, uint64_t key, uint64_t parent,
+                       const int32_t *tokens) {
+    if (p->cached[b] || mlm_prefix_find(p, key, parent, tokens) >= 0) return;
+    enter(p, b, key, parent, tokens, p->block_size);
+}
+
+/* A tail's key: its parent's, marked apart from every full block's. */
+static uint64_t tail_key(uint64_t parent) {
+    uint64_t k = mlm_hash64(&parent, sizeof parent, 0x7461696cu);
+    return k ? k : 1;
+}
+
+void mlm_prefix_insert_tail(mlm_prefix *p, int32_t b, uint64_t parent, const int32_t *tokens,
+                            int32_t n) {
+    if (p->cached[b] || n <= 0 || n >= p->block_size) return;
+    enter(p, b, tail_key(parent), parent, tokens, n);
+}
+
+int32_t mlm_prefix_take_tail(mlm_prefix *p, uint64_t parent, const int32_t *tokens, int32_t max,
+                             int32_t *n) {
+    uint64_t key = tail_key(parent);
+    for (int32_t b = p->bucket[bucket_of(p, key)]; b >= 0; b = p->chain[b]) {
+        int32_t nv = p->n_valid[b];
+        if (p->key[b] != key || p->parent[b] != parent || nv >= p->block_size || nv > max ||
+            p->kv->refs[b] != 1 ||
+            memcmp(p->tokens + (size_t)b * p->block_size, tokens, (size_t)nv * sizeof *tokens))
+            continue;
+        lru_unlink(p, b); /* held by the cache alone: it was evictable */
+        leave(p, b);
+        *n = nv;
+        return b;
+    }
+    return -1;
 }
 
 /* Evictable: cached and held by the cache alone. */
@@ -103,11 +152,7 @@ int mlm_prefix_evict(mlm_prefix *p) {
     int32_t b = p->lru_head;
     if (b < 0) return 0;
     lru_unlink(p, b);
-    int32_t *link = &p->bucket[bucket_of(p, p->key[b])];
-    while (*link != b) link = &p->chain[*link];
-    *link = p->chain[b];
-    p->cached[b] = 0;
-    p->n_cached--;
+    leave(p, b);
     mlm_kv_unref(p->kv, b);
     return 1;
 }

@@ -35,6 +35,7 @@ typedef struct req {
     int32_t n_cached;    /* prompt tokens from the prefix cache at first admission */
     int32_t n_blocks_keyed; /* leading full blocks whose keys are known */
     uint64_t key;        /* chain key through those blocks */
+    uint64_t salt;       /* the chain key before the first block (mlm_request_params) */
     int admitted_once;
     int cancelled;       /* set under the lock */
     uint64_t admit_seq;  /* admission order, for preemption (latest first) */
@@ -339,6 +340,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     r->frequency = q->frequency_penalty;
     r->cb = q->on_event;
     r->user = q->user;
+    r->salt = q->cache_salt;
     r->slot = -1;
     pthread_mutex_lock(&s->mu);
     if (s->n_waiting >= s->p.max_queue) {
@@ -414,12 +416,16 @@ static void cache_full_blocks(mlm_sched *s, req *r) {
     }
 }
 
-/* Returns the sequence's blocks: full ones stay in the prefix cache, the rest are freed. */
+/* Returns the sequence's blocks: full ones stay in the prefix cache, and a last, partly
+ * filled one as a tail; the rest are freed. */
 static void release_slot(mlm_sched *s, req *r) {
     if (r->slot < 0) return;
     cache_full_blocks(s, r);
     mlm_kv_seq *q = &s->kv->seqs[r->slot];
-    int32_t n = q->n_blocks;
+    int32_t n = q->n_blocks, bs = s->p.block_size, full = r->n_computed / bs;
+    if (s->p.prefix_cache && !r->n_images && full < n && r->n_blocks_keyed == full)
+        mlm_prefix_insert_tail(&s->prefix, q->blocks[full], r->key, r->tokens + (size_t)full * bs,
+                               r->n_computed - full * bs);
     memcpy(s->share, q->blocks, (size_t)n * sizeof *s->share);
     mlm_exec_seq_reset(s->exec, r->slot, 0, NULL); /* its KV blocks and its images */
     for (int32_t i = 0; i < n; i++) mlm_prefix_release(&s->prefix, s->share[i]);
@@ -444,7 +450,7 @@ static void finish(mlm_sched *s, req *r, mlm_finish f, const char *error) {
 /* The longest cached prefix of R's tokens, in whole blocks, leaving at least one token to
  * compute (its logits give the next token). Fills s->share; returns the block count. */
 static int32_t prefix_hits(mlm_sched *s, const req *r, uint64_t *key) {
-    *key = 0;
+    *key = r->salt;
     if (!s->p.prefix_cache || r->n_images) return 0;
     int32_t bs = s->p.block_size, max = (r->n_tokens - 1) / bs, n = 0;
     while (n < max) {
@@ -495,6 +501,17 @@ static void admit(mlm_sched *s) {
         mlm_kv_share(s->kv, slot, s->share, hits);
         r->slot = slot;
         r->n_computed = hits * s->p.block_size;
+        /* the tail a finished sequence left after those blocks, when this one goes on from it
+         * (leaving at least one token to compute) */
+        int32_t tail_n = 0,
+                tail = !s->p.prefix_cache || r->n_images
+                           ? -1
+                           : mlm_prefix_take_tail(&s->prefix, key, r->tokens + r->n_computed,
+                                                  r->n_tokens - 1 - r->n_computed, &tail_n);
+        if (tail >= 0) {
+            mlm_kv_adopt(s->kv, slot, tail, tail_n);
+            r->n_computed += tail_n;
+        }
         r->n_blocks_keyed = hits;
         r->key = key;
         r->admit_seq = ++s->admit_counter;

@@ -127,6 +127,14 @@ void mlm_kv_unref(mlm_kv *kv, int32_t b) {
     if (--kv->refs[b] == 0) kv->free_blocks[kv->n_free++] = b;
 }
 
+void mlm_kv_adopt(mlm_kv *kv, int32_t seq, int32_t block, int32_t n_valid) {
+    mlm_kv_seq *s = &kv->seqs[seq];
+    MLM_ASSERT(s->len == s->n_blocks * kv->block_size && s->n_blocks < kv->max_blocks_per_seq &&
+               n_valid > 0 && n_valid < kv->block_size);
+    s->blocks[s->n_blocks++] = block;
+    s->len += n_valid;
+}
+
 void mlm_kv_share(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n) {
     mlm_kv_seq *s = &kv->seqs[seq];
     MLM_ASSERT(s->len == s->n_blocks * kv->block_size && s->n_blocks + n <= kv->max_blocks_per_seq);

@@ -46,6 +46,10 @@ void mlm_kv_reset(mlm_kv *kv, int32_t seq, int32_t start);
 /* Gives an empty SEQ the pages BLOCKS[0..N) (all free, distinct). */
 mlm_status mlm_kv_set_pages(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n,
                             mlm_error *err);
+/* Appends BLOCK, partly filled (its first N_VALID entries, 0 < N_VALID < block_size), to
+ * sequence SEQ (whose blocks are all full), taking over a reference the caller holds: the
+ * sequence then writes on from entry N_VALID (the prefix cache's tails). */
+void mlm_kv_adopt(mlm_kv *kv, int32_t seq, int32_t block, int32_t n_valid);
 /* Appends the full, already written, shared pages BLOCKS[0..N) (each held by someone, e.g.
  * the prefix cache, or another sequence's image) to SEQ, whose entries fill whole pages (an
  * empty SEQ, say): each gets one more holder, and SEQ holds its pages' entries. */

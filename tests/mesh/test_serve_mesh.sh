@@ -94,7 +94,7 @@ else
     if [ $rc -eq 0 ] && [ "$left" = 0 ]; then ok "SIGTERM drains rank 0 and ends all 3 ranks with exit 0"
     else notok "SIGTERM ends the mesh" "mpirun exit $rc, $left ranks left: $(tail -n 3 "$TMP/err" | tr '\n' ' ')"; fi
 fi
-# chat on the same mesh: stdin reaches rank 0 only, which shares every message with its group
+# chat on the same mesh: stdin reaches rank 0 only, which reads the messages and leads its group
 printf 'What is the capital of France?\nAnd of Italy?\n' >"$TMP/chat.in"
 timeout 120 $MPIRUN -np 3 "$MESHLM" chat -m "$MODEL" --tp 3 -n 30 --threads 1 <"$TMP/chat.in" \
     >"$TMP/chat3" 2>/dev/null

@@ -85,15 +85,21 @@ static mlm_sched *sched_for(const mlm_model *m, int32_t batch, int32_t blocks, i
     return s;
 }
 
-static void submit(mlm_sched *s, const int32_t *prompt, int32_t n, int32_t max_new, got *g,
-                   int logprobs) {
+static void submit_salted(mlm_sched *s, const int32_t *prompt, int32_t n, int32_t max_new, got *g,
+                          int logprobs, uint64_t salt) {
     mlm_request_params q = mlm_request_default_params();
     q.prompt = prompt, q.n_prompt = n, q.max_new_tokens = max_new;
     q.logprobs = logprobs;
+    q.cache_salt = salt;
     q.on_event = on_event, q.user = g;
     uint64_t id;
     mlm_error err;
     CHECK_OK(mlm_sched_submit(s, &q, &id, &err), &err);
+}
+
+static void submit(mlm_sched *s, const int32_t *prompt, int32_t n, int32_t max_new, got *g,
+                   int logprobs) {
+    submit_salted(s, prompt, n, max_new, g, logprobs, 0);
 }
 
 static void run_all(mlm_sched *s) {
@@ -150,6 +156,41 @@ static void check_greedy(const char *profile, int check_tokens) {
 }
 
 TEST(greedy_matches_transformers_f32) { check_greedy("f32", 1); }
+
+/* A conversation's next turn: a request that goes on from a finished one's tokens takes the
+ * partly filled block it left (a tail) as well as its full blocks, so it computes only what
+ * the first did not (the first's last sampled token on), and its tokens are still
+ * transformers' greedy ones. With another cache salt nothing is shared. */
+TEST(a_continuation_reuses_the_tail) {
+    mlm_model *m = load("f32");
+    mlm_sched *s = m ? sched_for(m, 1, 32, 4) : NULL;
+    if (!s) {
+        mlm_model_free(m);
+        return;
+    }
+    static got g[3];
+    memset(g, 0, sizeof g);
+    int32_t next[128];
+    memcpy(next, ref_prompt, (size_t)n_ref_prompt * 4);
+    memcpy(next + n_ref_prompt, ref_gen, 11 * 4);
+    submit(s, ref_prompt, n_ref_prompt, 10, &g[0], -1); /* computes the prompt and 9 of 10 */
+    run_all(s);
+    submit(s, next, n_ref_prompt + 11, 16, &g[1], -1);
+    run_all(s);
+    submit_salted(s, next, n_ref_prompt + 11, 16, &g[2], -1, 12345);
+    run_all(s);
+    int32_t want = n_ref_prompt + 9; /* a tail when that is not a multiple of the block (4) */
+    CHECKF(want % 4 != 0, "the fixture's prompt (%d tokens) leaves no tail here", n_ref_prompt);
+    CHECKF(g[1].n_cached == want, "the continuation took %d cached tokens, want %d", g[1].n_cached,
+           want);
+    CHECKF(g[1].n == 16 && !memcmp(g[1].tokens, ref_gen + 11, 16 * 4),
+           "the continuation differs from transformers'");
+    CHECKF(g[2].n_cached == 0, "another salt took %d cached tokens", g[2].n_cached);
+    CHECKF(g[2].n == 16 && !memcmp(g[2].tokens, ref_gen + 11, 16 * 4),
+           "the salted run differs from transformers'");
+    mlm_sched_free(s);
+    mlm_model_free(m);
+}
 TEST(scheduling_completes_performance) { check_greedy("performance", 0); }
 
 /* The chosen token's logprob and the top logprob equal log_softmax of transformers' logits
@@ -328,6 +369,7 @@ int main(void) {
         return 1;
     }
     RUN(greedy_matches_transformers_f32);
+    RUN(a_continuation_reuses_the_tail);
     RUN(scheduling_completes_performance);
     RUN(logprobs_match_transformers);
     RUN(cancel_stop_and_refusals);

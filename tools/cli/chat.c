@@ -1,11 +1,13 @@
 /* tools/cli/chat.c: `meshlm chat`: a conversation in the model's chat format (Llama 3,
- * ChatML). The dialog lives as token ids in sequence 0 of one executor: a turn encodes only
- * the new user message and the generation prompt, prefills that on top of the KV of the
- * conversation so far, and streams the answer to stdout until an end-of-turn id. Ctrl-C
- * stops an answer (at the prompt it quits); a turn that would not fit in the context drops
- * the oldest turns and reads the rest again. With stdin not a terminal: one message a line
- * in, one reply a line out, notices on stderr. The chat struct owns every buffer it points
- * to; the model, tokenizer and executor are freed by chat_deinit. */
+ * ChatML), on the scheduler the server runs (one request per turn). The dialog lives as token
+ * ids: a turn encodes only the new user message and the generation prompt, and submits the
+ * whole dialog, whose KV the prefix cache still holds (full blocks and the last turn's tail),
+ * so only the new tokens are computed; the answer streams to stdout until an end-of-turn id.
+ * Ctrl-C stops an answer (at the prompt it quits); a turn that would not fit in the context
+ * drops the oldest turns and reads the rest again (a new cache salt, as /reset). With stdin not
+ * a terminal: one message a line in, one reply a line out, notices on stderr. The chat struct
+ * owns every buffer it points to; the model, tokenizer and scheduler are freed by
+ * chat_deinit. On a mesh rank 0 reads the messages and leads; the other ranks follow. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -38,7 +40,8 @@ static void help(void) {
            "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
            "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
-           "      --seed S             RNG seed for sampling (default 0); /reset restarts it\n"
+           "      --seed S             RNG seed for sampling (default 0): every answer samples\n"
+           "                           from it, as a server request with that seed does\n"
            "      --max-seq-len N      context in tokens, the whole conversation (default 4096)\n"
            TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores)\n"
@@ -158,8 +161,7 @@ typedef struct chat {
     const chat_opts *o;
     mlm_model *model;      /* owned */
     mlm_tokenizer *tok;    /* owned */
-    mlm_exec *exec;        /* owned; sequence 0 holds conv[0, n_kv) */
-    mlm_sampler sampler;   /* restarted by every reset */
+    mlm_sched *sched;      /* owned: one request at a time */
     const mlm_config *cfg; /* borrowed from the model */
     char *system;          /* owned, or NULL: the system message */
     mlm_tokens conv;       /* the dialog: head (BOS, system message), then the turns */
@@ -169,12 +171,10 @@ typedef struct chat {
                               template's own system message) */
     mlm_tokens close;      /* what closes an assistant message (Llama 3: <|eot_id|>; ChatML
                               with newlines: <|im_end|> "\n") */
-    int64_t n_head, n_kv;
+    int64_t n_head;
     int32_t stop[8], n_stop;
-    int32_t *pos, *seq; /* owned, max_step_tokens each: one step's batch */
-    int8_t *want;       /* owned, max_step_tokens */
-    float *logits;      /* owned, n_vocab */
-    int turn_no;        /* answers since the last reset */
+    uint64_t salt; /* the prefix cache's salt: a new one when the dialog starts over */
+    int turn_no;   /* answers since the last reset */
 } chat;
 
 static mlm_status append(mlm_tokens *t, const int32_t *ids, int64_t n) {
@@ -206,12 +206,6 @@ static mlm_status encode_after(const chat *c, const mlm_chat_message *msgs, int 
     return st;
 }
 
-static int is_stop(const chat *c, int32_t id) {
-    for (int32_t i = 0; i < c->n_stop; i++)
-        if (c->stop[i] == id) return 1;
-    return 0;
-}
-
 static int64_t turn_start(const chat *c, int64_t k) {
     return k < c->turns.n ? c->turns.ids[k] : c->conv.n;
 }
@@ -229,11 +223,6 @@ static mlm_status reset(chat *c, char *system, mlm_error *err) {
                            "the system message is %lld tokens: too long for --max-seq-len %lld",
                            (long long)head.n, c->o->max_seq_len);
     }
-    if (!st) st = mlm_exec_seq_reset(c->exec, 0, 0, err);
-    if (!st) {
-        mlm_sampler_deinit(&c->sampler);
-        st = mlm_sampler_init(&c->sampler, &c->o->sp, c->cfg->n_vocab, err);
-    }
     if (st) {
         free(system);
         mlm_tokens_deinit(&head);
@@ -244,7 +233,7 @@ static mlm_status reset(chat *c, char *system, mlm_error *err) {
     c->conv.n = c->turns.n = 0;
     st = append(&c->conv, head.ids, head.n);
     c->n_head = c->conv.n;
-    c->n_kv = 0;
+    c->salt++; /* nothing of the old dialog is read from the cache */
     c->turn_no = 0;
     mlm_tokens_deinit(&head);
     return st;
@@ -257,19 +246,14 @@ static void chat_deinit(chat *c) {
     mlm_tokens_deinit(&c->anchor);
     mlm_tokens_deinit(&c->nosys);
     mlm_tokens_deinit(&c->close);
-    free(c->pos);
-    free(c->seq);
-    free(c->want);
-    free(c->logits);
-    mlm_sampler_deinit(&c->sampler);
-    mlm_exec_free(c->exec);
+    mlm_sched_free(c->sched);
     mlm_tokenizer_free(c->tok);
     mlm_model_free(c->model);
 }
 
 /* Loads everything; the tokenizer first, so that a model without a chat format is refused
  * before its weights are read. */
-static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_exec_params *xp,
+static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params *sp,
                             mlm_error *err) {
     memset(c, 0, sizeof *c);
     c->o = o;
@@ -286,8 +270,12 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_exec_params *
                            o->model);
     }
     if (!st) st = tool_load_model("chat", o->model, &o->prec, o->n_threads, &c->model, err);
-    if (!st) st = mlm_exec_create(c->model, xp, &c->exec, err);
     if (st) return st;
+    mlm_sched_params p = *sp;
+    int mesh = tool_mesh() && tool_mesh()->tp > 1;
+    p.lead = mesh && tool_rank() == 0; /* rank 0 leads, the others follow (cmd_chat) */
+    if ((st = mlm_sched_create(c->model, &p, &c->sched, err))) return st;
+    if (mesh && tool_rank() > 0) return MLM_OK;
     c->cfg = mlm_model_config(c->model);
     c->n_stop = mlm_tokenizer_chat_stop_ids(c->tok, c->stop, 8);
     if (c->n_stop > 8) c->n_stop = 8;
@@ -313,50 +301,19 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_exec_params *
                            "chat: the chat format does not close an answer");
     mlm_tokens_deinit(&gen);
     mlm_tokens_deinit(&share);
-    size_t step = (size_t)mlm_exec_get_params(c->exec)->max_step_tokens;
-    c->pos = malloc(step * sizeof *c->pos);
-    c->seq = calloc(step, sizeof *c->seq);
-    c->want = calloc(step, 1);
-    c->logits = malloc((size_t)c->cfg->n_vocab * sizeof *c->logits);
-    if (!st && (!c->pos || !c->seq || !c->want || !c->logits))
-        st = mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     char *sys = !st && o->system ? strdup(o->system) : NULL;
     if (!st && o->system && !sys) st = mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     if (!st) st = reset(c, sys, err);
     return st;
 }
 
-/* Runs conv[n_kv, conv.n) through the model in steps of at most max_step_tokens, the last
- * token asking for logits. With MAY_STOP, a Ctrl-C stops it between steps (n_kv tells how
- * far it got). */
-static mlm_status feed(chat *c, int may_stop, mlm_error *err) {
-    int32_t step = mlm_exec_get_params(c->exec)->max_step_tokens;
-    mlm_status st = MLM_OK;
-    while (!st && c->n_kv < c->conv.n && !(may_stop && interrupted)) {
-        int64_t left = c->conv.n - c->n_kv;
-        int32_t n = left < step ? (int32_t)left : step;
-        for (int32_t j = 0; j < n; j++)
-            c->pos[j] = (int32_t)c->n_kv + j;
-        c->want[n - 1] = n == left;
-        mlm_batch b = {.n = n,
-                       .tokens = c->conv.ids + c->n_kv,
-                       .seq = c->seq,
-                       .pos = c->pos,
-                       .logits = c->want};
-        st = mlm_exec_step(c->exec, &b, c->logits, err);
-        c->want[n - 1] = 0;
-        if (!st) c->n_kv += n;
-    }
-    return st;
-}
-
 /* Makes room for a turn of N_PART tokens: drops the oldest turns while the dialog, the part
- * and ROOM for the answer exceed the context, then rewinds the KV to be read again. */
-static mlm_status make_room(chat *c, int64_t n_part, int64_t room, mlm_error *err) {
+ * and ROOM for the answer exceed the context; what is kept is read again (a new salt). */
+static void make_room(chat *c, int64_t n_part, int64_t room) {
     int64_t max = c->o->max_seq_len, k = 0;
     while (k < c->turns.n && c->n_head + c->conv.n - turn_start(c, k) + n_part + room > max)
         k++;
-    if (k == 0) return MLM_OK;
+    if (k == 0) return;
     int64_t from = turn_start(c, k), cut = from - c->n_head, was = c->conv.n;
     memmove(c->conv.ids + c->n_head, c->conv.ids + from,
             (size_t)(c->conv.n - from) * sizeof *c->conv.ids);
@@ -370,11 +327,61 @@ static mlm_status make_room(chat *c, int64_t n_part, int64_t room, mlm_error *er
             "tokens kept are read again\n",
             (long long)was, (long long)n_part, (long long)room, (long long)max, (long long)k,
             k == 1 ? "" : "s", (long long)c->conv.n);
-    c->n_kv = 0;
-    return mlm_exec_seq_reset(c->exec, 0, 0, err);
+    c->salt++;
 }
 
-/* One user message: room, prefill, and the answer streamed to stdout. *REJECTED when the
+/* One answer as the scheduler's events bring it. */
+typedef struct answer {
+    chat *c;
+    mlm_detok dt;
+    int64_t n_gen;   /* tokens sampled, an end-of-turn id included */
+    int32_t last;    /* the last one */
+    int stop_id;     /* it was an end-of-turn id */
+    int interrupted; /* Ctrl-C during the answer */
+    int nomem;
+    mlm_finish finish;
+    int32_t n_prompt, n_cached;
+    double t_first; /* when the first token came */
+    char error[MLM_ERROR_MSG_MAX];
+} answer;
+
+static int on_event(void *user, const mlm_sched_event *ev) {
+    answer *a = user;
+    chat *c = a->c;
+    if (ev->token >= 0) {
+        if (!a->n_gen) a->t_first = tool_now();
+        a->n_gen++;
+        a->last = ev->token;
+        if (mlm_tokens_push(&c->conv, ev->token)) {
+            a->nomem = 1;
+            return 1;
+        }
+        if (ev->is_stop_id) {
+            a->stop_id = 1;
+        } else {
+            char buf[1024];
+            size_t n = 0;
+            mlm_error e;
+            if (mlm_detok_push(&a->dt, c->tok, ev->token, buf, sizeof buf, &n, &e) != MLM_OK) n = 0;
+            fwrite(buf, 1, n, stdout);
+            fflush(stdout);
+            if (interrupted) {
+                a->interrupted = 1;
+                return 1;
+            }
+        }
+    }
+    if (ev->finish) {
+        a->finish = ev->finish;
+        a->n_prompt = ev->n_prompt, a->n_cached = ev->n_cached;
+        if (ev->finish == MLM_FINISH_ERROR)
+            snprintf(a->error, sizeof a->error, "%s", ev->error ? ev->error : "step failed");
+    }
+    return 0;
+}
+
+/* One user message: room, then the whole dialog as one request (only its new tokens are
+ * computed), the answer streamed to stdout and closed in the dialog. *REJECTED when the
  * message cannot fit even alone. */
 static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err) {
     const chat_opts *o = c->o;
@@ -393,49 +400,52 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
         mlm_tokens_deinit(&part);
         return MLM_OK;
     }
-    if (!st) st = make_room(c, part.n, room, err);
+    if (!st) make_room(c, part.n, room);
     if (!st) st = mlm_tokens_push(&c->turns, (int32_t)c->conv.n);
     if (!st) st = append(&c->conv, part.ids, part.n);
-    int64_t n_new = part.n, kv0 = c->n_kv;
+    int64_t n_new = part.n;
     mlm_tokens_deinit(&part);
     if (st) return st;
 
+    /* the answer ends at an end-of-turn id, -n tokens, or where the closing still fits */
+    int64_t cap = max - c->conv.n - n_close;
+    answer a = {.c = c};
+    mlm_detok_init(&a.dt);
+    mlm_request_params q = mlm_request_default_params();
+    q.prompt = c->conv.ids; /* copied: the answer's tokens are appended to conv as they come */
+    q.n_prompt = (int32_t)c->conv.n;
+    q.max_new_tokens = (int32_t)(o->max_new < cap ? o->max_new : cap);
+    q.sampling = o->sp;
+    q.stop_ids = c->stop;
+    q.n_stop_ids = c->n_stop;
+    q.cache_salt = c->salt;
+    q.on_event = on_event;
+    q.user = &a;
     double t0 = tool_now();
-    st = feed(c, 1, err);
-    double t1 = tool_now();
-    int64_t n_prefill = c->n_kv - kv0;
-    const char *why = c->n_kv < c->conv.n ? "interrupted" : "length";
-    int stopped = 0;
-    int64_t n_gen = 0;
-    mlm_detok dt;
-    mlm_detok_init(&dt);
-    char buf[1024];
-    while (!st && c->n_kv == c->conv.n) {
-        int32_t id = mlm_sampler_sample(&c->sampler, c->logits);
-        n_gen++;
-        if ((st = mlm_tokens_push(&c->conv, id))) break;
-        if (is_stop(c, id)) {
-            why = "end of turn";
-            stopped = 1 + (id == c->close.ids[0]); /* 2: the closing's first token */
-            break;
+    uint64_t id;
+    int cancelled = 0;
+    st = mlm_sched_submit(c->sched, &q, &id, err);
+    while (!st && !a.finish) {
+        if (interrupted && !a.n_gen && !cancelled) { /* Ctrl-C while the dialog is read */
+            mlm_sched_cancel(c->sched, id);
+            cancelled = 1;
         }
-        size_t n = 0;
-        if (mlm_detok_push(&dt, c->tok, id, buf, sizeof buf, &n, err) != MLM_OK) n = 0;
-        fwrite(buf, 1, n, stdout);
-        fflush(stdout);
-        if (interrupted) {
-            why = "interrupted";
-            break;
-        }
-        if (n_gen >= o->max_new) break;
-        if (c->conv.n + 1 + n_close > max) {
-            why = "context";
-            break;
-        }
-        st = feed(c, 0, err);
+        int did = 0;
+        st = mlm_sched_step(c->sched, &did, err);
     }
+    if (!st && a.nomem) st = mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
+    if (!st && a.finish == MLM_FINISH_ERROR)
+        st = mlm_error_set(err, MLM_ERR_BACKEND, "%s", a.error);
+    double t1 = a.n_gen ? a.t_first : tool_now();
+    const char *why = a.stop_id                     ? "end of turn"
+                      : a.interrupted || cancelled  ? "interrupted"
+                      : a.n_gen >= o->max_new       ? "length"
+                      : a.n_gen >= q.max_new_tokens ? "context"
+                                                    : "length";
+    int stopped = a.stop_id ? 1 + (a.last == c->close.ids[0]) : 0; /* 2: the closing's first */
     clear_interrupt();
-    fwrite(buf, 1, mlm_detok_flush(&dt, buf, sizeof buf), stdout);
+    char buf[1024];
+    fwrite(buf, 1, mlm_detok_flush(&a.dt, buf, sizeof buf), stdout);
     /* the closing, or its rest after its first token, ends the answer; with the last token
      * sampled it waits for the next turn's prefill */
     if (!st && stopped != 1)
@@ -448,9 +458,9 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
         fprintf(stderr,
                 "[turn %d: prefilled %lld tokens (%lld new) in %.3f s, generated %lld tokens, "
                 "%.1f tok/s, context %lld/%lld, stop: %s]\n",
-                c->turn_no, (long long)n_prefill, (long long)n_new, t1 - t0, (long long)n_gen,
-                t2 > t1 ? (double)n_gen / (t2 - t1) : 0.0, (long long)c->conv.n, (long long)max,
-                why);
+                c->turn_no, (long long)(a.n_prompt - a.n_cached), (long long)n_new, t1 - t0,
+                (long long)a.n_gen, t2 > t1 ? (double)a.n_gen / (t2 - t1) : 0.0,
+                (long long)c->conv.n, (long long)max, why);
     return st;
 }
 
@@ -516,24 +526,6 @@ static char *read_message(input *in, int tty) {
     return NULL;
 }
 
-/* read_message on rank 0; on a mesh the other ranks of the TP group get each message (or the
- * end) from it, since mpirun gives stdin to rank 0 alone, and every rank then runs the same
- * turn. */
-static char *shared_message(input *in, int tty) {
-    mlm_comm *tp = tool_mesh_tp();
-    if (mlm_comm_size(tp) < 2) return read_message(in, tty);
-    char *msg = tool_rank() == 0 ? read_message(in, tty) : NULL;
-    int64_t n = msg ? (int64_t)in->msg_len : -1;
-    mlm_error err = {0};
-    if (mlm_comm_bcast(tp, &n, sizeof n, 0, &err)) return NULL;
-    if (n < 0) return NULL;
-    if (!grow(&in->msg, &in->msg_cap, (size_t)n + 1)) return NULL;
-    if (mlm_comm_bcast(tp, in->msg, (size_t)n, 0, &err)) return NULL;
-    in->msg[n] = 0;
-    in->msg_len = (size_t)n;
-    return in->msg;
-}
-
 /* A slash command: 0 to go on, 1 to quit, -1 on an error in ERR. */
 static int command(chat *c, const char *line, int tty, mlm_error *err) {
     size_t name = strcspn(line, " \t");
@@ -578,7 +570,7 @@ static mlm_status loop(chat *c, int tty, int *rejected, mlm_error *err) {
             fputs("> ", stdout);
             fflush(stdout);
         }
-        char *msg = interrupted ? NULL : shared_message(&in, tty);
+        char *msg = interrupted ? NULL : read_message(&in, tty);
         if (!msg) {
             if (tty) fputc('\n', stdout);
             break;
@@ -617,10 +609,18 @@ int cmd_chat(int argc, char **argv) {
                           "--dp %d: chat runs one user; data-parallel lanes serve "
                           "several (meshlm demo)",
                           o.prec.dp);
-    mlm_exec_params xp = mlm_exec_default_params();
-    xp.max_seq_len = (int32_t)o.max_seq_len;
-    xp.n_threads = o.n_threads;
-    xp.max_step_tokens = (int32_t)(o.max_seq_len < 2048 ? o.max_seq_len : 2048); /* per step */
+    /* one conversation: one sequence, prompts read 2048 tokens a step, the prefix cache
+     * keeping the dialog's KV between turns */
+    mlm_sched_params sp = mlm_sched_default_params();
+    sp.max_batch = 1;
+    sp.max_queue = 1;
+    sp.max_seq_len = (int32_t)o.max_seq_len;
+    sp.block_size = 64;
+    sp.prefill_chunk = (int32_t)(o.max_seq_len < 2048 ? o.max_seq_len : 2048);
+    sp.n_threads = o.n_threads;
+    sp.max_logprobs = 0;
+    mlm_exec_params xp;
+    mlm_sched_exec_params(NULL, &sp, &xp);
     if (!tool_memory_fits("chat", o.model, &o.prec, &xp)) {
         free(default_model);
         return TOOL_RUNTIME;
@@ -628,9 +628,11 @@ int cmd_chat(int argc, char **argv) {
     chat c;
     mlm_error err = {0};
     double t0 = tool_now();
-    mlm_status st = chat_init(&c, &o, &xp, &err);
+    mlm_status st = chat_init(&c, &o, &sp, &err);
     int tty = isatty(0), rejected = 0;
-    if (!st) {
+    if (!st && tool_mesh() && tool_mesh()->tp > 1 && tool_rank() > 0) { /* follow rank 0 */
+        st = mlm_sched_follow(c.sched, &err);
+    } else if (!st) {
         if (tty || o.verbose)
             fprintf(stderr,
                     "meshlm chat: %s (%s chat format, %s, %s kernels), context %lld tokens%s, "
