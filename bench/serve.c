@@ -32,18 +32,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define CONNECT_TIMEOUT_S 5.0
 #define IDLE_TIMEOUT_S 120.0
 #define HARD_CAP_EXTRA_S 60.0
 #define DISCONNECT_AFTER 3 /* content events before a --disconnect-every request hangs up */
 #define MAX_HEADER_BYTES 65536
 #define MAX_ERROR_BODY 512
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 // ---- options ----
 
@@ -508,9 +504,9 @@ typedef struct reader {
 /* Refills R->buf (whose bytes are all consumed); 1 data, 0 EOF, -1 error/timeout, -2 hard stop. */
 static int fill(reader *r, const char **why) {
     r->pos = r->len = 0; /* callers have consumed the buffer */
-    double idle_until = now() + IDLE_TIMEOUT_S;
+    double idle_until = bench_now() + IDLE_TIMEOUT_S;
     for (;;) {
-        double t = now();
+        double t = bench_now();
         if (t >= r->hard_stop) return -2;
         if (t >= idle_until) {
             *why = "no data for 120 s";
@@ -577,7 +573,7 @@ static int send_all(int fd, const char *p, size_t n, double hard_stop) {
             continue;
         }
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return 0;
-        if (now() >= hard_stop) return 0;
+        if (bench_now() >= hard_stop) return 0;
         struct pollfd pf = {.fd = fd, .events = POLLOUT};
         poll(&pf, 1, 1000);
     }
@@ -617,7 +613,7 @@ static void on_event(sse *s, result *res, stats *st) {
         if (ev.completion_tokens >= 0) res->completion_tokens = ev.completion_tokens;
         if (ev.prompt_tokens >= 0) res->prompt_tokens = ev.prompt_tokens;
         if (ev.text) {
-            double t = now();
+            double t = bench_now();
             if (!res->events)
                 res->t_first = t;
             else
@@ -671,7 +667,7 @@ static const char *find_header(const char *h, const char *name) {
 static outcome one_request(const opts *o, const char *req, size_t req_len, long hang_up_after,
                            double hard_stop, result *res, stats *st) {
     const char *why = NULL;
-    res->t0 = now();
+    res->t0 = bench_now();
     int fd = connect_to(o, &why);
     if (fd < 0) {
         snprintf(res->why, sizeof res->why, "connect %.100s: %.80s", o->hostport, why);
@@ -788,7 +784,7 @@ static outcome one_request(const opts *o, const char *req, size_t req_len, long 
             goto body_done;
         }
     }
-    res->t_end = now();
+    res->t_end = bench_now();
     if (status != 200) {
         char *b = errbody.p ? errbody.p : "";
         for (char *c = b; *c; c++)
@@ -836,7 +832,7 @@ static void *client_main(void *arg) {
     client *c = arg;
     const opts *o = c->o;
     sbuf prompt = {0}, body = {0}, req = {0};
-    for (long n = 0; now() < c->deadline; n++) {
+    for (long n = 0; bench_now() < c->deadline; n++) {
         if (!make_prompt(o, c->id, n, &prompt) || !make_body(o, prompt.p, &body)) break;
         req.n = 0;
         sb_printf(&req,
@@ -1039,7 +1035,7 @@ int main(int argc, char **argv) {
 
     client *cs = calloc((size_t)o.clients, sizeof *cs);
     if (!cs) return 1;
-    double t0 = now(), deadline = t0 + (double)o.seconds;
+    double t0 = bench_now(), deadline = t0 + (double)o.seconds;
     double hard_stop = deadline + HARD_CAP_EXTRA_S;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -1078,7 +1074,7 @@ int main(int argc, char **argv) {
         free(s->itl.v);
         free(s->e2e.v);
     }
-    double t_end = now();
+    double t_end = bench_now();
     report(&o, &all, t_end - t0, t_end > deadline ? t_end - deadline : 0);
     free(all.ttft.v);
     free(all.tpot.v);
