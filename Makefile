@@ -95,12 +95,14 @@ $(SERVER_LIB): $(SERVER_OBJ)
 $(CLI): $(CLI_OBJ) $(SERVER_OBJ) $(LIB)
 	$(CC) $(ALL_LDFLAGS) $(CLI_OBJ) $(SERVER_OBJ) $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(SERVER_LIB) $(LIB)
+# What the unit tests and the mesh programs share (tests/helpers.h) is linked into each.
+TEST_HELPERS := $(BUILD)/tests/helpers.o
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_HELPERS) $(SERVER_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) $< $(SERVER_LIB) $(LIB) $(LDLIBS) -o $@
-$(BUILD)/tests/mesh/%: $(BUILD)/tests/mesh/%.o $(LIB)
+	$(CC) $(ALL_LDFLAGS) $< $(TEST_HELPERS) $(SERVER_LIB) $(LIB) $(LDLIBS) -o $@
+$(BUILD)/tests/mesh/%: $(BUILD)/tests/mesh/%.o $(TEST_HELPERS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_LDFLAGS) $< $(TEST_HELPERS) $(LIB) $(LDLIBS) -o $@
 $(BUILD)/tests/%: $(BUILD)/tests/kernels/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) $< $(LIB) $(LDLIBS) -o $@

@@ -11,15 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "meshlm.h"
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -56,9 +50,9 @@ int main(int argc, char **argv) {
             for (int j = 0; j < n; j += 97)
                 buf[j] = (float)(rank + i + j);
             mlm_comm_barrier(w, NULL);
-            double t0 = now_us();
+            double t0 = bench_now();
             if (mlm_comm_allreduce_sum(w, buf, n, &err)) mlm_comm_abort(w, 1);
-            t[i] = now_us() - t0;
+            t[i] = (bench_now() - t0) * 1e6; /* us */
         }
         qsort(t, (size_t)its, sizeof *t, cmp);
         if (rank == 0)
@@ -86,9 +80,9 @@ int main(int argc, char **argv) {
         for (int r = 0; r < size; r++) pcounts[r] = mine * sizeof(float);
         for (int i = 0; i < its; i++) {
             mlm_comm_barrier(w, NULL);
-            double t0 = now_us();
+            double t0 = bench_now();
             if (mlm_comm_allgatherv(w, pmine, pall, pcounts, &err)) mlm_comm_abort(w, 1);
-            t[i] = now_us() - t0;
+            t[i] = (bench_now() - t0) * 1e6; /* us */
         }
         qsort(t, (size_t)its, sizeof *t, cmp);
         if (rank == 0)
@@ -106,9 +100,9 @@ int main(int argc, char **argv) {
         counts[r] = (size_t)part * sizeof(float);
     for (int i = 0; i < iters; i++) {
         mlm_comm_barrier(w, NULL);
-        double t0 = now_us();
+        double t0 = bench_now();
         if (mlm_comm_allgatherv(w, buf, all, counts, &err)) mlm_comm_abort(w, 1);
-        t[i] = now_us() - t0;
+        t[i] = (bench_now() - t0) * 1e6; /* us */
     }
     qsort(t, (size_t)iters, sizeof *t, cmp);
     if (rank == 0)

@@ -11,17 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/backend.h"
+#include "common/clock.h"
 
 enum { L = 6432, HD = 80, N_HEAD = 16, EMBD = N_HEAD * HD };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) {
@@ -37,7 +31,7 @@ static double time_attention(mlm_attention_fn fn, const mlm_paged_kv *const *kv,
                              int32_t n_ctx, int reps) {
     double best = 1e30;
     for (int rep = 0; rep < reps; rep++) {
-        double t = now();
+        double t = bench_now();
         for (int h = 0; h < heads; h++)
             for (int32_t i0 = 0; i0 < n_queries; i0 += MLM_ATT_QT) {
                 int32_t n_q = n_queries - i0 < MLM_ATT_QT ? n_queries - i0 : MLM_ATT_QT;
@@ -50,7 +44,7 @@ static double time_attention(mlm_attention_fn fn, const mlm_paged_kv *const *kv,
                                     .group = 1, .hh0 = 0, .n_hh = 1, .head_dim = HD};
                 fn(&job, scratch);
             }
-        t = now() - t;
+        t = bench_now() - t;
         if (t < best) best = t;
     }
     return best;
@@ -61,9 +55,9 @@ static double time_matmul(mlm_matmul_fn fn, const float *w, const mlm_acts *x, f
                           int reps) {
     double best = 1e30;
     for (int rep = 0; rep < reps; rep++) {
-        double t = now();
+        double t = bench_now();
         for (int64_t r = 0; r < EMBD; r += 64) fn(out, EMBD, w, x, r, r + 64);
-        t = now() - t;
+        t = bench_now() - t;
         if (t < best) best = t;
     }
     return best;

@@ -28,19 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/bandwidth.h"
+#include "common/clock.h"
 #include "common/llamacpp.h"
 #include "common/model.h"
 #include "meshlm.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
@@ -53,7 +47,7 @@ static double run(mlm_exec *e, const int32_t *tokens, int32_t start, int n, int 
                   float *logits) {
     static int32_t pos[2048], seq[2048];
     static int8_t want[2048];
-    double t = now();
+    double t = bench_now();
     for (int i = 0; i < n; i += step) {
         int k = n - i < step ? n - i : step;
         for (int j = 0; j < k; j++) pos[j] = start + i + j, want[j] = 0;
@@ -65,7 +59,7 @@ static double run(mlm_exec *e, const int32_t *tokens, int32_t start, int n, int 
             return -1;
         }
     }
-    return now() - t;
+    return bench_now() - t;
 }
 
 typedef struct figures {

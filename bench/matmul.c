@@ -8,20 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/backend.h"
+#include "common/clock.h"
 #include "core/pool.h"
 #include "tensor/bfp.h"
 #include "tensor/dtype.h"
 #include "tensor/q8.h"
 #include "tensor/qpanel.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 typedef struct job {
     const mlm_kernels *k;
@@ -64,9 +58,9 @@ static double run(mlm_pool *pool, job *j, int64_t n, int reps) {
     double best = 1e30;
     j->x.n = n;
     for (int rep = 0; rep < reps; rep++) {
-        double t = now();
+        double t = bench_now();
         mlm_pool_run(pool, (j->rows + 63) / 64, task, j);
-        t = now() - t;
+        t = bench_now() - t;
         if (t < best) best = t;
     }
     return best;

@@ -61,7 +61,8 @@ trap 'exit 130' INT TERM
 
 if [ ! -x "$BENCH" ]; then
     make -s "$BENCH" >/dev/null 2>&1 ||
-        { BENCH=$out/serve-bench && cc -std=c11 -O2 -D_GNU_SOURCE -pthread bench/serve.c -o "$BENCH" -lm; }
+        { BENCH=$out/serve-bench && cc -std=c11 -O2 -D_GNU_SOURCE -pthread bench/serve.c \
+            bench/common/serve_*.c bench/common/clock.c -o "$BENCH" -lm; }
 fi
 [ -x "$MESHLM" ] || { echo "bench/serve.sh: no $MESHLM (make)" >&2; exit 1; }
 [ -f "$MODEL" ] || { echo "bench/serve.sh: no $MODEL" >&2; exit 1; }

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "meshlm.h"
 
 #define LLAMA3 "tests/data/tokenizer/llama3/tokenizer.model"
@@ -57,12 +57,6 @@ static const char PY_TOKENIZERS[] =
     "        t0 = time.perf_counter(); ids = tok.encode(text, add_special_tokens=False).ids\n"
     "        t1 = time.perf_counter(); best = min(best, t1 - t0)\n"
     "    print('%.3f %d' % (n / best / 1e6, len(ids)))\n";
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -131,9 +125,9 @@ static int run_ours(const char *model, double *mbps, int64_t *n_ids, size_t *byt
         double best = 1e30;
         for (int r = 0; r < RUNS; r++) {
             ids.n = 0;
-            double t0 = now();
+            double t0 = bench_now();
             mlm_status st = mlm_tokenizer_encode(tok, text, bytes[b], NULL, &ids, &err);
-            double t1 = now();
+            double t1 = bench_now();
             if (st != MLM_OK) {
                 fprintf(stderr, "bench tokenize: %s: %s\n", BOOKS[b], err.msg);
                 return -1;

@@ -18,18 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/bandwidth.h"
+#include "common/clock.h"
 #include "common/model.h"
 #include "meshlm.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double rss_gb(void) { /* peak resident set so far */
     struct rusage ru;
@@ -77,13 +71,13 @@ static int run_image(mlm_model *m, mlm_tokenizer *tok, const char *path, int n_d
                      image_fig *fig, double *decode_tps) {
     mlm_error err;
     mlm_image *img = NULL;
-    double t0 = now();
+    double t0 = bench_now();
     if (mlm_image_open(m, path, &img, &err) || mlm_image_encode(m, img, 0, &err)) {
         fprintf(stderr, "bench/vision: %s\n", err.msg);
         mlm_image_free(img);
         return 1;
     }
-    fig->encode_s = now() - t0;
+    fig->encode_s = bench_now() - t0;
     mlm_image_info info;
     mlm_image_get_info(img, &info);
     fig->tiles = info.n_tiles;
@@ -105,9 +99,9 @@ static int run_image(mlm_model *m, mlm_tokenizer *tok, const char *path, int n_d
     int32_t pos = 0;
     while (prompt.ids[pos] != mlm_model_image_token(m))
         pos++;
-    double t1 = now();
+    double t1 = bench_now();
     if (mlm_exec_seq_set_images(e, 0, &img, &pos, 1, &err)) goto fail;
-    double t2 = now();
+    double t2 = bench_now();
     int32_t n = (int32_t)prompt.n, seq[256] = {0}, p[256];
     int8_t want[256] = {0};
     for (int32_t i = 0; i < n; i++)
@@ -119,7 +113,7 @@ static int run_image(mlm_model *m, mlm_tokenizer *tok, const char *path, int n_d
         free(logits);
         goto fail;
     }
-    double t3 = now();
+    double t3 = bench_now();
     fig->bind_s = t2 - t1, fig->prefill_s = t3 - t2;
     /* decode: greedy-free fixed tokens (speed does not depend on which), iteration 0 apart */
     double dsum = 0;
@@ -127,12 +121,12 @@ static int run_image(mlm_model *m, mlm_tokenizer *tok, const char *path, int n_d
         int32_t tk = (int32_t)((i * 7919 + 13) % 128000), ps = n + i;
         int8_t w = 1;
         mlm_batch d = {1, &tk, seq, &ps, &w};
-        double ti = now();
+        double ti = bench_now();
         if (mlm_exec_step(e, &d, logits, &err)) {
             free(logits);
             goto fail;
         }
-        if (i) dsum += now() - ti;
+        if (i) dsum += bench_now() - ti;
     }
     *decode_tps = n_decode > 1 && dsum > 0 ? (n_decode - 1) / dsum : 0;
     free(logits);

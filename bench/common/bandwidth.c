@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "clock.h"
 
 typedef struct part {
     const uint64_t *p;
@@ -17,12 +18,6 @@ typedef struct part {
     int streams;
     uint64_t sum;
 } part;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *read_part(void *arg) {
     part *pt = arg;
@@ -57,14 +52,14 @@ static double run(const uint64_t *buf, size_t n, int n_threads, int streams) {
     pthread_t th[64];
     if (n_threads > 64) n_threads = 64;
     size_t per = n / (size_t)n_threads / 64 * 64;
-    double t = now();
+    double t = bench_now();
     for (int i = 0; i < n_threads; i++) {
         parts[i] = (part){buf + (size_t)i * per, per, streams, 0};
         if (i) pthread_create(&th[i], NULL, read_part, &parts[i]);
     }
     read_part(&parts[0]);
     for (int i = 1; i < n_threads; i++) pthread_join(th[i], NULL);
-    t = now() - t;
+    t = bench_now() - t;
     uint64_t sink = 0;
     for (int i = 0; i < n_threads; i++) sink += parts[i].sum;
     if (sink == 42) t += 1e-12; /* keep the sums alive */

@@ -3,13 +3,8 @@
 
 #include <stdio.h>
 #include <sys/stat.h>
-#include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 static void progress(void *ctx, int64_t done, int64_t total) {
     (void)ctx;
@@ -46,19 +41,19 @@ mlm_model *bench_load_warm(const char *tag, const char *dir, const char *profile
     mp.optimizations = profile;
     mlm_error err;
     mlm_model *m = NULL;
-    double t = now();
+    double t = bench_now();
     if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
         fprintf(stderr, "%s: %s\n", tag, err.msg);
         return NULL;
     }
-    out->first_s = now() - t;
+    out->first_s = bench_now() - t;
     out->built = mlm_model_cache_built(m);
     mlm_model_free(m);
-    t = now();
+    t = bench_now();
     if (mlm_model_load(dir, &mp, &m, &err) != MLM_OK) {
         fprintf(stderr, "%s: %s\n", tag, err.msg);
         return NULL;
     }
-    out->load_s = now() - t;
+    out->load_s = bench_now() - t;
     return m;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "helpers.h"
 #include "meshlm.h"
 
 #define N_POS 8
@@ -63,13 +64,6 @@ static mem mem_now(void) {
     }
     if (f) fclose(f);
     return m;
-}
-
-static int argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return (int)b;
 }
 
 static uint64_t fnv(const void *p, size_t n) {
@@ -151,7 +145,7 @@ static int compare(const char *pa, const char *pb) {
             if (r > mx) mx = r;
         }
         double rel = mx > 0 ? d / mx : d;
-        int ax = argmax(x, V), ay = argmax(y, V);
+        int ax = helper_argmax(x, V), ay = helper_argmax(y, V);
         int ok = !memcmp(x, y, (size_t)V * sizeof *x); /* byte-identical (the exact mesh) */
         bad += !ok;
         if (rel > worst) worst = rel;
@@ -276,8 +270,8 @@ int main(int argc, char **argv) {
             same &= all[i].logits_hash == all[0].logits_hash;
         printf("{\"dir\": \"%s\", \"profile\": \"%s\", \"tp\": %d, \"n_layer\": %d, "
                "\"positions\": %d, \"argmax_last\": %d, \"ranks_bit_identical\": %s, \"ranks\": [",
-               dir, profile, size, cfg.n_layer, N_POS, argmax(logits + (N_POS - 1) * (size_t)V, V),
-               same ? "true" : "false");
+               dir, profile, size, cfg.n_layer, N_POS,
+               helper_argmax(logits + (N_POS - 1) * (size_t)V, V), same ? "true" : "false");
         for (int i = 0; i < size; i++) {
             const figures *x = &all[i];
             printf("%s{\"rank\": %d, \"weight_bytes\": %lld, \"hwm_load\": %lld, "

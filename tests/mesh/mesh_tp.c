@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "meshlm.h"
 
 #define N_TOK 24
@@ -133,13 +134,6 @@ static void run_logits(const mlm_model *m, const int32_t *tokens, int n, int chu
     mlm_exec_free(e);
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* N_GEN greedy tokens after PROMPT (N_PROMPT tokens); STEPS gets the logits the first
  * 1 + N_STEPS tokens were picked from (the prompt's last, then each decode step's). */
 static void run_greedy(const mlm_model *m, const int32_t *prompt, int32_t *out, float *steps,
@@ -158,7 +152,7 @@ static void run_greedy(const mlm_model *m, const int32_t *prompt, int32_t *out, 
     if (mlm_exec_step(e, &b, logits, &err)) die("prefill", &err, world);
     for (int i = 0; i < N_GEN; i++) {
         if (i <= N_STEPS) memcpy(steps + (size_t)i * V, logits, (size_t)V * sizeof *logits);
-        out[i] = argmax(logits, V);
+        out[i] = helper_argmax(logits, V);
         int32_t p = N_PROMPT + i;
         int8_t one = 1;
         mlm_batch d = {.n = 1, .tokens = &out[i], .seq = seq, .pos = &p, .logits = &one};
@@ -180,7 +174,7 @@ static double rel_diff(const float *a, const float *b, int n, int V, int *argmax
             if (e > d) d = e;
         }
         if (mx > 0 && d / mx > worst) worst = d / mx;
-        *argmax_diff += argmax(a + t * V, V) != argmax(b + t * V, V);
+        *argmax_diff += helper_argmax(a + t * V, V) != helper_argmax(b + t * V, V);
     }
     return worst;
 }

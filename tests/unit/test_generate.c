@@ -6,19 +6,10 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "helpers.h"
 #include "meshlm.h"
 
 #define FIXTURE "tests/data/llama/gqa4_hd64_tied_r32"
-
-static mlm_model *load(const char *profile) {
-    mlm_model_params mp = mlm_model_default_params();
-    mp.optimizations = profile;
-    mp.use_cache = 0;
-    mlm_model *m = NULL;
-    mlm_error err;
-    CHECK_OK(mlm_model_load(FIXTURE "/hf", &mp, &m, &err), &err);
-    return m;
-}
 
 static mlm_exec *exec_for(const mlm_model *m, int32_t seqs, int32_t step_tokens) {
     mlm_exec_params ep = mlm_exec_default_params();
@@ -54,7 +45,7 @@ static void make_users(mlm_gen_user *u, int n, const int *order, int sample) {
 }
 
 static void check_profile(const char *profile) {
-    mlm_model *m = load(profile);
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", profile, NULL, &harness_case_failed);
     if (!m) return;
     int32_t V = mlm_model_config(m)->n_vocab;
     for (int k = 0; k < N_USERS; k++)
@@ -120,7 +111,7 @@ TEST(greedy_matches_transformers_and_stops) {
     json_array_foreach(json_object_get(g, "prompt"), i, v) prompt[np++] = (int32_t)json_integer_value(v);
     json_array_foreach(json_object_get(g, "generated"), i, v) want[nw++] = (int32_t)json_integer_value(v);
     json_decref(j);
-    mlm_model *m = load("f32");
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", "f32", NULL, &harness_case_failed);
     mlm_exec *e = m ? exec_for(m, 3, 32) : NULL;
     if (!e) return;
     int32_t other[3] = {7, 8, 9}, stop = want[5];

@@ -18,25 +18,11 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "helpers.h"
 #include "meshlm.h"
 
 #define DIR "tests/data/gguf/models"
 #define SMOLLM2 "models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[b]) b = i;
-    return b;
-}
-
-static mlm_status load_profile(const char *path, const char *profile, mlm_model **m,
-                               mlm_error *err) {
-    mlm_model_params p = mlm_model_default_params();
-    p.optimizations = profile;
-    p.use_cache = 0;
-    return mlm_model_load(path, &p, m, err);
-}
 
 /* Runs TOKENS[0..N) in one step with logits at every position into LOGITS (N x V). */
 static mlm_status forward_all(mlm_exec *x, const int32_t *tokens, int n, float *logits,
@@ -64,7 +50,7 @@ static int greedy(mlm_exec *x, const int32_t *prompt, int n, int max, int32_t st
     if (mlm_exec_seq_reset(x, 0, 0, err) || mlm_exec_step(x, &b, lg, err)) goto done;
     got = 0;
     for (int g = 0; g < max; g++) {
-        int32_t t = argmax(lg, V), p = n + g;
+        int32_t t = helper_argmax(lg, V), p = n + g;
         out[got++] = t;
         if (t == stop || g + 1 == max) break;
         int8_t one = 1;
@@ -88,7 +74,7 @@ static int ids_of(const json_t *arr, int32_t *out, int cap) {
 }
 
 static mlm_status load_f32(const char *path, mlm_model **m, mlm_error *err) {
-    return load_profile(path, "f32", m, err);
+    return helper_load(path, "f32", NULL, m, err);
 }
 
 /* One fixture model in PROFILE: logits within TOL x max|logit| at every position, greedy
@@ -119,7 +105,7 @@ static void check_model_in(const char *name, const json_t *entry, const char *pr
     xp.max_step_logits = 64;
     float *got = malloc((size_t)n * (size_t)V * sizeof *got);
     if (!want || !got) goto done;
-    CHECK_OK(load_profile(path, profile, &m, &err), &err);
+    CHECK_OK(helper_load(path, profile, NULL, &m, &err), &err);
     if (!m) goto done;
     CHECKF(mlm_model_config(m)->n_vocab == V, "%s: n_vocab %d, want %d", name,
            mlm_model_config(m)->n_vocab, V);

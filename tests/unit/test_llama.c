@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "harness.h"
+#include "helpers.h"
 #include "meshlm.h"
 
 #define LLAMA "tests/data/llama/"
@@ -25,18 +26,6 @@ typedef struct fixture {
     int32_t prompt[64], generated[128];
     int n_prompt, n_generated;
 } fixture;
-
-static float *read_f32(const char *dir, const char *name, size_t want) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    size_t n;
-    char *buf = harness_read_file(path, &n);
-    if (buf && n != want * 4) {
-        free(buf);
-        return NULL;
-    }
-    return (float *)buf;
-}
 
 static int ints(const json_t *a, int32_t *out, int max) {
     size_t i;
@@ -63,8 +52,12 @@ static int fixture_load(fixture *f, const char *name) {
     f->n_generated = ints(json_object_get(g, "generated"), f->generated, 128);
     f->high_start = (int)json_integer_value(json_object_get(h, "start_pos"));
     size_t n = (size_t)f->n_tokens * (size_t)f->vocab;
-    f->logits = read_f32(f->dir, json_string_value(json_object_get(j, "logits_file")), n);
-    f->logits_high = read_f32(f->dir, json_string_value(json_object_get(h, "logits_file")), n);
+    snprintf(path, sizeof path, "%s/%s", f->dir,
+             json_string_value(json_object_get(j, "logits_file")));
+    f->logits = helper_read_f32(path, n);
+    snprintf(path, sizeof path, "%s/%s", f->dir,
+             json_string_value(json_object_get(h, "logits_file")));
+    f->logits_high = helper_read_f32(path, n);
     json_decref(j);
     return f->logits && f->logits_high && f->n_tokens > 0 && f->n_generated == 64 ? 0 : -1;
 }
@@ -77,17 +70,6 @@ static void fixture_free(fixture *f) {
 static mlm_model *load(const char *dir, mlm_dtype dtype) {
     mlm_model_params mp = mlm_model_default_params();
     mp.dtype = dtype;
-    mlm_model *m = NULL;
-    mlm_error err;
-    CHECK_OK(mlm_model_load(dir, &mp, &m, &err), &err);
-    return m;
-}
-
-/* The model in DIR in precision profile NAME, converted in memory (no cache file). */
-static mlm_model *load_profile(const char *dir, const char *name) {
-    mlm_model_params mp = mlm_model_default_params();
-    mp.optimizations = name;
-    mp.use_cache = 0;
     mlm_model *m = NULL;
     mlm_error err;
     CHECK_OK(mlm_model_load(dir, &mp, &m, &err), &err);
@@ -159,13 +141,6 @@ static void check_logits(const char *what, const float *a, const float *ref, int
         CHECKF(maxdiff <= 1e-4 * maxref, "%s position %d: max diff %g, max |logit| %g", what, t,
                maxdiff, maxref);
     }
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 /* Every fixture under tests/data/llama (LlamaForCausalLM) and tests/data/phi3
@@ -243,7 +218,7 @@ TEST(f32_greedy_matches_generate) {
         CHECK_OK(mlm_exec_step(e, &b, logits, &err), &err);
         int match = 0;
         for (int i = 0; i < 64; i++) {
-            got[i] = argmax(logits, f.vocab);
+            got[i] = helper_argmax(logits, f.vocab);
             match += got[i] == f.generated[i];
             int32_t p = f.n_prompt + i;
             int8_t one = 1;
@@ -291,14 +266,15 @@ TEST(bf16_top1_agreement) {
         float *out = calloc((size_t)128 * (size_t)f.vocab, 4);
         if (run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, out) == 0)
             for (int t = 0; t < f.n_tokens; t++, total++)
-                agree +=
-                    argmax(out + t * f.vocab, f.vocab) == argmax(f.logits + t * f.vocab, f.vocab);
+                agree += helper_argmax(out + t * f.vocab, f.vocab) ==
+                         helper_argmax(f.logits + t * f.vocab, f.vocab);
         int32_t seqtok[128];
         memcpy(seqtok, f.prompt, (size_t)f.n_prompt * 4);
         memcpy(seqtok + f.n_prompt, f.generated, 64 * 4);
         if (run_seq(m, seqtok, f.n_prompt + 63, 0, 128, 16, 0, out) == 0)
             for (int i = 0; i < 64; i++, total++)
-                agree += argmax(out + (f.n_prompt - 1 + i) * f.vocab, f.vocab) == f.generated[i];
+                agree +=
+                    helper_argmax(out + (f.n_prompt - 1 + i) * f.vocab, f.vocab) == f.generated[i];
         free(out);
         mlm_model_free(m);
         fixture_free(&f);
@@ -322,13 +298,14 @@ TEST(profiles_token_accuracy) {
             CHECK(fixture_load(&f, fixtures[fi]) == 0);
             char dir[300];
             snprintf(dir, sizeof dir, "%s/hf", f.dir);
-            mlm_model *m = load_profile(dir, profiles[pi]);
+            mlm_model *m = helper_load_or_fail(dir, profiles[pi], NULL, &harness_case_failed);
             if (!m) continue;
             float *out = calloc((size_t)128 * (size_t)f.vocab, 4);
             int32_t seqtok[128], want[128];
             int n = 0;
             if (run_seq(m, f.tokens, f.n_tokens, 0, 128, 16, 0, out) == 0)
-                for (int t = 0; t < f.n_tokens; t++) want[t] = argmax(f.logits + t * f.vocab, f.vocab);
+                for (int t = 0; t < f.n_tokens; t++)
+                    want[t] = helper_argmax(f.logits + t * f.vocab, f.vocab);
             for (int pass = 0; pass < 2; pass++) {
                 if (pass == 1) {
                     memcpy(seqtok, f.prompt, (size_t)f.n_prompt * 4);
@@ -340,7 +317,7 @@ TEST(profiles_token_accuracy) {
                     const float *lo = out + (first + i) * f.vocab;
                     int ref = pass ? f.generated[i] : want[i], above = 0;
                     for (int v = 0; v < f.vocab; v++) above += lo[v] > lo[ref];
-                    top1[pi] += argmax(lo, f.vocab) == ref;
+                    top1[pi] += helper_argmax(lo, f.vocab) == ref;
                     top5[pi] += above < 5;
                 }
             }
@@ -370,7 +347,9 @@ TEST(paged_kv_invariance) {
         CHECK(fixture_load(&f, "llama/gqa4_hd64_tied_r32") == 0);
         char dir[300];
         snprintf(dir, sizeof dir, "%s/hf", f.dir);
-        mlm_model *m = kvt == 2 ? load_profile(dir, "performance") : load(dir, MLM_DTYPE_F32);
+        mlm_model *m = kvt == 2
+                           ? helper_load_or_fail(dir, "performance", NULL, &harness_case_failed)
+                           : load(dir, MLM_DTYPE_F32);
         if (m) {
             size_t n = (size_t)f.n_tokens * (size_t)f.vocab;
             float *ref = calloc(n, 4), *out = calloc(n, 4);
@@ -403,7 +382,7 @@ TEST(threads_invariance) {
     size_t n = (size_t)f.n_tokens * (size_t)f.vocab;
     float *ref = calloc(n, 4), *out = calloc(n, 4);
     for (int p = 0; p < 4; p++) {
-        mlm_model *m = load_profile(dir, profiles[p]);
+        mlm_model *m = helper_load_or_fail(dir, profiles[p], NULL, &harness_case_failed);
         if (!m) continue;
         n_threads = 1;
         run_seq(m, f.tokens, f.n_tokens, 0, 9, 16, 0, ref);

@@ -15,6 +15,7 @@
 
 #include "exec/exec.h"
 #include "harness.h"
+#include "helpers.h"
 #include "meshlm.h"
 
 #define MLLAMA "tests/data/mllama/"
@@ -75,17 +76,6 @@ static int load_cases(void) {
     return n_cases ? 0 : -1;
 }
 
-static mlm_model *load(const char *dir, const char *profile, int use_cache) {
-    mlm_model_params mp = mlm_model_default_params();
-    mp.optimizations = profile;
-    mp.use_cache = use_cache;
-    mp.cache_dir = tmpdir;
-    mlm_model *m = NULL;
-    mlm_error err;
-    CHECK_OK(mlm_model_load(dir, &mp, &m, &err), &err);
-    return m;
-}
-
 /* The case's images opened and encoded for M (NULL entries on failure). */
 static void open_images(const mlm_model *m, const mcase *mc, mlm_image **imgs) {
     for (int i = 0; i < mc->n_images; i++) {
@@ -144,13 +134,6 @@ static int run(mlm_exec *e, int32_t seq, const mcase *mc, mlm_image **imgs, cons
     return 0;
 }
 
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* max |a - b| / max |b| over N values. */
 static double rel(const float *a, const float *b, size_t n) {
     double d = 0, r = 0;
@@ -201,7 +184,7 @@ TEST(meta_params_equal_hf_config) {
 
 /* The f32 logits of every case in one step and one token a step, and the greedy tokens. */
 static void check_format(const char *dir) {
-    mlm_model *m = load(dir, "f32", 0);
+    mlm_model *m = helper_load_or_fail(dir, "f32", NULL, &harness_case_failed);
     if (!m) return;
     CHECK(mlm_model_image_token(m) == image_token);
     float *out = malloc((size_t)(MAX_TOK + N_GEN) * (size_t)vocab * 4);
@@ -227,7 +210,7 @@ static void check_format(const char *dir) {
             int ok = 1;
             for (int g = 0; g < N_GEN && ok; g++) {
                 int n = mc->n_tokens + g;
-                int32_t next = argmax(out + (size_t)(g ? 0 : n - 1) * (size_t)vocab, vocab);
+                int32_t next = helper_argmax(out + (size_t)(g ? 0 : n - 1) * (size_t)vocab, vocab);
                 CHECKF(next == mc->greedy[g], "%s %s greedy token %d: %d, transformers %d", dir,
                        mc->name, g, next, mc->greedy[g]);
                 ok = next == mc->greedy[g];
@@ -267,7 +250,7 @@ TEST(profiles_token_accuracy) {
     int top1[4] = {0}, top5[4] = {0}, total[4] = {0};
     float *out = malloc((size_t)(MAX_TOK + N_GEN) * (size_t)vocab * 4);
     for (int pi = 0; pi < 4 && n_cases; pi++) {
-        mlm_model *m = load(MLLAMA "hf", profiles[pi], 0);
+        mlm_model *m = helper_load_or_fail(MLLAMA "hf", profiles[pi], NULL, &harness_case_failed);
         if (!m) break;
         for (int ci = 0; ci < n_cases; ci++) {
             const mcase *mc = &cases[ci];
@@ -279,7 +262,7 @@ TEST(profiles_token_accuracy) {
             memcpy(seq, mc->tokens, (size_t)mc->n_tokens * 4);
             memcpy(seq + mc->n_tokens, mc->greedy, (N_GEN - 1) * 4);
             for (int t = 0; t < mc->n_tokens; t++)
-                want[t] = argmax(mc->logits + (size_t)t * (size_t)vocab, vocab);
+                want[t] = helper_argmax(mc->logits + (size_t)t * (size_t)vocab, vocab);
             for (int g = 0; g < N_GEN; g++)
                 want[mc->n_tokens - 1 + g] = mc->greedy[g];
             if (e && !run(e, 0, mc, imgs, seq, n, 64, out))
@@ -288,7 +271,7 @@ TEST(profiles_token_accuracy) {
                     int above = 0;
                     for (int v = 0; v < vocab; v++)
                         above += lo[v] > lo[want[t]];
-                    top1[pi] += argmax(lo, vocab) == want[t];
+                    top1[pi] += helper_argmax(lo, vocab) == want[t];
                     top5[pi] += above < 5;
                     total[pi]++;
                 }
@@ -318,9 +301,11 @@ TEST(cache_round_trip) {
     const mcase *mc = &cases[1]; /* 2 tiles */
     float *a = malloc((size_t)MAX_TOK * (size_t)vocab * 4),
           *b = malloc((size_t)MAX_TOK * (size_t)vocab * 4);
-    mlm_model *mem = load(MLLAMA "hf", "performance", 0);
-    mlm_model *built = load(MLLAMA "hf", "performance", 1);
-    mlm_model *mapped = load(MLLAMA "hf", "performance", 1);
+    mlm_model *mem = helper_load_or_fail(MLLAMA "hf", "performance", NULL, &harness_case_failed);
+    mlm_model *built =
+        helper_load_or_fail(MLLAMA "hf", "performance", tmpdir, &harness_case_failed);
+    mlm_model *mapped =
+        helper_load_or_fail(MLLAMA "hf", "performance", tmpdir, &harness_case_failed);
     CHECK(built && mlm_model_cache_built(built) && mapped && !mlm_model_cache_built(mapped));
     mlm_model *ms[] = {mem, mapped};
     float *outs[] = {a, b};
@@ -340,7 +325,7 @@ TEST(cache_round_trip) {
 /* Two sequences with different images in one step give each one's own logits, bit for bit. */
 TEST(batched_sequences) {
     if (n_cases < 5) return;
-    mlm_model *m = load(MLLAMA "hf", "f32", 0);
+    mlm_model *m = helper_load_or_fail(MLLAMA "hf", "f32", NULL, &harness_case_failed);
     if (!m) return;
     const mcase *c0 = &cases[0], *c1 = &cases[4]; /* one image / two images */
     mlm_image *i0[4] = {0}, *i1[4] = {0};
@@ -386,7 +371,7 @@ TEST(batched_sequences) {
  * the same logits; the tiles return when both are reset. */
 TEST(shared_image_kv) {
     if (n_cases < 2) return;
-    mlm_model *m = load(MLLAMA "hf", "f32", 0);
+    mlm_model *m = helper_load_or_fail(MLLAMA "hf", "f32", NULL, &harness_case_failed);
     if (!m) return;
     const mcase *mc = &cases[1]; /* one image of 2 tiles */
     mlm_image *imgs[4] = {0}, *again[4] = {0};
@@ -433,7 +418,7 @@ static const char *write_file(const char *name, const void *data, size_t len) {
 
 TEST(bad_images_and_tokens) {
     if (!n_cases) return;
-    mlm_model *m = load(MLLAMA "hf", "f32", 0);
+    mlm_model *m = helper_load_or_fail(MLLAMA "hf", "f32", NULL, &harness_case_failed);
     if (!m) return;
     mlm_error err;
     mlm_image *img = NULL;
@@ -499,7 +484,7 @@ TEST(bad_images_and_tokens) {
     free_images(imgs, mc->n_images);
     mlm_model_free(m);
     /* a model without vision takes no images */
-    mlm_model *text = load("models/default", "f32", 0);
+    mlm_model *text = helper_load_or_fail("models/default", "f32", NULL, &harness_case_failed);
     if (text) {
         st = mlm_image_open(text, MLLAMA "images/a_1tile.png", &img, &err);
         CHECKF(st == MLM_ERR_UNSUPPORTED && strstr(err.msg, "no images"), "%s", err.msg);

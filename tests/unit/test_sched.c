@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "helpers.h"
 #include "meshlm.h"
 
 #define FIXTURE "tests/data/llama/gqa4_hd64_tied_r32"
@@ -35,16 +36,6 @@ static int load_reference(void) {
     size_t got = fread(ref_logits, sizeof(float), (size_t)n_ref_tokens * 512, f);
     fclose(f);
     return got == (size_t)n_ref_tokens * 512;
-}
-
-static mlm_model *load(const char *profile) {
-    mlm_model_params mp = mlm_model_default_params();
-    mp.optimizations = profile;
-    mp.use_cache = 0;
-    mlm_model *m = NULL;
-    mlm_error err;
-    CHECK_OK(mlm_model_load(FIXTURE "/hf", &mp, &m, &err), &err);
-    return m;
 }
 
 /* What a request got, collected by its callback. */
@@ -111,7 +102,7 @@ static void run_all(mlm_sched *s) {
  * greedy tokens (their blocks are cached by the first), and unrelated ones; 3 slots and a
  * pool of 24 blocks of 4 tokens (not enough for all at full length). */
 static void check_greedy(const char *profile, int check_tokens) {
-    mlm_model *m = load(profile);
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", profile, NULL, &harness_case_failed);
     mlm_sched *s = m ? sched_for(m, 3, 24, 16) : NULL;
     if (!s) {
         mlm_model_free(m);
@@ -196,7 +187,7 @@ TEST(scheduling_completes_performance) { check_greedy("performance", 0); }
 /* The chosen token's logprob and the top logprob equal log_softmax of transformers' logits
  * (teacher forced on the fixture's tokens) for prompts that end at several positions. */
 TEST(logprobs_match_transformers) {
-    mlm_model *m = load("f32");
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", "f32", NULL, &harness_case_failed);
     mlm_sched *s = m ? sched_for(m, 4, 64, 16) : NULL;
     if (!s) {
         mlm_model_free(m);
@@ -227,7 +218,7 @@ TEST(logprobs_match_transformers) {
  * callback that asks to stop ends its request with STOP; the queue bound and bad requests
  * are refused. */
 TEST(cancel_stop_and_refusals) {
-    mlm_model *m = load("f32");
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", "f32", NULL, &harness_case_failed);
     mlm_sched *s = m ? sched_for(m, 1, 64, 2) : NULL;
     if (!s) {
         mlm_model_free(m);
@@ -315,7 +306,7 @@ static int on_event_done(void *user, const mlm_sched_event *ev) {
 
 TEST(submit_while_the_engine_runs) {
     enum { N = 300 };
-    mlm_model *m = load("f32");
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", "f32", NULL, &harness_case_failed);
     mlm_sched *s = m ? sched_for(m, 4, 64, N) : NULL;
     if (!s) {
         mlm_model_free(m);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "helpers.h"
 #include "meshlm.h"
 #include "model/model.h"
 #include "model/vision.h"
@@ -35,34 +36,20 @@ static image_case cases[MAX_IMAGES];
 static int n_cases;
 static int64_t n_pix, n_out, n_proj; /* floats per image */
 
-static mlm_model *load(const char *dir, const char *profile, mlm_error *err) {
-    mlm_model_params mp = mlm_model_default_params();
-    mp.optimizations = profile;
-    mp.use_cache = 0;
-    mlm_model *m = NULL;
-    mlm_model_load(dir, &mp, &m, err);
-    return m;
-}
-
-/* Reads WANT floats of DIR/NAME into DST (which may hold more); 0 on success. */
-static int read_f32(const char *name, float *dst, size_t want) {
+/* Reads WANT floats of MLLAMA/NAME into DST (which may hold more); 0 on success. */
+static int read_into(const char *name, float *dst, size_t want) {
     char path[512];
     snprintf(path, sizeof path, MLLAMA "%s", name);
-    size_t n;
-    char *buf = harness_read_file(path, &n);
-    if (!buf || n != want * 4) {
-        printf("  %s: missing or not %zu floats\n", path, want);
-        free(buf);
-        return -1;
-    }
-    memcpy(dst, buf, n);
-    free(buf);
+    float *v = helper_read_f32(path, want);
+    if (!v) return -1;
+    memcpy(dst, v, want * sizeof *v);
+    free(v);
     return 0;
 }
 
 static int setup(void) {
     mlm_error err;
-    if (!(model = load(MLLAMA "hf", "f32", &err))) {
+    if (helper_load(MLLAMA "hf", "f32", NULL, &model, &err)) {
         printf("  setup: %s\n", err.msg);
         return -1;
     }
@@ -90,12 +77,12 @@ static int setup(void) {
         ic->vision = malloc((size_t)n_proj * sizeof(float));
         if (!ic->pixels || !ic->encoder || !ic->vision || ic->n_tiles < 1 ||
             ic->n_tiles > c->max_tiles ||
-            read_f32(json_string_value(json_object_get(im, "pixels_file")), ic->pixels,
-                     (size_t)(ic->n_tiles * tile)) ||
-            read_f32(json_string_value(json_object_get(im, "encoder_file")), ic->encoder,
-                     (size_t)n_out) ||
-            read_f32(json_string_value(json_object_get(im, "vision_file")), ic->vision,
-                     (size_t)n_proj)) {
+            read_into(json_string_value(json_object_get(im, "pixels_file")), ic->pixels,
+                      (size_t)(ic->n_tiles * tile)) ||
+            read_into(json_string_value(json_object_get(im, "encoder_file")), ic->encoder,
+                      (size_t)n_out) ||
+            read_into(json_string_value(json_object_get(im, "vision_file")), ic->vision,
+                      (size_t)n_proj)) {
             json_decref(j);
             return -1;
         }
@@ -201,7 +188,8 @@ TEST(matches_transformers) {
 TEST(bfp_profile_close) {
     if (!loaded) SKIP("fixtures not loaded");
     mlm_error err;
-    mlm_model *perf = load(MLLAMA "hf", "performance", &err);
+    mlm_model *perf = NULL;
+    helper_load(MLLAMA "hf", "performance", NULL, &perf, &err);
     CHECKF(perf != NULL, "%s", err.msg);
     mlm_pool *pool = NULL;
     CHECK_OK(mlm_pool_create(2, &pool, &err), &err);
@@ -304,7 +292,8 @@ static void expect_load_fail(const char *edit, const char *n1, const char *n2) {
              edit);
     CHECK(system(cmd) == 0);
     mlm_error err = {0};
-    mlm_model *m = load(dir, "f32", &err);
+    mlm_model *m = NULL;
+    helper_load(dir, "f32", NULL, &m, &err);
     CHECKF(!m && err.status == MLM_ERR_FORMAT, "%s: got %s", edit, mlm_status_str(err.status));
     printf("  %s\n", err.msg);
     CHECKF(strstr(err.msg, n1) && (!n2 || strstr(err.msg, n2)), "message '%s' lacks '%s'/'%s'",

@@ -1,0 +1,10 @@
+/* bench/common/clock.c: bench_now (bench/common/clock.h). */
+#include "clock.h"
+
+#include <time.h>
+
+double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
