@@ -153,7 +153,7 @@ TEST(greedy_matches_transformers_f32) { check_greedy("f32", 1); }
  * the first did not (the first's last sampled token on), and its tokens are still
  * transformers' greedy ones. With another cache salt nothing is shared. */
 TEST(a_continuation_reuses_the_tail) {
-    mlm_model *m = load("f32");
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", "f32", NULL, &harness_case_failed);
     mlm_sched *s = m ? sched_for(m, 1, 32, 4) : NULL;
     if (!s) {
         mlm_model_free(m);
