@@ -214,8 +214,7 @@ mlm_wtype mlm_profile_kv_type(const mlm_profile *p) {
 }
 
 mlm_dtype mlm_profile_kv_dtype(const mlm_profile *p) {
-    mlm_wtype t = mlm_profile_kv_type(p);
-    return t == MLM_W_BFP8 ? MLM_DTYPE_BFP8 : t == MLM_W_BF16 ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
+    return mlm_wtype_dtype(mlm_profile_kv_type(p));
 }
 
 int64_t mlm_profile_vision_bytes(const mlm_profile *p, const mlm_config *c) {

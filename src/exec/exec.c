@@ -88,9 +88,7 @@ mlm_status mlm_exec_params_resolve(mlm_exec_params *p, mlm_dtype profile_kv, con
 }
 
 mlm_wtype mlm_exec_kv_type(const mlm_exec_params *p) {
-    return p->kv_dtype == MLM_DTYPE_BF16 ? MLM_W_BF16
-           : p->kv_dtype == MLM_DTYPE_BFP8 ? MLM_W_BFP8
-                                           : MLM_W_F32;
+    return (mlm_wtype)mlm_wtype_of_dtype(p->kv_dtype); /* resolved: f32, bf16 or bfp8 */
 }
 
 mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params, mlm_exec **out,

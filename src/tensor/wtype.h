@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "meshlm.h"
+
 /* Weight element types the kernels take. f32 and bf16 matrices are row-major; BFP8 and BFP4
  * matrices are in tensor/bfp.h's panel layout; the native GGUF types (Q8_0 .. IQ4_XS, in
  * tensor/qpanel.h's mlm_qkind order) in tensor/qpanel.h's. BFP and native matrices multiply
@@ -34,6 +36,10 @@ static inline int mlm_wtype_qkind(mlm_wtype t) { return (int)t - (int)MLM_W_Q8_0
 
 /* "f32", "bf16", "bfp8", "bfp4", "q4_k", ... ("?" for a value out of range). tensor/wtype.c */
 const char *mlm_wtype_name(mlm_wtype t);
+/* The public dtype that names T (MLM_DTYPE_GGML for the native types), and the plain or BFP
+ * type a dtype names (-1 for others: a KV cache is f32, bf16 or bfp8). */
+mlm_dtype mlm_wtype_dtype(mlm_wtype t);
+int mlm_wtype_of_dtype(mlm_dtype d);
 /* Bytes of a (ROWS, COLS) matrix of type T in the kernels' layout (BFP and native matrices
  * pad the row count to a multiple of 16), and of one lone row in the row layout (a KV entry;
  * for a native type, what one row of a panel costs). */
