@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "exec/exec.h"
 #include "core/hash.h"
 #include "exec/image.h"
 #include "image/image.h"
@@ -142,7 +141,7 @@ mlm_status mlm_exec_images_init(const mlm_model *m, mlm_exec_params *p, mlm_kv *
     if (!is_vision(m) || p->max_images == 0) return MLM_OK;
     const mlm_config *c = &m->cfg;
     int32_t tiles_per_seq = p->max_images * c->vision.max_tiles;
-    mlm_wtype t = mlm_exec_kv_type(p);
+    mlm_wtype t = (mlm_wtype)mlm_wtype_of_dtype(p->kv_dtype); /* resolved: f32, bf16, bfp8 */
     mlm_status st =
         mlm_kv_init(xkv, c->n_cross, (int64_t)c->n_kv_head * c->head_dim, t, m->vision.n_tok,
                     p->image_tiles, p->max_seqs, tiles_per_seq * m->vision.n_tok, err);
