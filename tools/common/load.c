@@ -1,4 +1,4 @@
-/* tools/cli/load.c: loading a model for any command: the precision flags, the memory check
+/* tools/common/load.c: loading a model for any command: the precision flags, the memory check
  * before anything is read, and the weight cache's messages and progress bar on stderr. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* tools/cli/mesh.c: the command's place in a mesh. main() opens the world (MPI under mpirun,
+/* tools/common/mesh.c: the command's place in a mesh. main() opens the world (MPI under mpirun,
  * else this process alone) and closes it; a command that runs a model resolves the mesh
  * flags against the model's config once (tool_mesh_setup), joins its lane and loads its
  * shard. Only rank 0 writes to stdout and stderr; the other ranks' streams go to /dev/null,

@@ -1,4 +1,4 @@
-/* tools/cli/util.c: error and usage reporting, option values, JSON strings, file input. */
+/* tools/common/util.c: error and usage reporting, option values, JSON strings, file input. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
