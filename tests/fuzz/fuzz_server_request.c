@@ -3,7 +3,8 @@
  * a completions request, and (its bytes as base64 text) by the data: URL decoder. On success
  * the documented invariants must hold (content parts in order, images only in user messages,
  * each with its bytes, counted right); on failure the error must render as JSON that parses
- * back. Violations abort, which libFuzzer reports. */
+ * back. The body is also parsed as /tokenize and /detokenize requests. Violations abort,
+ * which libFuzzer reports. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -124,6 +125,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_error(&e);
         }
         srv_request_deinit(&r); /* zeroed either way: a no-op */
+    }
+    for (int detok = 0; detok < 2; detok++) { /* the same body as /tokenize and /detokenize */
+        srv_tok_request q;
+        srv_error e;
+        memset(&e, 0, sizeof e);
+        if (srv_tokenize_parse((const char *)data, size, detok, &q, &e)) {
+            if (detok)
+                REQUIRE(q.n_ids >= 0 && (q.n_ids == 0 || q.ids) && !q.content);
+            else
+                REQUIRE(q.content && !q.content[q.len] && !q.ids);
+            for (int32_t i = 0; i < q.n_ids; i++)
+                REQUIRE(q.ids[i] >= 0);
+            srv_tok_request_deinit(&q);
+        } else {
+            check_error(&e);
+        }
     }
     return 0;
 }

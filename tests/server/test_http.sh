@@ -447,6 +447,50 @@ check "/metrics: requests_total has chat 200 and 404 rows" "$(grep '^meshlm_requ
     sh -c "grep '^meshlm_requests_total{' '$TMP/metrics' | grep 'chat' | grep -q '\"200\"' &&
            grep '^meshlm_requests_total{' '$TMP/metrics' | grep -q '\"404\"'"
 
+# ---- /tokenize and /detokenize (llama-server's), against tiktoken's ids ----
+
+if [ -n "$SMALL" ]; then
+    S="http://127.0.0.1:$SMALL"
+    TOKD=tests/data/tokenizer
+    # the whole book: tiktoken's encode_ordinary ids (little-endian uint32)
+    jq -Rs '{content: ., parse_special: false}' tests/data/text/frankenstein.txt >"$TMP/tk"
+    http POST "$S/tokenize" "$TMP/tk"
+    jb '.tokens[]' >"$TMP/tk.got"
+    od -An -tu4 -v "$TOKD/frankenstein.llama3.ids" | tr -s ' ' '\n' | sed '/^$/d' >"$TMP/tk.want"
+    check "/tokenize: Frankenstein's $(wc -l <"$TMP/tk.want") ids equal tiktoken's" "$(brief)" \
+        cmp -s "$TMP/tk.got" "$TMP/tk.want"
+    # special-token text: parsed by default, plain with parse_special false; add_special: BOS
+    printf '{"content": "<|eot_id|>hi", "add_special": true}' >"$TMP/tk"
+    http POST "$S/tokenize" "$TMP/tk"
+    check "/tokenize parses special tokens and adds BOS: [128000, 128009, 6151]" "$(brief)" \
+        [ "$(jb '.tokens|map(tostring)|join(",")')" = "128000,128009,6151" ]
+    # /detokenize: Python's bytes.decode("utf-8", "replace") of each case's bytes
+    n=$(jq length "$TOKD/detok_cases.json")
+    bad=0 i=0
+    while [ $i -lt "$n" ]; do
+        jq "{tokens: .[$i].ids}" "$TOKD/detok_cases.json" >"$TMP/dk"
+        http POST "$S/detokenize" "$TMP/dk"
+        got=$(jq -j '.content' "$TMP/b" | od -An -tx1 -v | tr -d ' \n')
+        want=$(jq -r ".[$i].expected_hex" "$TOKD/detok_cases.json")
+        [ "$ST" = 200 ] && [ "$got" = "$want" ] || bad=$((bad + 1))
+        i=$((i + 1))
+    done
+    check "/detokenize: $n cases equal Python's decode with replacement" "$bad differ" [ $bad -eq 0 ]
+    printf '{"tokens": [1, 999999]}' >"$TMP/dk"
+    http POST "$S/detokenize" "$TMP/dk"
+    check "/detokenize: an id outside the vocabulary is a 400 naming tokens[1]" "$(brief)" \
+        [ "$ST" = 400 ] && [ "$(jb .error.param)" = "tokens[1]" ]
+    printf '{"text": "hi"}' >"$TMP/tk"
+    http POST "$S/tokenize" "$TMP/tk"
+    check "/tokenize: no content is a 400 naming it" "$(brief)" \
+        [ "$ST" = 400 ] && [ "$(jb .error.param)" = "content" ]
+fi
+if [ -n "$KEYED" ]; then
+    printf '{"content": "hi"}' >"$TMP/tk"
+    http POST "http://127.0.0.1:$KEYED/tokenize" "$TMP/tk"
+    check "/tokenize needs the API key" "$(brief)" [ "$ST" = 401 ]
+fi
+
 # ---- images (Llama 3.2 Vision): image_url parts with base64 data: URLs ----
 
 VA=tests/data/mllama/images/b_2tile.png # a PNG of two tiles

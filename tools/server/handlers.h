@@ -21,6 +21,10 @@ enum MHD_Result srv_handle_generate(srv_server *srv, struct MHD_Connection *conn
                                     const char *path, srv_kind kind, const char *body,
                                     size_t len);
 
+/* POST /tokenize (or with DETOKENIZE /detokenize) with BODY (LEN bytes): tokenize.c. */
+enum MHD_Result srv_handle_tokenize(srv_server *srv, struct MHD_Connection *conn, const char *path,
+                                    const char *body, size_t len, int detokenize);
+
 /* Starts the event stream of JOB (its choices submitted) on CONN: the response takes over the
  * HTTP side's reference of JOB. */
 enum MHD_Result srv_stream_start(srv_server *srv, struct MHD_Connection *conn, const char *path,

@@ -25,21 +25,20 @@ struct srv_http {
     unsigned timeout_s;   /* idle connection timeout */
 };
 
-enum route_id { R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS };
+enum route_id { R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
 
 typedef struct route {
     const char *path;
     const char *method;
     int id;
-    int needs_key; /* /v1/ paths, when the server has an API key */
+    int needs_key; /* /v1/ paths and /tokenize, /detokenize, when the server has an API key */
 } route;
 
 static const route ROUTES[] = {
-    {"/v1/chat/completions", "POST", R_CHAT, 1},
-    {"/v1/completions", "POST", R_COMPLETIONS, 1},
-    {"/v1/models", "GET", R_MODELS, 1},
-    {"/health", "GET", R_HEALTH, 0},
-    {"/metrics", "GET", R_METRICS, 0},
+    {"/v1/chat/completions", "POST", R_CHAT, 1}, {"/v1/completions", "POST", R_COMPLETIONS, 1},
+    {"/v1/models", "GET", R_MODELS, 1},          {"/health", "GET", R_HEALTH, 0},
+    {"/metrics", "GET", R_METRICS, 0},           {"/tokenize", "POST", R_TOKENIZE, 1},
+    {"/detokenize", "POST", R_DETOKENIZE, 1},
 };
 
 /* One request on a connection (MHD's con_cls). */
@@ -283,6 +282,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
      * timeout comes back when the request completes. */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     cx->no_timeout = 1;
+    if (cx->r->id == R_TOKENIZE || cx->r->id == R_DETOKENIZE)
+        return srv_handle_tokenize(srv, conn, url, cx->body ? cx->body : "", cx->len,
+                                   cx->r->id == R_DETOKENIZE);
     srv_kind kind = cx->r->id == R_CHAT ? SRV_CHAT : SRV_COMPLETION;
     return srv_handle_generate(srv, conn, url, kind, cx->body ? cx->body : "", cx->len);
 }

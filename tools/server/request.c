@@ -633,25 +633,80 @@ static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
 
 // ---- entry points ----
 
-int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *out, srv_error *e) {
-    srv_error scratch;
-    if (!e) e = &scratch;
-    memset(out, 0, sizeof *out);
+/* The body as a JSON object into *ROOT (the caller's reference); 0 with E filled if it is not
+ * one. */
+static int load_object(const char *body, size_t len, json_t **root, srv_error *e) {
     json_error_t jerr;
     /* DECODE_ANY: a scalar body is reported as "not an object" rather than as bad JSON */
-    json_t *root = json_loadb(body ? body : "", body ? len : 0,
-                              JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (!root)
+    *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
+                       &jerr);
+    if (!*root)
         return srv_fail(e, 400, INVALID, NULL, NULL,
                         "We could not parse the JSON body of your request: %s (line %d, column "
                         "%d).",
                         jerr.text, jerr.line, jerr.column);
-    if (!json_is_object(root)) {
+    if (!json_is_object(*root)) {
         srv_fail(e, 400, INVALID, NULL, NULL,
-                 "The request body must be a JSON object, but got %s instead.", type_name(root));
-        json_decref(root);
+                 "The request body must be a JSON object, but got %s instead.", type_name(*root));
+        json_decref(*root);
+        *root = NULL;
         return 0;
     }
+    return 1;
+}
+
+int srv_tokenize_parse(const char *body, size_t len, int detokenize, srv_tok_request *out,
+                       srv_error *e) {
+    srv_error scratch;
+    if (!e) e = &scratch;
+    memset(out, 0, sizeof *out);
+    out->parse_special = 1;
+    json_t *root;
+    if (!load_object(body, len, &root, e)) return 0;
+    int ok = 1;
+    if (detokenize) {
+        json_t *t = field(root, "tokens");
+        if (!t)
+            ok = srv_fail(e, 400, INVALID, "tokens", "missing_required_parameter",
+                          "Missing required parameter: 'tokens'.");
+        else if (!json_is_array(t))
+            ok = type_error(e, "tokens", "an array of token ids", t);
+        else if (json_array_size(t) > 0) {
+            srv_prompt p = {0};
+            ok = parse_ids(t, "tokens", &p, e);
+            out->ids = p.ids, out->n_ids = ok ? p.n_ids : 0;
+        }
+    } else {
+        json_t *c = field(root, "content");
+        if (!c)
+            ok = srv_fail(e, 400, INVALID, "content", "missing_required_parameter",
+                          "Missing required parameter: 'content'.");
+        else if (!json_is_string(c))
+            ok = type_error(e, "content", "a string", c);
+        else {
+            out->len = json_string_length(c);
+            ok = (out->content = dup_or_fail(json_string_value(c), out->len, e, "content")) != NULL;
+        }
+        ok = ok && get_bool(root, "add_special", &out->add_special, e) &&
+             get_bool(root, "parse_special", &out->parse_special, e);
+    }
+    json_decref(root);
+    if (!ok) srv_tok_request_deinit(out);
+    return ok;
+}
+
+void srv_tok_request_deinit(srv_tok_request *r) {
+    free(r->content);
+    free(r->ids);
+    memset(r, 0, sizeof *r);
+}
+
+int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *out, srv_error *e) {
+    srv_error scratch;
+    if (!e) e = &scratch;
+    memset(out, 0, sizeof *out);
+    json_t *root;
+    if (!load_object(body, len, &root, e)) return 0;
     srv_request r;
     memset(&r, 0, sizeof r);
     r.kind = kind;

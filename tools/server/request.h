@@ -85,6 +85,23 @@ typedef struct srv_request {
     int ignore_eos;            /* extension (vLLM) */
 } srv_request;
 
+/* POST /tokenize ({"content": text, "add_special": false, "parse_special": true}) and POST
+ * /detokenize ({"tokens": [ids]}), as llama-server takes them. */
+typedef struct srv_tok_request {
+    char *content; /* owned, NUL-terminated (LEN bytes; may hold NULs): /tokenize */
+    size_t len;
+    int add_special;   /* the model's BOS first */
+    int parse_special; /* special-token text becomes its id */
+    int32_t *ids;      /* owned: /detokenize (N_IDS, possibly 0) */
+    int32_t n_ids;
+} srv_tok_request;
+
+/* Parses BODY (LEN bytes) as a /tokenize request, or with DETOKENIZE a /detokenize one, into
+ * OUT; 0 with E filled (400 naming the field) when it is not valid. */
+int srv_tokenize_parse(const char *body, size_t len, int detokenize, srv_tok_request *out,
+                       srv_error *e);
+void srv_tok_request_deinit(srv_tok_request *r);
+
 /* Parses BODY (LEN bytes, not NUL-terminated) as a request of KIND into OUT (zeroed first).
  * Returns 1 on success; on failure 0 with E filled (http 400, type "invalid_request_error",
  * PARAM naming the field: "messages[1].content", "max_tokens", "stop", ...). Malformed JSON,
