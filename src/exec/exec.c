@@ -87,10 +87,6 @@ mlm_status mlm_exec_params_resolve(mlm_exec_params *p, mlm_dtype profile_kv, con
     return MLM_OK;
 }
 
-mlm_wtype mlm_exec_kv_type(const mlm_exec_params *p) {
-    return (mlm_wtype)mlm_wtype_of_dtype(p->kv_dtype); /* resolved: f32, bf16 or bfp8 */
-}
-
 mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params, mlm_exec **out,
                            mlm_error *err) {
     *out = NULL;
@@ -103,8 +99,8 @@ mlm_status mlm_exec_create(const mlm_model *model, const mlm_exec_params *params
     e->p = p;
     const mlm_config *c = &model->local; /* this rank's KV heads under TP */
     st = mlm_kv_init(&e->kv, model->n_self, (int64_t)c->n_kv_head * c->head_dim,
-                     mlm_exec_kv_type(&p), p.block_size, p.max_num_blocks, p.max_seqs,
-                     p.max_seq_len, err);
+                     (mlm_wtype)mlm_wtype_of_dtype(p.kv_dtype), p.block_size, p.max_num_blocks,
+                     p.max_seqs, p.max_seq_len, err);
     if (st) {
         free(e);
         return st;

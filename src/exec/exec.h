@@ -16,8 +16,6 @@
  * parameter. */
 mlm_status mlm_exec_params_resolve(mlm_exec_params *p, mlm_dtype profile_kv, const mlm_config *c,
                                    mlm_error *err);
-/* The KV pools' type for resolved parameters P. */
-mlm_wtype mlm_exec_kv_type(const mlm_exec_params *p);
 
 /* The executor's KV pool (borrowed; valid while the executor lives). */
 mlm_kv *mlm_exec_kv(mlm_exec *exec);

@@ -49,8 +49,9 @@ static mlm_status plan_profile(const mlm_config *full, const mlm_config *c, int 
     plan->convert = WRITER_BUFFER + 1024 * widest * 4;
     int64_t row = (int64_t)c->n_kv_head * c->head_dim;
     /* cross-attention layers keep no KV of their own tokens */
-    plan->kv = mlm_kv_pool_bytes(c->n_layer - c->n_cross, row, mlm_exec_kv_type(&p), p.block_size,
-                                 p.max_num_blocks);
+    plan->kv =
+        mlm_kv_pool_bytes(c->n_layer - c->n_cross, row, (mlm_wtype)mlm_wtype_of_dtype(p.kv_dtype),
+                          p.block_size, p.max_num_blocks);
     plan->scratch = (int64_t)mlm_forward_scratch_size(full, tp, p.max_step_tokens,
                                                       p.max_step_logits, p.n_threads);
     if (c->family == MLM_FAMILY_MLLAMA && p.max_images > 0) {
@@ -58,8 +59,8 @@ static mlm_status plan_profile(const mlm_config *full, const mlm_config *c, int 
          * encoder scratch and its projected states (max tiles x n_tok rows) */
         const mlm_vision_config *v = &c->vision;
         int64_t G = v->image_size / v->patch_size, T = G * G + 1;
-        plan->images = mlm_kv_pool_bytes(c->n_cross, row, mlm_exec_kv_type(&p), (int32_t)T,
-                                         p.image_tiles) +
+        plan->images = mlm_kv_pool_bytes(c->n_cross, row, (mlm_wtype)mlm_wtype_of_dtype(p.kv_dtype),
+                                         (int32_t)T, p.image_tiles) +
                        mlm_vision_scratch_bytes(c) + (int64_t)v->max_tiles * T * c->n_embd * 4;
     }
     plan->total = plan->weights + plan->kv + plan->scratch + plan->images + plan->convert +

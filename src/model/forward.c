@@ -92,13 +92,6 @@ static int64_t max_att_tiles(const mlm_config *c, int32_t n) {
     return (int64_t)(n / MLM_ATT_QT + n) * c->n_kv_head * hh_chunks;
 }
 
-/* The next part of BYTES bytes at a 64-byte boundary after *OFF (NULL without BASE). */
-static void *part(char *base, size_t *off, size_t bytes) {
-    size_t at = (*off + 63) / 64 * 64;
-    *off = at + bytes;
-    return base ? base + at : NULL;
-}
-
 /* Carves B from BASE (NULL: only counts) for at most N tokens, L of them wanting logits, C
  * being one rank's shard of TP; returns the bytes. */
 static size_t carve(const mlm_config *c, int tp, int32_t n, int32_t l, int n_threads, char *base,
@@ -111,29 +104,31 @@ static size_t carve(const mlm_config *c, int tp, int32_t n, int32_t l, int n_thr
     mlm_model_vocab_slice(c->n_vocab, 0, tp, &v0, &slice);
     size_t chunks = (size_t)c->n_kv_head; /* this rank's: the most either product has */
     size_t slab = N < GATHER_TOKENS ? N : GATHER_TOKENS;
-    b->x = part(base, &off, N * d * 4);
-    b->xb = part(base, &off, N * d * 4);
-    b->q = part(base, &off, N * q * 4);
-    b->k = part(base, &off, N * kv * 4);
-    b->v = part(base, &off, N * kv * 4);
-    b->gate = part(base, &off, N * f * 4);
-    b->up = part(base, &off, N * f * 4);
-    b->att = part(base, &off, N * q * 4);
-    b->xf = part(base, &off, (size_t)l * d * 4);
-    b->aq = part(base, &off, N * pc);
-    b->au = part(base, &off, N * pc);
-    b->ad = part(base, &off, N * (pc / MLM_Q8_BLOCK) * 4);
-    b->as = part(base, &off, N * (size_t)mlm_q8_sums_len((int64_t)pc) * 4);
-    b->ah = part(base, &off, N * hc * 2);
-    b->att_scratch = part(base, &off, (size_t)n_threads * MLM_ATT_SCRATCH * 4);
-    b->tiles = part(base, &off, tiles);
-    b->xtiles = part(base, &off, c->n_cross ? tiles : 0);
-    b->logits_local = part(base, &off, tp > 1 ? (size_t)l * (size_t)slice * 4 : 0);
-    b->logits_all = part(base, &off, tp > 1 ? (size_t)l * (size_t)slice * (size_t)tp * 4 : 0);
-    b->ax = part(base, &off, N * (q > f ? q : f) * 4);
-    b->fold = part(base, &off, (size_t)n_threads * (size_t)fold_floats(n, c->n_embd) * 4);
-    b->part = part(base, &off, tp > 1 ? chunks * N * d * 4 : 0);
-    b->gath = part(base, &off, tp > 1 ? chunks * (size_t)tp * slab * d * 4 : 0);
+    b->x = mlm_scratch_part(base, &off, N * d * 4);
+    b->xb = mlm_scratch_part(base, &off, N * d * 4);
+    b->q = mlm_scratch_part(base, &off, N * q * 4);
+    b->k = mlm_scratch_part(base, &off, N * kv * 4);
+    b->v = mlm_scratch_part(base, &off, N * kv * 4);
+    b->gate = mlm_scratch_part(base, &off, N * f * 4);
+    b->up = mlm_scratch_part(base, &off, N * f * 4);
+    b->att = mlm_scratch_part(base, &off, N * q * 4);
+    b->xf = mlm_scratch_part(base, &off, (size_t)l * d * 4);
+    b->aq = mlm_scratch_part(base, &off, N * pc);
+    b->au = mlm_scratch_part(base, &off, N * pc);
+    b->ad = mlm_scratch_part(base, &off, N * (pc / MLM_Q8_BLOCK) * 4);
+    b->as = mlm_scratch_part(base, &off, N * (size_t)mlm_q8_sums_len((int64_t)pc) * 4);
+    b->ah = mlm_scratch_part(base, &off, N * hc * 2);
+    b->att_scratch = mlm_scratch_part(base, &off, (size_t)n_threads * MLM_ATT_SCRATCH * 4);
+    b->tiles = mlm_scratch_part(base, &off, tiles);
+    b->xtiles = mlm_scratch_part(base, &off, c->n_cross ? tiles : 0);
+    b->logits_local = mlm_scratch_part(base, &off, tp > 1 ? (size_t)l * (size_t)slice * 4 : 0);
+    b->logits_all =
+        mlm_scratch_part(base, &off, tp > 1 ? (size_t)l * (size_t)slice * (size_t)tp * 4 : 0);
+    b->ax = mlm_scratch_part(base, &off, N * (q > f ? q : f) * 4);
+    b->fold =
+        mlm_scratch_part(base, &off, (size_t)n_threads * (size_t)fold_floats(n, c->n_embd) * 4);
+    b->part = mlm_scratch_part(base, &off, tp > 1 ? chunks * N * d * 4 : 0);
+    b->gath = mlm_scratch_part(base, &off, tp > 1 ? chunks * (size_t)tp * slab * d * 4 : 0);
     return (off + 63) / 64 * 64;
 }
 

@@ -7,6 +7,12 @@
 #include "tensor/dtype.h"
 #include "tensor/q8.h"
 
+void *mlm_scratch_part(char *base, size_t *off, size_t bytes) {
+    size_t at = (*off + 63) / 64 * 64;
+    *off = at + bytes;
+    return base ? base + at : NULL;
+}
+
 // ---- norms ----
 
 void mlm_rmsnorm(float *y, const float *x, const float *w, int64_t d, float eps) {

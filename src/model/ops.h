@@ -87,6 +87,10 @@ void mlm_op_matmul_rows(const mlm_ops *o, const mlm_weight *w, float *out, int64
 void mlm_op_attention(mlm_ops *o, mlm_pool *pool, int64_t n_tasks,
                       void (*make_job)(void *user, int64_t task, mlm_attn_job *job), void *user);
 
+/* Carving a scratch block: the next part of BYTES bytes at a 64-byte boundary after *OFF,
+ * which moves past it; NULL when BASE is (a pass that only counts the bytes). */
+void *mlm_scratch_part(char *base, size_t *off, size_t bytes);
+
 /* Y = X * rsqrt(mean(X^2) + eps) * W, for one row of D (Y may be X). */
 void mlm_rmsnorm(float *y, const float *x, const float *w, int64_t d, float eps);
 /* Y = LayerNorm(X) * W + B (biased variance, as the references), for one row of D (Y may be

@@ -174,28 +174,22 @@ typedef struct scratch {
     uint16_t *ah; /* (act_rows_cols) */
 } scratch;
 
-/* The next part of BYTES bytes at a 64-byte boundary after *OFF (NULL without BASE). */
-static void *part(char *base, size_t *off, int64_t bytes) {
-    size_t at = (*off + 63) / 64 * 64;
-    *off = at + (size_t)bytes;
-    return base ? base + at : NULL;
-}
-
 /* Carves S from BASE (NULL: only counts) for N_THREADS threads; returns the bytes. */
 static size_t carve(const sizes *z, int n_threads, int forms, char *base, scratch *s) {
     size_t off = 0;
     int64_t A = z->act_rows_cols;
     int q8 = forms & (1 << MLM_ACT_Q8), bf16 = forms & (1 << MLM_ACT_BF16);
-    s->f = part(base, &off,
-                (6 * z->L * z->D + z->L * z->F + z->K * z->L * z->D + z->NTGG * z->CPP +
-                 PROJ_ROWS * z->O + (int64_t)n_threads * MLM_ATT_SCRATCH) *
-                    (int64_t)sizeof(float));
-    s->idx = part(base, &off, 2 * z->L * (int64_t)sizeof(int32_t));
-    s->aq = q8 ? part(base, &off, A) : NULL;
-    s->au = q8 ? part(base, &off, A) : NULL;
-    s->ad = q8 ? part(base, &off, (A / MLM_Q8_BLOCK + 1) * (int64_t)sizeof(float)) : NULL;
-    s->as = q8 ? part(base, &off, (A * 3 / 32 + 3) * (int64_t)sizeof(float)) : NULL;
-    s->ah = bf16 ? part(base, &off, A * 2) : NULL;
+    s->f = mlm_scratch_part(base, &off,
+                            (6 * z->L * z->D + z->L * z->F + z->K * z->L * z->D + z->NTGG * z->CPP +
+                             PROJ_ROWS * z->O + (int64_t)n_threads * MLM_ATT_SCRATCH) *
+                                (int64_t)sizeof(float));
+    s->idx = mlm_scratch_part(base, &off, 2 * z->L * (int64_t)sizeof(int32_t));
+    s->aq = q8 ? mlm_scratch_part(base, &off, A) : NULL;
+    s->au = q8 ? mlm_scratch_part(base, &off, A) : NULL;
+    s->ad =
+        q8 ? mlm_scratch_part(base, &off, (A / MLM_Q8_BLOCK + 1) * (int64_t)sizeof(float)) : NULL;
+    s->as = q8 ? mlm_scratch_part(base, &off, (A * 3 / 32 + 3) * (int64_t)sizeof(float)) : NULL;
+    s->ah = bf16 ? mlm_scratch_part(base, &off, A * 2) : NULL;
     return off;
 }
 

@@ -411,7 +411,10 @@ static int32_t stop_ids(const gen_state *g, int32_t *ids, int32_t cap) {
     int32_t n = 0;
     if (g->o->ignore_eos) return 0;
     for (int i = 0; i < c->n_stop_ids && n < cap; i++) ids[n++] = c->stop_ids[i];
-    if (g->o->instruct && g->tok) n += mlm_tokenizer_chat_stop_ids(g->tok, ids + n, cap - n);
+    if (g->o->instruct && g->tok) {
+        int32_t k = mlm_tokenizer_chat_stop_ids(g->tok, ids + n, cap - n); /* how many there are */
+        n += k < cap - n ? k : cap - n;
+    }
     return n;
 }
 
