@@ -330,6 +330,10 @@ mlm_status mlm_tokenizer_encode_chat_parts(const mlm_tokenizer *tok, const mlm_c
  * "chatml-newline", or NULL when there is none. */
 const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok);
 
+/* The fixed system message the chat template adds when a dialog has none (ChatML with
+ * newlines, e.g. SmolLM2's), or NULL. */
+const char *mlm_tokenizer_chat_system(const mlm_tokenizer *tok);
+
 /* The chat format's end-of-turn ids, those the tokenizer has: Llama 3 <|eot_id|>,
  * <|eom_id|>, <|end_of_text|>; ChatML <|im_end|>, <|im_start|>, <|endoftext|>; then a GGUF
  * file's tokenizer.ggml.eos_token_id when the list lacks it. Writes at
@@ -600,6 +604,63 @@ int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits);
 int32_t mlm_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k,
                      double *logprob, int32_t *top_ids, double *top_logprobs);
 
+/* ---- structured output: JSON Schema constrained decoding ---- */
+
+/* A compiled JSON Schema: what documents may be written. Immutable, shareable between
+ * threads and requests. The subset: type (object, array, string, number, integer, boolean,
+ * null, or a list of them), properties, required, additionalProperties (false, or absent:
+ * only declared properties are written either way), items, enum, const, anyOf, minItems,
+ * maxItems, minLength, maxLength, $ref to "#", "#/$defs/..." or "#/definitions/...", and
+ * the annotations (title, description, default, examples, format, $schema, $id, $comment,
+ * deprecated, readOnly, writeOnly), which constrain nothing. Objects write their properties
+ * in the schema's order, required ones always, optional ones or not. Numbers are JSON
+ * numbers with at most 16 integer digits, 16 fraction digits and 3 exponent digits
+ * (llama.cpp's bounds); whitespace between tokens is at most 20 bytes a gap, none before or
+ * after the document. */
+typedef struct mlm_grammar mlm_grammar;
+
+/* What comes around the document: BEFORE value AFTER, MIN_VALUES..MAX_VALUES times with SEP
+ * between (tool calls: "<tool_call>\n", "\n</tool_call>", "\n"). NULL: one bare value. */
+typedef struct mlm_grammar_wrap {
+    const char *before, *after, *sep; /* NULL = "" */
+    int32_t min_values, max_values;   /* >= 1 */
+} mlm_grammar_wrap;
+
+/* Compiles the JSON Schema SCHEMA (LEN bytes of JSON text; NULL: any JSON object, as
+ * OpenAI's json_object format). INVALID_ARG when SCHEMA is not JSON or not a schema;
+ * UNSUPPORTED for a keyword outside the subset, a $ref elsewhere, or a limit passed (nesting
+ * 64, 256 properties an object), the message naming the keyword and where it is (a JSON
+ * pointer). */
+mlm_status mlm_grammar_compile(const char *schema, size_t len, const mlm_grammar_wrap *wrap,
+                               mlm_grammar **out, mlm_error *err);
+void mlm_grammar_free(mlm_grammar *g);
+
+/* Every token's bytes in a trie, built once per tokenizer (special tokens are left out:
+ * they never continue a document). Immutable and shareable. */
+typedef struct mlm_token_trie mlm_token_trie;
+mlm_status mlm_token_trie_create(const mlm_tokenizer *tok, mlm_token_trie **out,
+                                 mlm_error *err);
+void mlm_token_trie_free(mlm_token_trie *t);
+
+/* Where one document is: the grammar, the bytes so far. One per request; one thread at a
+ * time. Masks of states seen before come from a small cache. */
+typedef struct mlm_matcher mlm_matcher;
+/* G and T are borrowed and must outlive the matcher (T may be NULL when only bytes are fed). */
+mlm_status mlm_matcher_create(const mlm_grammar *g, const mlm_token_trie *t, mlm_matcher **out,
+                              mlm_error *err);
+void mlm_matcher_free(mlm_matcher *m);
+/* Feeds bytes: 1 when they continue a valid document (the state moves on), 0 when they
+ * cannot (the state is unchanged). */
+int mlm_matcher_accept_bytes(mlm_matcher *m, const char *bytes, size_t len);
+/* Feeds token ID's bytes (the trie's tokenizer); 0 for a token the mask would refuse. */
+int mlm_matcher_accept_token(mlm_matcher *m, int32_t id);
+/* Whether the bytes so far are a whole document (the output may end here). */
+int mlm_matcher_can_end(const mlm_matcher *m);
+/* Sets bit (ID & 31) of MASK[ID >> 5] for every token that may come next, clears the others
+ * ((n_vocab + 31) / 32 words); returns how many are set. Tokens that end the output (stop
+ * ids) are the caller's: allow them when mlm_matcher_can_end. */
+int32_t mlm_matcher_fill_mask(mlm_matcher *m, uint32_t *mask);
+
 /* ---- batched generation ---- */
 
 /* One user of a batched generation: a prompt, its own sampling, its own stop ids. */
@@ -745,6 +806,12 @@ typedef struct mlm_request_params {
     int32_t n_images;
     mlm_sched_callback on_event;
     void *user;
+    /* Structured output: every sampled token is one the matcher allows (the logits of the
+     * others are set to -inf before penalties' and the sampler's work; greedy picks the best
+     * allowed token), and a stop id only where the document may end; when it may end and no
+     * byte can continue it, a stop id is forced, or without stop ids the request ends
+     * (MLM_FINISH_STOP). Borrowed until the final event; NULL: none. */
+    mlm_matcher *matcher;
     /* Seeds the prefix cache's keys (0, the default, shares with every request): requests of
      * different salts share no cached blocks, as vLLM's cache_salt (a conversation that
      * starts over, a tenant). */

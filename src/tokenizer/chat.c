@@ -130,6 +130,10 @@ const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok) {
     return NULL;
 }
 
+const char *mlm_tokenizer_chat_system(const mlm_tokenizer *tok) {
+    return tok && tok->chat == MLM_CHAT_CHATML_NL ? tok->chat_system : NULL;
+}
+
 int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int32_t max) {
     if (!tok || tok->chat == MLM_CHAT_NONE) return 0;
     const char *const *names = tok->chat == MLM_CHAT_LLAMA3 ? LLAMA3_STOP : CHATML_STOP;
