@@ -82,6 +82,18 @@ $(BUILD)/%_amx.o: %_amx.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(AVX512_FLAGS) -mamx-tile -mamx-int8 -mamx-bf16 -c $< -o $@
 
+# The chat page (GET /, tools/server/page.html) is compiled in: scripts/embed.sh (od and sed)
+# turns it into $(BUILD)/gen/page_html.c (srv_page_html, srv_page_html_len), whose object
+# joins the server's (the binary, the server archive, every BUILD).
+PAGE_C   := $(BUILD)/gen/page_html.c
+PAGE_OBJ := $(BUILD)/gen/page_html.o
+SERVER_OBJ += $(PAGE_OBJ)
+$(PAGE_C): tools/server/page.html scripts/embed.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh srv_page_html $< $@
+$(PAGE_OBJ): $(PAGE_C)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@

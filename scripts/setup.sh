@@ -41,13 +41,24 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 fi
-# The official openai Python client, for the server tests only (never a run-time
-# dependency): into .venv-test/ (git-ignored), where tests/server/test_openai.sh finds it.
+# chromium, chromium-driver: the chat page's test (tests/server/test_page.sh), headless. Tried
+# apart: where they cannot be installed that test prints SKIP and nothing else is lost.
+if ! command -v chromedriver >/dev/null 2>&1; then
+  { $SUDO apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver; } ||
+    echo "setup.sh: could not install chromium; tests/server/test_page.sh will SKIP" >&2
+fi
+# The official openai Python client, jsonschema (it judges structured output) and selenium (it
+# drives Chromium), for the server tests only (never a run-time dependency): into .venv-test/
+# (git-ignored), where tests/server/test_openai.sh and test_page.sh find them.
 OPENAI_VERSION=3.57.0
-if ! .venv-test/bin/python3 -c "import openai" >/dev/null 2>&1; then
+SELENIUM_VERSION=4.51.0
+JSONSCHEMA_VERSION=4.26.0
+if ! .venv-test/bin/python3 -c "import openai, selenium, jsonschema" >/dev/null 2>&1; then
   python3 -m venv .venv-test &&
-    .venv-test/bin/pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" ||
-    echo "setup.sh: could not install the openai client; its server tests will SKIP" >&2
+    .venv-test/bin/pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" \
+      "selenium==$SELENIUM_VERSION" "jsonschema==$JSONSCHEMA_VERSION" ||
+    echo "setup.sh: could not install the openai client, selenium or jsonschema; their server tests will SKIP" >&2
 fi
 [ "$deps_only" -eq 1 ] && exit 0
 

@@ -1,9 +1,10 @@
 /* tools/server/http.c: the libmicrohttpd daemon of `meshlm serve`: one thread per connection,
  * routes (POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
- * GET /metrics; else 404 or 405), the API key check (constant time), the body limit (413 from
- * Content-Length or from what arrives), 503 while draining, and the small GET endpoints.
- * Generation requests go to handlers.c once their body is complete. Each connection's
- * context (the body buffer) is owned here and freed when MHD reports the request done. */
+ * GET /metrics, the chat page at GET / and GET /index.html; else 404 or 405), the API key check
+ * (constant time), the body limit (413 from Content-Length or from what arrives), 503 while
+ * draining, and the small GET endpoints. Generation requests go to handlers.c once their body
+ * is complete. Each connection's context (the body buffer) is owned here and freed when MHD
+ * reports the request done. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -18,6 +19,10 @@
 
 #include "handlers.h"
 
+/* The chat page, tools/server/page.html: $(BUILD)/gen/page_html.c, made by scripts/embed.sh. */
+extern const char srv_page_html[];
+extern const size_t srv_page_html_len;
+
 struct srv_http {
     struct MHD_Daemon *d; /* owned */
     srv_server *srv;      /* borrowed */
@@ -25,20 +30,31 @@ struct srv_http {
     unsigned timeout_s;   /* idle connection timeout */
 };
 
-enum route_id { R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
+enum route_id {
+    R_CHAT,
+    R_COMPLETIONS,
+    R_MODELS,
+    R_HEALTH,
+    R_METRICS,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_PAGE
+};
 
 typedef struct route {
     const char *path;
     const char *method;
     int id;
-    int needs_key; /* /v1/ paths and /tokenize, /detokenize, when the server has an API key */
+    int needs_key; /* /v1/ paths and /tokenize, /detokenize, when the server has an API key;
+                    * never the page, which is static: its API calls carry the key */
 } route;
 
 static const route ROUTES[] = {
     {"/v1/chat/completions", "POST", R_CHAT, 1}, {"/v1/completions", "POST", R_COMPLETIONS, 1},
     {"/v1/models", "GET", R_MODELS, 1},          {"/health", "GET", R_HEALTH, 0},
     {"/metrics", "GET", R_METRICS, 0},           {"/tokenize", "POST", R_TOKENIZE, 1},
-    {"/detokenize", "POST", R_DETOKENIZE, 1},
+    {"/detokenize", "POST", R_DETOKENIZE, 1},    {"/", "GET", R_PAGE, 0},
+    {"/index.html", "GET", R_PAGE, 0},
 };
 
 /* One request on a connection (MHD's con_cls). */
@@ -155,6 +171,14 @@ static enum MHD_Result get_metrics(srv_server *srv, struct MHD_Connection *conn,
                          text ? strlen(text) : 0);
 }
 
+/* The page is copied because srv_http_send takes over a malloc'd body; 9 KB per page load. */
+static enum MHD_Result get_page(srv_server *srv, struct MHD_Connection *conn, const char *path) {
+    char *body = malloc(srv_page_html_len);
+    if (body) memcpy(body, srv_page_html, srv_page_html_len);
+    return srv_http_send(srv, conn, path, 200, "text/html; charset=utf-8", body,
+                         srv_page_html_len);
+}
+
 // ---- the access handler ----
 
 /* The first call for a request: route, method, draining, key and Content-Length checks. A
@@ -268,6 +292,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     case R_MODELS: return get_models(srv, conn, url);
     case R_HEALTH: return get_health(srv, conn, url);
     case R_METRICS: return get_metrics(srv, conn, url);
+    case R_PAGE: return get_page(srv, conn, url);
     default: break;
     }
     if (cx->too_big) {
