@@ -660,6 +660,8 @@ int mlm_matcher_can_end(const mlm_matcher *m);
  * ((n_vocab + 31) / 32 words); returns how many are set. Tokens that end the output (stop
  * ids) are the caller's: allow them when mlm_matcher_can_end. */
 int32_t mlm_matcher_fill_mask(mlm_matcher *m, uint32_t *mask);
+/* The vocabulary size of the matcher's trie (0 without one). */
+int32_t mlm_matcher_n_vocab(const mlm_matcher *m);
 
 /* ---- batched generation ---- */
 

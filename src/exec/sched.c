@@ -28,6 +28,7 @@ typedef struct req {
     int32_t *image_pos; /* owned: their positions (the prompt's image tokens) */
     int32_t n_images, image_tiles;
     mlm_sampler sampler;
+    mlm_matcher *matcher; /* borrowed (structured output); NULL: none */
     mlm_sched_callback cb;
     void *user;
     int32_t slot;        /* executor sequence while running, else -1 */
@@ -59,6 +60,7 @@ struct mlm_sched {
     req **row_req;          /* (max_batch) request of each logits row */
     int32_t *fed;           /* (max_batch) tokens each slot feeds this step */
     float *logits;          /* (max_batch, n_vocab) */
+    uint32_t *mask;         /* (n_vocab / 32 rounded up) a structured request's allowed tokens */
     float *penalized;       /* (n_vocab) */
     int32_t *counts;        /* (n_vocab) zeroed between uses */
     int32_t *top_ids;       /* (MAX_TOP) */
@@ -170,11 +172,12 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     s->row_req = malloc(B * sizeof *s->row_req), s->fed = malloc(B * sizeof *s->fed);
     s->logits = malloc(B * V * sizeof(float)), s->penalized = malloc(V * sizeof(float));
     s->counts = calloc(V, sizeof(int32_t));
+    s->mask = malloc((V + 31) / 32 * sizeof *s->mask);
     s->top_ids = malloc(MAX_TOP * sizeof(int32_t)), s->top_lp = malloc(MAX_TOP * sizeof(double));
     s->share = malloc((size_t)s->kv->max_blocks_per_seq * sizeof(int32_t));
     if (!s->slots || !s->b_tok || !s->b_seq || !s->b_pos || !s->b_want || !s->row_req ||
         !s->fed || !s->logits || !s->penalized || !s->counts || !s->top_ids || !s->top_lp ||
-        !s->share) {
+        !s->share || !s->mask) {
         mlm_sched_free(s);
         return mlm_error_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
     }
@@ -305,6 +308,10 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: penalties must be finite");
     if (q->n_stop_ids < 0 || (q->n_stop_ids && !q->stop_ids))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: bad stop ids");
+    if (q->matcher && mlm_matcher_n_vocab(q->matcher) > s->n_vocab)
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "request: the matcher's vocabulary (%d) is larger than the model's (%d)",
+                             mlm_matcher_n_vocab(q->matcher), s->n_vocab);
     req *r = calloc(1, sizeof *r);
     if (!r) return mlm_error_set(err, MLM_ERR_NOMEM, "request: out of memory");
     st = mlm_sampler_init(&r->sampler, &q->sampling, s->n_vocab, err);
@@ -340,6 +347,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     r->frequency = q->frequency_penalty;
     r->cb = q->on_event;
     r->user = q->user;
+    r->matcher = q->matcher;
     r->salt = q->cache_salt;
     r->slot = -1;
     pthread_mutex_lock(&s->mu);
@@ -637,9 +645,39 @@ static void take_cancels(mlm_sched *s) {
     }
 }
 
-/* Samples R's next token from LOGITS (OpenAI's penalties over the generated tokens first). */
+static int is_stop_id(const req *r, int32_t id);
+
+/* Structured output: the logits in s->penalized of every token R's matcher does not allow
+ * set to -inf (its stop ids allowed where the document may end). 0 when nothing is allowed. */
+static int apply_mask(mlm_sched *s, req *r) {
+    uint32_t *mask = s->mask;
+    memset(mask, 0, ((size_t)s->n_vocab + 31) / 32 * sizeof *mask);
+    int32_t n = mlm_matcher_fill_mask(r->matcher, mask);
+    if (mlm_matcher_can_end(r->matcher))
+        for (int32_t i = 0; i < r->n_stop_ids; i++) {
+            int32_t id = r->stop_ids[i];
+            if (id >= 0 && id < s->n_vocab && !(mask[id >> 5] >> (id & 31) & 1)) {
+                mask[id >> 5] |= 1u << (id & 31);
+                n++;
+            }
+        }
+    if (n == 0) return 0;
+    for (int32_t w = 0; w < (s->n_vocab + 31) / 32; w++) {
+        uint32_t bits = mask[w];
+        if (bits == 0xffffffffu) continue;
+        int32_t end = w * 32 + 32 < s->n_vocab ? w * 32 + 32 : s->n_vocab;
+        for (int32_t id = w * 32; id < end; id++)
+            if (!(bits >> (id & 31) & 1)) s->penalized[id] = -INFINITY;
+    }
+    return 1;
+}
+
+/* Samples R's next token from LOGITS: OpenAI's penalties over the generated tokens first,
+ * then the structured output's mask. -1 when the mask allows nothing (the document is whole
+ * and there is no stop id to end it with). */
 static int32_t sample(mlm_sched *s, req *r, const float *logits) {
-    if (r->presence == 0 && r->frequency == 0) return mlm_sampler_sample(&r->sampler, logits);
+    if (r->presence == 0 && r->frequency == 0 && !r->matcher)
+        return mlm_sampler_sample(&r->sampler, logits);
     memcpy(s->penalized, logits, (size_t)s->n_vocab * sizeof *logits);
     for (int32_t i = r->n_prompt; i < r->n_tokens; i++) s->counts[r->tokens[i]]++;
     for (int32_t i = r->n_prompt; i < r->n_tokens; i++) {
@@ -648,7 +686,10 @@ static int32_t sample(mlm_sched *s, req *r, const float *logits) {
         s->penalized[t] -= r->frequency * (float)s->counts[t] + r->presence;
         s->counts[t] = 0;
     }
-    return mlm_sampler_sample(&r->sampler, s->penalized);
+    if (r->matcher && !apply_mask(s, r)) return -1;
+    int32_t id = mlm_sampler_sample(&r->sampler, s->penalized);
+    if (r->matcher && !is_stop_id(r, id)) mlm_matcher_accept_token(r->matcher, id);
+    return id;
 }
 
 static int is_stop_id(const req *r, int32_t id) {
@@ -727,6 +768,10 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
         req *r = s->row_req[k];
         const float *lg = s->logits + (size_t)k * s->n_vocab;
         int32_t id = sample(s, r, lg);
+        if (id < 0) { /* a whole document and no stop id to write */
+            finish(s, r, MLM_FINISH_STOP, NULL);
+            continue;
+        }
         r->tokens[r->n_tokens++] = id;
         generated++;
         int stop = is_stop_id(r, id);
@@ -761,6 +806,7 @@ void mlm_sched_free(mlm_sched *s) {
     mlm_exec_free(s->exec);
     free(s->slots), free(s->b_tok), free(s->b_seq), free(s->b_pos), free(s->b_want);
     free(s->row_req), free(s->fed), free(s->logits), free(s->penalized), free(s->counts);
+    free(s->mask);
     free(s->top_ids), free(s->top_lp), free(s->share);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -772,3 +772,5 @@ int32_t mlm_matcher_fill_mask(mlm_matcher *m, uint32_t *mask) {
     }
     return count;
 }
+
+int32_t mlm_matcher_n_vocab(const mlm_matcher *m) { return m && m->trie ? m->trie->n_vocab : 0; }

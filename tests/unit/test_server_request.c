@@ -174,7 +174,7 @@ TEST(extra_keys_ignored) {
     srv_request r;
     EXPECT_OK(SRV_CHAT,
               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"name\":\"bob\"},"
-              "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\"}]}],"
+              "{\"role\":\"assistant\",\"content\":null,\"refusal\":null,\"audio\":{\"id\":\"x\"}}],"
               "\"user\":\"u1\",\"tools\":[],\"response_format\":{\"type\":\"text\"},"
               "\"logit_bias\":{\"5\":1},\"prompt\":7,\"whatever\":[[[{}]]]}",
               r);
@@ -346,16 +346,80 @@ TEST(seed_and_penalties) {
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"seed\":18446744073709551616"), "", "parse");
 }
 
-TEST(n_must_be_one) {
+TEST(n_is_one_to_eight) {
     srv_request r;
-    EXPECT_OK(SRV_CHAT, CHAT(",\"n\":1"), r);
+    EXPECT_OK(SRV_CHAT, CHAT(",\"n\":8"), r);
+    CHECK(r.n == 8);
     srv_request_deinit(&r);
     srv_request s;
     EXPECT_OK(SRV_COMPLETION, COMP(",\"n\":null"), s);
+    CHECK(s.n == 1);
     srv_request_deinit(&s);
-    EXPECT_FAIL(SRV_CHAT, CHAT(",\"n\":2"), "n", "only n=1 is supported");
-    EXPECT_FAIL(SRV_COMPLETION, COMP(",\"n\":0"), "n", "only n=1 is supported");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"n\":9"), "n", "[1, 8]");
+    EXPECT_FAIL(SRV_COMPLETION, COMP(",\"n\":0"), "n", "got 0");
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"n\":\"1\""), "n", "expected an integer");
+}
+
+#define TOOL(name) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"parameters\":{\"type\":\"object\"}}}"
+
+TEST(tools_and_tool_choice) {
+    srv_request r;
+    EXPECT_OK(SRV_CHAT, CHAT(",\"tools\":[" TOOL("get_weather") "," TOOL("b-2") "],"
+                             "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b-2\"}},"
+                             "\"parallel_tool_calls\":false"), r);
+    CHECK(r.n_tools == 2 && r.tool_choice == SRV_TOOLS_NAMED && strcmp(r.tool_choice_name, "b-2") == 0);
+    CHECK(r.parallel_tool_calls == 0);
+    srv_request_deinit(&r);
+    srv_request s;
+    EXPECT_OK(SRV_CHAT, CHAT(",\"tools\":[],\"tool_choice\":\"none\""), s);
+    CHECK(s.tools == NULL && s.tool_choice == SRV_TOOLS_NONE && s.parallel_tool_calls == 1);
+    srv_request_deinit(&s);
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"tools\":{}"), "tools", "expected an array");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"tools\":[{\"type\":\"code\"}]"), "tools[0].type", "function");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"tools\":[" TOOL("a b") "]"), "tools[0].function.name", "1 to 64");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]"),
+                "tools[0].function.parameters", "an object");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"tool_choice\":\"required\""), "tool_choice", "no 'tools'");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"tools\":[" TOOL("f") "],\"tool_choice\":\"always\""), "tool_choice", "'required'");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"tools\":[" TOOL("f") "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}"),
+                "tool_choice", "'g' is not in 'tools'");
+}
+
+TEST(tool_calls_and_tool_messages) {
+    srv_request r;
+    EXPECT_OK(SRV_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\","
+              "\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":"
+              "{\"name\":\"get\",\"arguments\":\"{\\\"city\\\": \\\"Oslo\\\"}\"}}]},{\"role\":\"tool\","
+              "\"tool_call_id\":\"call_1\",\"content\":\"-3 C\"}]}",
+              r);
+    CHECK(r.n_messages == 3 && r.messages[1].n_tool_calls == 1);
+    CHECK(strcmp(r.messages[1].tool_calls[0].name, "get") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(r.messages[1].tool_calls[0].args, "city")), "Oslo") == 0);
+    CHECK(strcmp(r.messages[2].tool_call_id, "call_1") == 0);
+    srv_request_deinit(&r);
+    EXPECT_FAIL(SRV_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\",\"tool_call_id\":5}]}",
+                "messages[0].tool_call_id", "a string");
+    EXPECT_FAIL(SRV_CHAT,
+                "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\","
+                "\"arguments\":\"{oops\"}}]}]}",
+                "messages[0].tool_calls[0].function.arguments", "JSON object");
+}
+
+TEST(response_format) {
+    srv_request r;
+    EXPECT_OK(SRV_COMPLETION, COMP(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                                   "{\"name\":\"x\",\"schema\":{\"type\":\"integer\"},\"strict\":true}}"), r);
+    CHECK(r.format == SRV_FORMAT_JSON_SCHEMA && json_is_object(r.schema));
+    srv_request_deinit(&r);
+    srv_request s;
+    EXPECT_OK(SRV_CHAT, CHAT(",\"response_format\":{\"type\":\"json_object\"}"), s);
+    CHECK(s.format == SRV_FORMAT_JSON_OBJECT && !s.schema);
+    srv_request_deinit(&s);
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"response_format\":{\"type\":\"yaml\"}"), "response_format.type", "'json_schema'");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"response_format\":{\"type\":\"json_schema\"}"), "response_format.json_schema", "Missing");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":3}}"),
+                "response_format.json_schema.schema", "an object");
 }
 
 // ---- streaming, stop, flags, logprobs ----
@@ -818,7 +882,10 @@ int main(void) {
     RUN(max_tokens);
     RUN(temperature_top_p_top_k);
     RUN(seed_and_penalties);
-    RUN(n_must_be_one);
+    RUN(n_is_one_to_eight);
+    RUN(tools_and_tool_choice);
+    RUN(tool_calls_and_tool_messages);
+    RUN(response_format);
     RUN(stream_and_options);
     RUN(stop_sequences);
     RUN(model_and_ignore_eos);

@@ -16,6 +16,8 @@
 
 #include "http.h"
 #include "images.h"
+#include "structured.h"
+#include "toolcall.h"
 
 // ---- JSON pieces ----
 
@@ -164,14 +166,23 @@ static int tokenize(srv_server *srv, const srv_request *r, prompt_ids *p, int n,
     mlm_error err = {0};
     if (r->kind == SRV_CHAT && r->n_images) return srv_images_prompt(srv, r, &p[0].ids, e);
     if (r->kind == SRV_CHAT) {
-        mlm_chat_message *msgs = calloc((size_t)r->n_messages, sizeof *msgs);
-        if (!msgs) return srv_fail(e, 500, "server_error", "", "", "out of memory");
-        for (int i = 0; i < r->n_messages; i++) {
-            msgs[i].role = r->messages[i].role;
-            msgs[i].content = r->messages[i].content ? r->messages[i].content : "";
+        const char *fmt = mlm_tokenizer_chat_format(srv->tok);
+        mlm_status st;
+        if (r->tools && r->tool_choice != SRV_TOOLS_NONE && fmt) { /* the template's tool form */
+            srv_tool_prompt tp;
+            if (!srv_tools_render(r, fmt, mlm_tokenizer_chat_system(srv->tok), &tp, e)) return 0;
+            st = mlm_tokenizer_encode_chat(srv->tok, tp.msgs, tp.n_msgs, 1, &p[0].ids, &err);
+            srv_tool_prompt_deinit(&tp);
+        } else {
+            mlm_chat_message *msgs = calloc((size_t)r->n_messages, sizeof *msgs);
+            if (!msgs) return srv_fail(e, 500, "server_error", "", "", "out of memory");
+            for (int i = 0; i < r->n_messages; i++) {
+                msgs[i].role = r->messages[i].role;
+                msgs[i].content = r->messages[i].content ? r->messages[i].content : "";
+            }
+            st = mlm_tokenizer_encode_chat(srv->tok, msgs, r->n_messages, 1, &p[0].ids, &err);
+            free(msgs);
         }
-        mlm_status st = mlm_tokenizer_encode_chat(srv->tok, msgs, r->n_messages, 1, &p[0].ids, &err);
-        free(msgs);
         if (st == MLM_ERR_UNSUPPORTED)
             return srv_fail(e, 400, "invalid_request_error", "messages", "",
                             "The model `%s` has no chat format; use /v1/completions.", srv->alias);
@@ -240,57 +251,98 @@ static uint64_t random_u64(void) {
     return x;
 }
 
-static mlm_sampler_params sampling_for(const srv_server *srv, const srv_request *r) {
+/* Choice K of a prompt's N samples with seed SEED + K when the request gives one (so choice
+ * K is the same request made with that seed), else with a random seed of its own. */
+static mlm_sampler_params sampling_for(const srv_server *srv, const srv_request *r, int k) {
     mlm_sampler_params sp = srv->defaults;
     if (r->has_temperature) sp.temperature = (float)r->temperature;
     if (r->has_top_p) sp.top_p = (float)r->top_p;
     if (r->has_top_k) sp.top_k = r->top_k < 0 ? 0 : (int32_t)r->top_k;
-    sp.seed = r->has_seed ? r->seed : random_u64();
+    sp.seed = r->has_seed ? r->seed + (uint64_t)k : random_u64();
     return sp;
 }
 
-/* Submits every prompt of R as a choice of J. On failure every submitted one is cancelled
- * and E says why. */
-static int submit_all(srv_server *srv, srv_job *j, const srv_request *r, prompt_ids *p, int n,
-                      srv_error *e) {
-    for (int i = 0; i < n; i++) {
-        mlm_request_params q = mlm_request_default_params();
-        q.prompt = p[i].ids.ids;
-        q.n_prompt = (int32_t)p[i].ids.n;
-        q.max_new_tokens = p[i].max_new;
-        q.sampling = sampling_for(srv, r);
-        q.presence_penalty = (float)r->presence_penalty;
-        q.frequency_penalty = (float)r->frequency_penalty;
-        if (!r->ignore_eos) {
-            q.stop_ids = r->kind == SRV_CHAT ? srv->stop_chat : srv->stop_base;
-            q.n_stop_ids = r->kind == SRV_CHAT ? srv->n_stop_chat : srv->n_stop_base;
-        }
-        q.images = j->images; /* owned by the job: they outlive every final event */
-        q.n_images = j->n_images;
-        mlm_error err = {0};
-        mlm_status st = srv_job_submit(j, i, &q, &err);
-        if (st == MLM_OK) continue;
-        srv_job_cancel(j);
-        if (st == MLM_ERR_CANCELLED)
-            return srv_fail(e, 503, "server_error", "", "shutting_down",
-                            "The server is shutting down.");
-        if (st == MLM_ERR_CAPACITY)
-            return srv_fail(e, 503, "server_error", "", "queue_full",
-                            "The server is busy (%s).", err.msg);
-        if (st == MLM_ERR_INVALID_ARG)
-            return srv_fail(e, 400, "invalid_request_error", "", "", "%s", err.msg);
-        return srv_fail(e, 500, "server_error", "", "", "%s", err.msg);
+/* Submits choice I of J: prompt I / R->n, sample I % R->n. 0 with E filled on failure (every
+ * submitted choice is cancelled then). */
+static int submit_one(srv_job *j, const srv_request *r, prompt_ids *p, int i, srv_error *e) {
+    srv_server *srv = j->srv;
+    const prompt_ids *pi = &p[i / r->n];
+    mlm_request_params q = mlm_request_default_params();
+    q.prompt = pi->ids.ids;
+    q.n_prompt = (int32_t)pi->ids.n;
+    q.max_new_tokens = pi->max_new;
+    q.sampling = sampling_for(srv, r, i % r->n);
+    q.presence_penalty = (float)r->presence_penalty;
+    q.frequency_penalty = (float)r->frequency_penalty;
+    if (!r->ignore_eos) {
+        q.stop_ids = r->kind == SRV_CHAT ? srv->stop_chat : srv->stop_base;
+        q.n_stop_ids = r->kind == SRV_CHAT ? srv->n_stop_chat : srv->n_stop_base;
     }
+    q.images = j->images; /* owned by the job: they outlive every final event */
+    q.n_images = j->n_images;
+    q.matcher = j->matchers ? j->matchers[i] : NULL; /* the job's, freed with it */
+    mlm_error err = {0};
+    mlm_status st = srv_job_submit(j, i, &q, &err);
+    if (st == MLM_OK) return 1;
+    srv_job_cancel(j);
+    if (st == MLM_ERR_CANCELLED)
+        return srv_fail(e, 503, "server_error", "", "shutting_down", "The server is shutting down.");
+    if (st == MLM_ERR_CAPACITY)
+        return srv_fail(e, 503, "server_error", "", "queue_full", "The server is busy (%s).",
+                        err.msg);
+    if (st == MLM_ERR_INVALID_ARG)
+        return srv_fail(e, 400, "invalid_request_error", "", "", "%s", err.msg);
+    return srv_fail(e, 500, "server_error", "", "", "%s", err.msg);
+}
+
+/* Submits every choice of J: the first sample of each prompt, and with n > 1 the others once
+ * that one has computed the prompt, so that they take its KV blocks from the prefix cache
+ * instead of computing them again. *GONE is set when the client went away meanwhile. */
+static int submit_all(srv_job *j, const srv_request *r, prompt_ids *p, srv_error *e, int *gone) {
+    for (int i = 0; i < j->n_choices; i += r->n)
+        if (!submit_one(j, r, p, i, e)) return 0;
+    if (r->n == 1) return 1;
+    for (int i = 0; i < j->n_choices; i += r->n)
+        if (!srv_job_wait_started(j, i)) {
+            *gone = 1;
+            return 0;
+        }
+    for (int i = 0; i < j->n_choices; i++)
+        if (i % r->n && !submit_one(j, r, p, i, e)) return 0;
     return 1;
 }
 
 // ---- whole responses ----
 
-static json_t *choice_json(const srv_job *j, const srv_choice *c) {
+/* A reply's calls as OpenAI's tool_calls array. */
+json_t *srv_json_tool_calls(const srv_tool_reply *t) {
+    json_t *a = json_array();
+    for (int k = 0; a && k < t->n_calls; k++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", t->calls[k].id, "type",
+                                           "function", "function", "name", t->calls[k].name,
+                                           "arguments", t->calls[k].arguments));
+    return a;
+}
+
+static json_t *choice_json(srv_job *j, const srv_choice *c) {
     int64_t nt = srv_choice_n_toks(c);
     json_t *lp = j->logprobs ? srv_json_logprobs(j, c, 0, nt) : json_null();
-    json_t *text = srv_json_text(c->text ? c->text : "", c->len);
     const char *fr = srv_finish_reason(c->finish);
+    srv_tool_reply t = {0};
+    if (j->tool_format && c->finish == MLM_FINISH_STOP &&
+        !srv_tools_parse(j->tools, j->tool_format, c->text ? c->text : "", c->len, &j->rng, &t))
+        return NULL;
+    if (t.n_calls) {
+        json_t *content = t.content ? srv_json_text(t.content, strlen(t.content)) : json_null();
+        json_t *o = json_pack("{s:i, s:{s:s, s:o, s:o}, s:o, s:s}", "index", c->index, "message",
+                              "role", "assistant", "content", content, "tool_calls",
+                              srv_json_tool_calls(&t), "logprobs", lp, "finish_reason",
+                              "tool_calls");
+        srv_tool_reply_deinit(&t);
+        return o;
+    }
+    srv_tool_reply_deinit(&t);
+    json_t *text = srv_json_text(c->text ? c->text : "", c->len);
     if (j->kind == SRV_CHAT)
         return json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", c->index, "message", "role",
                          "assistant", "content", text, "logprobs", lp, "finish_reason", fr);
@@ -299,7 +351,7 @@ static json_t *choice_json(const srv_job *j, const srv_choice *c) {
 }
 
 /* The response of a finished job, or an error for a choice that failed (the mutex held). */
-static json_t *response_json(const srv_job *j, srv_error *e) {
+static json_t *response_json(srv_job *j, srv_error *e) {
     for (int i = 0; i < j->n_choices; i++) {
         const srv_choice *c = &j->choices[i];
         if (c->finish == MLM_FINISH_ERROR) {
@@ -348,7 +400,7 @@ enum MHD_Result srv_handle_generate(srv_server *srv, struct MHD_Connection *conn
         srv_request_deinit(&r);
         return srv_http_send_error(srv, conn, path, &e);
     }
-    int n = kind == SRV_CHAT ? 1 : r.n_prompts;
+    int n = kind == SRV_CHAT ? 1 : r.n_prompts; /* prompts; each gives r.n choices */
     prompt_ids *p = n > 0 ? calloc((size_t)n, sizeof *p) : NULL;
     srv_job *j = NULL;
     int ok = p != NULL, gone = 0;
@@ -356,8 +408,9 @@ enum MHD_Result srv_handle_generate(srv_server *srv, struct MHD_Connection *conn
                       "", "", n > 0 ? "out of memory" : "no prompt");
     for (int i = 0; ok && i < n; i++) mlm_tokens_init(&p[i].ids);
     if (ok) ok = tokenize(srv, &r, p, n, &e) && check_lengths(srv, &r, p, n, &e);
-    if (ok && !(j = srv_job_create(srv, &r, n)))
+    if (ok && !(j = srv_job_create(srv, &r, n * r.n)))
         ok = srv_fail(&e, 500, "server_error", "", "", "out of memory");
+    if (ok) ok = srv_structured_setup(srv, &r, j, &e);
     if (ok) {
         uint64_t a = random_u64(), b = random_u64();
         snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
@@ -369,11 +422,12 @@ enum MHD_Result srv_handle_generate(srv_server *srv, struct MHD_Connection *conn
         j->t_start = t_arrival;
         ok = srv_images_open(srv, &r, j, &e) && srv_images_encode(srv, &r, j, &e, &gone);
     }
-    if (ok) ok = submit_all(srv, j, &r, p, n, &e);
+    if (ok) ok = submit_all(j, &r, p, &e, &gone);
     for (int i = 0; p && i < n; i++) mlm_tokens_deinit(&p[i].ids);
     free(p);
     srv_request_deinit(&r);
-    if (gone) { /* the client went away (or the server stops) while the images were encoded */
+    if (gone) { /* the client went away (or the server stops) while the images were encoded
+                 or the first choice read the prompt */
         srv_job_release(j);
         if (atomic_load(&srv->aborting)) {
             srv_fail(&e, 503, "server_error", "", "shutting_down", "The server is shutting down.");

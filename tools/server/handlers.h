@@ -40,5 +40,8 @@ json_t *srv_json_usage(const srv_job *job);
 int64_t srv_choice_n_toks(const srv_choice *c);
 /* "stop" / "length" for a finished choice (the others are reported as errors). */
 const char *srv_finish_reason(mlm_finish f);
+/* A reply's tool calls as OpenAI's tool_calls array ({id, type, function: {name, arguments}}). */
+struct srv_tool_reply;
+json_t *srv_json_tool_calls(const struct srv_tool_reply *t);
 
 #endif

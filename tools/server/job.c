@@ -48,6 +48,10 @@ static void job_free(srv_job *j) {
     for (int i = 0; i < j->n_images; i++)
         mlm_image_free(j->images[i]);
     free(j->images);
+    for (int i = 0; j->matchers && i < j->n_choices; i++) mlm_matcher_free(j->matchers[i]);
+    free(j->matchers);
+    mlm_grammar_free(j->grammar);
+    json_decref(j->tools);
     free(j->choices);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -301,6 +305,24 @@ void srv_job_cancel(srv_job *j) {
         more = from + 64 < j->n_choices;
         pthread_mutex_unlock(&j->mu);
         for (int i = 0; i < n; i++) mlm_sched_cancel(j->srv->sched, ids[i]);
+    }
+}
+
+int srv_job_wait_started(srv_job *j, int i) {
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        const srv_choice *c = &j->choices[i];
+        int started = c->n_events > 0 || c->done || !c->submitted;
+        if (!started) {
+            srv_job_wait_ms(j, 50);
+            started = c->n_events > 0 || c->done;
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (started) return 1;
+        if (srv_fd_closed(j->fd) || atomic_load(&j->srv->aborting)) {
+            srv_job_cancel(j);
+            return 0;
+        }
     }
 }
 

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "meshlm.h"
 #include "request.h"
 #include "server.h"
@@ -80,6 +82,13 @@ typedef struct srv_job {
     mlm_image **images;  /* owned, N_IMAGES (Llama 3.2 Vision); freed with the job */
     int n_images;
     int cancelled;               /* srv_job_cancel ran: later submissions are refused */
+    /* structured output and tool calls (structured.c) */
+    mlm_grammar *grammar;        /* owned; NULL: free text */
+    mlm_matcher **matchers;      /* owned, N_CHOICES (NULL entries without a grammar) */
+    json_t *tools;               /* owned reference: the request's tools when calls are
+                                    parsed from the replies (tool_choice not none) */
+    const char *tool_format;     /* the chat format the calls are written in (static) */
+    uint64_t rng;                /* for the calls' ids */
     struct srv_job *next, *prev; /* in srv->jobs while the HTTP side holds it */
 } srv_job;
 
@@ -96,6 +105,10 @@ mlm_status srv_job_submit(srv_job *job, int i, mlm_request_params *req, mlm_erro
 /* Cancels every submitted choice that has not finished (final events follow) and refuses
  * later submissions. */
 void srv_job_cancel(srv_job *job);
+
+/* Waits until choice I has its first event (its prompt is computed) or has finished. Returns
+ * 1 then; 0 when the client went away (every choice is cancelled) or the server is stopping. */
+int srv_job_wait_started(srv_job *job, int i);
 
 /* Waits until every submitted choice has finished. Returns 1 then; 0 when the client went
  * away (every choice is cancelled) or the server is stopping. */

@@ -16,8 +16,9 @@
 #include <strings.h>
 
 #include "common/tool.h"
+#include "request_json.h"
 
-#define INVALID "invalid_request_error"
+#define INVALID SRV_INVALID
 
 // ---- errors ----
 
@@ -93,14 +94,14 @@ static const char *type_name(const json_t *v) {
     return "a value";
 }
 
-static int type_error(srv_error *e, const char *param, const char *expected, const json_t *v) {
+int srv_type_error(srv_error *e, const char *param, const char *expected, const json_t *v) {
     return srv_fail(e, 400, INVALID, param, "invalid_type",
                     "Invalid type for '%s': expected %s, but got %s instead.", param, expected,
                     type_name(v));
 }
 
 /* KEY of OBJ, NULL when missing or null (an optional field that is absent). */
-static json_t *field(const json_t *obj, const char *key) {
+json_t *srv_json_field(const json_t *obj, const char *key) {
     json_t *v = json_object_get(obj, key);
     return json_is_null(v) ? NULL : v;
 }
@@ -123,9 +124,9 @@ static int as_int(const json_t *v, int64_t *out) {
 
 /* Optional boolean KEY into *OUT (untouched when absent); 1 ok, 0 failed with E filled. */
 static int get_bool(const json_t *root, const char *key, int *out, srv_error *e) {
-    json_t *v = field(root, key);
+    json_t *v = srv_json_field(root, key);
     if (!v) return 1;
-    if (!json_is_boolean(v)) return type_error(e, key, "a boolean", v);
+    if (!json_is_boolean(v)) return srv_type_error(e, key, "a boolean", v);
     *out = json_is_true(v);
     return 1;
 }
@@ -134,9 +135,9 @@ static int get_bool(const json_t *root, const char *key, int *out, srv_error *e)
  * present. */
 static int get_number(const json_t *root, const char *key, double lo, double hi, int lo_open,
                       double *out, int *has, srv_error *e) {
-    json_t *v = field(root, key);
+    json_t *v = srv_json_field(root, key);
     if (!v) return 1;
-    if (!json_is_number(v)) return type_error(e, key, "a number", v);
+    if (!json_is_number(v)) return srv_type_error(e, key, "a number", v);
     double d = json_number_value(v);
     if (!(lo_open ? d > lo : d >= lo) || !(d <= hi))
         return srv_fail(e, 400, INVALID, key, "invalid_value",
@@ -150,10 +151,10 @@ static int get_number(const json_t *root, const char *key, double lo, double hi,
 /* Optional integer KEY in [LO, HI] into *OUT, *HAS set to 1 when present. */
 static int get_int(const json_t *root, const char *key, int64_t lo, int64_t hi, int64_t *out,
                    int *has, srv_error *e) {
-    json_t *v = field(root, key);
+    json_t *v = srv_json_field(root, key);
     if (!v) return 1;
     int64_t x;
-    if (!as_int(v, &x)) return type_error(e, key, "an integer", v);
+    if (!as_int(v, &x)) return srv_type_error(e, key, "an integer", v);
     if (x < lo || x > hi) {
         if (hi == INT64_MAX)
             return srv_fail(e, 400, INVALID, key, "invalid_value",
@@ -171,7 +172,7 @@ static int get_int(const json_t *root, const char *key, int64_t lo, int64_t hi, 
 
 /* A malloc'd copy of the N bytes at S, NUL-terminated (S NULL: N uninitialised bytes and the
  * NUL); NULL with E filled (500) when out of memory. */
-static char *dup_or_fail(const char *s, size_t n, srv_error *e, const char *param) {
+char *srv_dup(const char *s, size_t n, srv_error *e, const char *param) {
     char *d = malloc(n + 1);
     if (!d) {
         srv_fail(e, 500, "server_error", param, NULL, "out of memory");
@@ -281,16 +282,16 @@ static int parse_image_part(const json_t *part, int i, size_t k, srv_part *out, 
     if (!iu || json_is_null(iu))
         return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                         "Missing required parameter: '%s'.", param);
-    if (!json_is_object(iu)) return type_error(e, param, "an object", iu);
-    json_t *detail = field(iu, "detail"); /* "auto", "low", "high": accepted, ignored */
+    if (!json_is_object(iu)) return srv_type_error(e, param, "an object", iu);
+    json_t *detail = srv_json_field(iu, "detail"); /* "auto", "low", "high": accepted, ignored */
     snprintf(param, sizeof param, "messages[%d].content[%zu].image_url.detail", i, k);
-    if (detail && !json_is_string(detail)) return type_error(e, param, "a string", detail);
+    if (detail && !json_is_string(detail)) return srv_type_error(e, param, "a string", detail);
     json_t *url = json_object_get(iu, "url");
     snprintf(param, sizeof param, "messages[%d].content[%zu].image_url.url", i, k);
     if (!url || json_is_null(url))
         return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                         "Missing required parameter: '%s'.", param);
-    if (!json_is_string(url)) return type_error(e, param, "a string", url);
+    if (!json_is_string(url)) return srv_type_error(e, param, "a string", url);
     const char *b64 = NULL;
     size_t n_b64 = 0;
     if (!data_url_payload(json_string_value(url), json_string_length(url), param, &b64, &n_b64, e))
@@ -336,12 +337,12 @@ static int parse_content(const json_t *v, int i, srv_message *m, srv_request *r,
                             "Missing required parameter: '%s' (only assistant messages may "
                             "omit it or set it to null).",
                             param);
-        return (m->content = dup_or_fail("", 0, e, param)) != NULL;
+        return (m->content = srv_dup("", 0, e, param)) != NULL;
     }
     if (json_is_string(v))
-        return (m->content = dup_or_fail(json_string_value(v), json_string_length(v), e, param)) !=
+        return (m->content = srv_dup(json_string_value(v), json_string_length(v), e, param)) !=
                NULL;
-    if (!json_is_array(v)) return type_error(e, param, "a string or an array of content parts", v);
+    if (!json_is_array(v)) return srv_type_error(e, param, "a string or an array of content parts", v);
     size_t n = json_array_size(v), total = 0, k;
     if (n > (size_t)INT32_MAX)
         return srv_fail(e, 400, INVALID, param, "invalid_value", "too many content parts");
@@ -350,13 +351,13 @@ static int parse_content(const json_t *v, int i, srv_message *m, srv_request *r,
     json_t *part;
     json_array_foreach(v, k, part) {
         snprintf(param, sizeof param, "messages[%d].content[%zu]", i, k);
-        if (!json_is_object(part)) return type_error(e, param, "an object", part);
+        if (!json_is_object(part)) return srv_type_error(e, param, "an object", part);
         json_t *type = json_object_get(part, "type");
         snprintf(param, sizeof param, "messages[%d].content[%zu].type", i, k);
         if (!type)
             return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                             "Missing required parameter: '%s'.", param);
-        if (!json_is_string(type)) return type_error(e, param, "a string", type);
+        if (!json_is_string(type)) return srv_type_error(e, param, "a string", type);
         const char *ts = json_string_value(type);
         srv_part *p = &m->parts[k];
         m->n_parts = (int)k + 1; /* counted before it owns anything, for deinit */
@@ -383,13 +384,13 @@ static int parse_content(const json_t *v, int i, srv_message *m, srv_request *r,
         if (!text)
             return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                             "Missing required parameter: '%s'.", param);
-        if (!json_is_string(text)) return type_error(e, param, "a string", text);
-        if (!(p->text = dup_or_fail(json_string_value(text), json_string_length(text), e, param)))
+        if (!json_is_string(text)) return srv_type_error(e, param, "a string", text);
+        if (!(p->text = srv_dup(json_string_value(text), json_string_length(text), e, param)))
             return 0;
         total += json_string_length(text);
     }
     snprintf(param, sizeof param, "messages[%d].content", i);
-    char *s = dup_or_fail(NULL, total, e, param);
+    char *s = srv_dup(NULL, total, e, param);
     if (!s) return 0;
     size_t at = 0;
     json_array_foreach(v, k, part) {
@@ -405,11 +406,11 @@ static int parse_content(const json_t *v, int i, srv_message *m, srv_request *r,
 }
 
 static int parse_messages(const json_t *root, srv_request *r, srv_error *e) {
-    json_t *msgs = field(root, "messages");
+    json_t *msgs = srv_json_field(root, "messages");
     if (!msgs)
         return srv_fail(e, 400, INVALID, "messages", "missing_required_parameter",
                         "Missing required parameter: 'messages'.");
-    if (!json_is_array(msgs)) return type_error(e, "messages", "an array", msgs);
+    if (!json_is_array(msgs)) return srv_type_error(e, "messages", "an array", msgs);
     size_t n = json_array_size(msgs);
     if (n == 0)
         return srv_fail(e, 400, INVALID, "messages", "empty_array",
@@ -423,13 +424,13 @@ static int parse_messages(const json_t *root, srv_request *r, srv_error *e) {
         json_t *m = json_array_get(msgs, i);
         char param[64];
         snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!json_is_object(m)) return type_error(e, param, "an object", m);
+        if (!json_is_object(m)) return srv_type_error(e, param, "an object", m);
         json_t *role = json_object_get(m, "role");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!role)
             return srv_fail(e, 400, INVALID, param, "missing_required_parameter",
                             "Missing required parameter: '%s'.", param);
-        if (!json_is_string(role)) return type_error(e, param, "a string", role);
+        if (!json_is_string(role)) return srv_type_error(e, param, "a string", role);
         const char *rs = json_string_value(role);
         static const char *const roles[] = {"system", "user", "assistant", "tool"};
         const char *canon = strcmp(rs, "developer") == 0 ? "system" : NULL;
@@ -440,10 +441,11 @@ static int parse_messages(const json_t *root, srv_request *r, srv_error *e) {
                             "Invalid value '%.40s' for '%s': supported values are 'system', "
                             "'developer', 'user', 'assistant' and 'tool'.",
                             rs, param);
-        r->messages[i].role = dup_or_fail(canon, strlen(canon), e, param);
+        r->messages[i].role = srv_dup(canon, strlen(canon), e, param);
         r->n_messages = (int)i + 1; /* counted as soon as it owns something, for deinit */
         if (!r->messages[i].role) return 0;
-        if (!parse_content(field(m, "content"), (int)i, &r->messages[i], r, e)) return 0;
+        if (!parse_content(srv_json_field(m, "content"), (int)i, &r->messages[i], r, e)) return 0;
+        if (!srv_parse_message_tools(m, (int)i, &r->messages[i], e)) return 0;
     }
     return 1;
 }
@@ -466,7 +468,7 @@ static int parse_ids(const json_t *a, const char *param, srv_prompt *p, srv_erro
         json_t *v = json_array_get(a, k);
         char ip[64];
         snprintf(ip, sizeof ip, "%s[%zu]", param, k);
-        if (!json_is_integer(v)) return type_error(e, ip, "an integer token id", v);
+        if (!json_is_integer(v)) return srv_type_error(e, ip, "an integer token id", v);
         json_int_t id = json_integer_value(v);
         if (id < 0 || id > INT32_MAX)
             return srv_fail(e, 400, INVALID, ip, "invalid_value",
@@ -480,7 +482,7 @@ static int parse_ids(const json_t *a, const char *param, srv_prompt *p, srv_erro
 }
 
 static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
-    json_t *pr = field(root, "prompt");
+    json_t *pr = srv_json_field(root, "prompt");
     if (!pr)
         return srv_fail(e, 400, INVALID, "prompt", "missing_required_parameter",
                         "Missing required parameter: 'prompt'.");
@@ -491,10 +493,10 @@ static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
         if (!r->prompts) return srv_fail(e, 500, "server_error", "prompt", NULL, "out of memory");
         r->n_prompts = 1;
         r->prompts[0].text =
-            dup_or_fail(json_string_value(pr), json_string_length(pr), e, "prompt");
+            srv_dup(json_string_value(pr), json_string_length(pr), e, "prompt");
         return r->prompts[0].text != NULL;
     }
-    if (!json_is_array(pr)) return type_error(e, "prompt", want, pr);
+    if (!json_is_array(pr)) return srv_type_error(e, "prompt", want, pr);
     size_t n = json_array_size(pr);
     if (n == 0)
         return srv_fail(e, 400, INVALID, "prompt", "empty_array",
@@ -507,7 +509,7 @@ static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
         return parse_ids(pr, "prompt", &r->prompts[0], e);
     }
     if (!json_is_string(first) && !json_is_array(first))
-        return type_error(e, "prompt[0]", "a string, a token id or an array of token ids", first);
+        return srv_type_error(e, "prompt[0]", "a string, a token id or an array of token ids", first);
     if (n > (size_t)INT32_MAX)
         return srv_fail(e, 400, INVALID, "prompt", "invalid_value", "too many prompts");
     r->prompts = calloc(n, sizeof *r->prompts);
@@ -518,12 +520,12 @@ static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
         char param[64];
         snprintf(param, sizeof param, "prompt[%zu]", i);
         if (json_is_string(first)) {
-            if (!json_is_string(v)) return type_error(e, param, "a string (like prompt[0])", v);
-            r->prompts[i].text = dup_or_fail(json_string_value(v), json_string_length(v), e, param);
+            if (!json_is_string(v)) return srv_type_error(e, param, "a string (like prompt[0])", v);
+            r->prompts[i].text = srv_dup(json_string_value(v), json_string_length(v), e, param);
             if (!r->prompts[i].text) return 0;
         } else {
             if (!json_is_array(v))
-                return type_error(e, param, "an array of token ids (like prompt[0])", v);
+                return srv_type_error(e, param, "an array of token ids (like prompt[0])", v);
             if (!parse_ids(v, param, &r->prompts[i], e)) return 0;
         }
     }
@@ -533,16 +535,16 @@ static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
 // ---- sampling and output options ----
 
 static int parse_stop(const json_t *root, srv_request *r, srv_error *e) {
-    json_t *v = field(root, "stop");
+    json_t *v = srv_json_field(root, "stop");
     if (!v) return 1;
     if (json_is_string(v)) {
         if (json_string_length(v) == 0) return 1; /* "" stops nothing */
-        r->stop[0] = dup_or_fail(json_string_value(v), json_string_length(v), e, "stop");
+        r->stop[0] = srv_dup(json_string_value(v), json_string_length(v), e, "stop");
         if (!r->stop[0]) return 0;
         r->n_stop = 1;
         return 1;
     }
-    if (!json_is_array(v)) return type_error(e, "stop", "a string or an array of strings", v);
+    if (!json_is_array(v)) return srv_type_error(e, "stop", "a string or an array of strings", v);
     size_t n = json_array_size(v);
     if (n > 4)
         return srv_fail(e, 400, INVALID, "stop", "invalid_value",
@@ -553,9 +555,9 @@ static int parse_stop(const json_t *root, srv_request *r, srv_error *e) {
         json_t *s = json_array_get(v, i);
         char param[64];
         snprintf(param, sizeof param, "stop[%zu]", i);
-        if (!json_is_string(s)) return type_error(e, param, "a string", s);
+        if (!json_is_string(s)) return srv_type_error(e, param, "a string", s);
         if (json_string_length(s) == 0) continue; /* vLLM accepts "" and it never matches */
-        r->stop[r->n_stop] = dup_or_fail(json_string_value(s), json_string_length(s), e, param);
+        r->stop[r->n_stop] = srv_dup(json_string_value(s), json_string_length(s), e, param);
         if (!r->stop[r->n_stop]) return 0;
         r->n_stop++;
     }
@@ -580,10 +582,10 @@ static int parse_logprobs(const json_t *root, srv_request *r, srv_error *e) {
 }
 
 static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
-    json_t *model = field(root, "model");
+    json_t *model = srv_json_field(root, "model");
     if (model) {
-        if (!json_is_string(model)) return type_error(e, "model", "a string", model);
-        r->model = dup_or_fail(json_string_value(model), json_string_length(model), e, "model");
+        if (!json_is_string(model)) return srv_type_error(e, "model", "a string", model);
+        r->model = srv_dup(json_string_value(model), json_string_length(model), e, "model");
         if (!r->model) return 0;
     }
     int has = 0;
@@ -592,9 +594,9 @@ static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
     if (!get_number(root, "temperature", 0, 2, 0, &r->temperature, &r->has_temperature, e))
         return 0;
     if (!get_number(root, "top_p", 0, 1, 1, &r->top_p, &r->has_top_p, e)) return 0;
-    json_t *tk = field(root, "top_k");
+    json_t *tk = srv_json_field(root, "top_k");
     if (tk) {
-        if (!as_int(tk, &r->top_k)) return type_error(e, "top_k", "an integer", tk);
+        if (!as_int(tk, &r->top_k)) return srv_type_error(e, "top_k", "an integer", tk);
         if (r->top_k < -1)
             return srv_fail(e, 400, INVALID, "top_k", "invalid_value",
                             "Invalid 'top_k': expected -1 or 0 (off) or an integer >= 1, but "
@@ -607,23 +609,17 @@ static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
     if (r->has_seed) r->seed = (uint64_t)seed;
     if (!get_number(root, "presence_penalty", -2, 2, 0, &r->presence_penalty, NULL, e)) return 0;
     if (!get_number(root, "frequency_penalty", -2, 2, 0, &r->frequency_penalty, NULL, e)) return 0;
-    json_t *nv = field(root, "n");
-    int64_t n = 0;
-    if (nv && !as_int(nv, &n)) return type_error(e, "n", "an integer", nv);
-    if (nv && n != 1)
-        return srv_fail(e, 400, INVALID, "n", "invalid_value",
-                        "Invalid 'n': only n=1 is supported, but got %lld.", (long long)n);
     if (!get_bool(root, "stream", &r->stream, e)) return 0;
-    json_t *so = field(root, "stream_options");
+    json_t *so = srv_json_field(root, "stream_options");
     if (so) {
-        if (!json_is_object(so)) return type_error(e, "stream_options", "an object", so);
+        if (!json_is_object(so)) return srv_type_error(e, "stream_options", "an object", so);
         if (!r->stream)
             return srv_fail(e, 400, INVALID, "stream_options", "invalid_value",
                             "Invalid 'stream_options': stream options can only be given when "
                             "'stream' is true.");
-        json_t *iu = field(so, "include_usage");
+        json_t *iu = srv_json_field(so, "include_usage");
         if (iu && !json_is_boolean(iu))
-            return type_error(e, "stream_options.include_usage", "a boolean", iu);
+            return srv_type_error(e, "stream_options.include_usage", "a boolean", iu);
         r->include_usage = json_is_true(iu);
     }
     if (!parse_stop(root, r, e)) return 0;
@@ -665,27 +661,27 @@ int srv_tokenize_parse(const char *body, size_t len, int detokenize, srv_tok_req
     if (!load_object(body, len, &root, e)) return 0;
     int ok = 1;
     if (detokenize) {
-        json_t *t = field(root, "tokens");
+        json_t *t = srv_json_field(root, "tokens");
         if (!t)
             ok = srv_fail(e, 400, INVALID, "tokens", "missing_required_parameter",
                           "Missing required parameter: 'tokens'.");
         else if (!json_is_array(t))
-            ok = type_error(e, "tokens", "an array of token ids", t);
+            ok = srv_type_error(e, "tokens", "an array of token ids", t);
         else if (json_array_size(t) > 0) {
             srv_prompt p = {0};
             ok = parse_ids(t, "tokens", &p, e);
             out->ids = p.ids, out->n_ids = ok ? p.n_ids : 0;
         }
     } else {
-        json_t *c = field(root, "content");
+        json_t *c = srv_json_field(root, "content");
         if (!c)
             ok = srv_fail(e, 400, INVALID, "content", "missing_required_parameter",
                           "Missing required parameter: 'content'.");
         else if (!json_is_string(c))
-            ok = type_error(e, "content", "a string", c);
+            ok = srv_type_error(e, "content", "a string", c);
         else {
             out->len = json_string_length(c);
-            ok = (out->content = dup_or_fail(json_string_value(c), out->len, e, "content")) != NULL;
+            ok = (out->content = srv_dup(json_string_value(c), out->len, e, "content")) != NULL;
         }
         ok = ok && get_bool(root, "add_special", &out->add_special, e) &&
              get_bool(root, "parse_special", &out->parse_special, e);
@@ -712,7 +708,7 @@ int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *
     r.kind = kind;
     r.max_tokens = -1;
     int ok = (kind == SRV_CHAT ? parse_messages(root, &r, e) : parse_prompts(root, &r, e)) &&
-             parse_options(root, &r, e);
+             parse_options(root, &r, e) && srv_parse_tools(root, &r, e);
     json_decref(root);
     if (!ok) {
         srv_request_deinit(&r);
@@ -724,6 +720,7 @@ int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *
 
 void srv_request_deinit(srv_request *r) {
     if (!r) return;
+    srv_tools_deinit(r);
     free(r->model);
     for (int i = 0; i < r->n_messages; i++) {
         srv_message *m = &r->messages[i];

@@ -6,6 +6,7 @@
 #ifndef MESHLM_SERVER_REQUEST_H
 #define MESHLM_SERVER_REQUEST_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,14 @@ typedef struct srv_part {
     size_t n_image;
 } srv_part;
 
+/* A call an assistant message made (OpenAI's tool_calls[k]). */
+typedef struct srv_tool_call {
+    char *id;        /* owned; "" when absent */
+    char *name;      /* owned: function.name */
+    char *arguments; /* owned: function.arguments, the JSON text as the client sent it */
+    json_t *args;    /* owned reference: ARGUMENTS parsed (a JSON object) */
+} srv_tool_call;
+
 typedef struct srv_message {
     char *role;      /* "system", "user", "assistant" (also "developer" -> "system", "tool") */
     char *content;   /* a string, or the text parts of a content list joined ("" for null) */
@@ -46,7 +55,25 @@ typedef struct srv_message {
                         content[K]); NULL when the content is a string or null */
     int n_parts;
     int n_images; /* image parts among them (only user messages may have any) */
+    srv_tool_call *tool_calls; /* owned: an assistant message's calls (content may be null) */
+    int n_tool_calls;
+    char *tool_call_id; /* owned: a tool message's tool_call_id; NULL when absent */
 } srv_message;
+
+/* tool_choice */
+typedef enum srv_tool_choice {
+    SRV_TOOLS_AUTO = 0, /* the model decides (the default with tools) */
+    SRV_TOOLS_NONE,     /* no call: the tools are not shown to the model */
+    SRV_TOOLS_REQUIRED, /* at least one call, constrained to a declared function */
+    SRV_TOOLS_NAMED     /* one call of TOOL_CHOICE_NAME, constrained */
+} srv_tool_choice;
+
+/* response_format */
+typedef enum srv_format {
+    SRV_FORMAT_TEXT = 0,
+    SRV_FORMAT_JSON_OBJECT, /* any JSON object */
+    SRV_FORMAT_JSON_SCHEMA  /* a document valid against SCHEMA */
+} srv_format;
 
 /* One completions prompt: text, or token ids. */
 typedef struct srv_prompt {
@@ -83,6 +110,16 @@ typedef struct srv_request {
     double presence_penalty;   /* [-2, 2], default 0 */
     double frequency_penalty;  /* [-2, 2], default 0 */
     int ignore_eos;            /* extension (vLLM) */
+    int n;                     /* choices, 1..8 (default 1) */
+    json_t *tools;             /* owned reference: the tools array as sent (each
+                                  {"type": "function", "function": {"name", "description",
+                                  "parameters"}}, key order kept); NULL when absent or empty */
+    int n_tools;
+    srv_tool_choice tool_choice;
+    char *tool_choice_name;    /* owned: SRV_TOOLS_NAMED's function */
+    int parallel_tool_calls;   /* default 1 */
+    srv_format format;         /* response_format */
+    json_t *schema;            /* owned reference: json_schema.schema (SRV_FORMAT_JSON_SCHEMA) */
 } srv_request;
 
 /* POST /tokenize ({"content": text, "add_special": false, "parse_special": true}) and POST

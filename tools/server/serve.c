@@ -315,6 +315,7 @@ static void serve_init(serve_run *r) {
     srv_metrics_init(&r->metrics);
     pthread_mutex_init(&r->srv.mu, NULL);
     pthread_mutex_init(&r->srv.vision_mu, NULL);
+    pthread_mutex_init(&r->srv.trie_mu, NULL);
     pthread_cond_init(&r->srv.vision_cv, NULL);
 }
 
@@ -338,6 +339,8 @@ static void serve_free(serve_run *r) {
         close(r->pipe_fds[0]);
         close(r->pipe_fds[1]);
     }
+    mlm_token_trie_free(r->srv.trie); /* after the scheduler: its matchers borrowed it */
+    pthread_mutex_destroy(&r->srv.trie_mu);
     mlm_tokenizer_free(r->tok);
     mlm_model_free(r->model);
     srv_metrics_deinit(&r->metrics);

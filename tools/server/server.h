@@ -54,6 +54,10 @@ typedef struct srv_server {
     pthread_mutex_t vision_mu; /* guards vision_busy */
     pthread_cond_t vision_cv;  /* signalled when vision_busy drops */
     int vision_busy;
+
+    /* The vocabulary trie of structured output, built on first use (structured.c). */
+    pthread_mutex_t trie_mu; /* guards trie */
+    mlm_token_trie *trie;    /* owned */
 } srv_server;
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "handlers.h"
 #include "http.h"
+#include "toolcall.h"
 
 typedef struct stream {
     srv_server *srv; /* borrowed */
@@ -95,10 +96,45 @@ static size_t tok_end(const srv_choice *c, int64_t k) {
 
 /* Everything of choice C that can be sent now. Returns 0 when out of memory. Sets *FAILED
  * when C ended in an error (its event is out). */
-static int produce_choice(stream *s, srv_choice *c, int *failed) {
+/* The finish of choice C when its reply holds tool calls T: the content before them, then per
+ * call a chunk with its id and name and one with its arguments, as OpenAI streams them. */
+static int send_calls(stream *s, srv_choice *c, const srv_tool_reply *t, int64_t nt) {
     const srv_job *j = s->job;
+    size_t keep = t->content ? strlen(t->content) : 0;
+    if (keep > c->len) keep = c->len;
+    if (c->sent < keep && !send_piece(s, c, keep, nt)) return 0;
+    for (int k = 0; k < t->n_calls; k++) {
+        json_t *head = json_pack("{s:[{s:i, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index", k,
+                                 "id", t->calls[k].id, "type", "function", "function", "name",
+                                 t->calls[k].name, "arguments", "");
+        json_t *args = json_pack("{s:[{s:i, s:{s:s}}]}", "tool_calls", "index", k, "function",
+                                 "arguments", t->calls[k].arguments);
+        if (!send_event(s, chunk(j, c, head, NULL, NULL)) || !send_event(s, chunk(j, c, args, NULL, NULL)))
+            return 0;
+    }
+    c->finish_sent = 1;
+    return send_event(s, chunk(j, c, json_object(), NULL, "tool_calls"));
+}
+
+static int produce_choice(stream *s, srv_choice *c, int *failed) {
+    srv_job *j = s->job;
     int64_t nt = c->done ? srv_choice_n_toks(c) : c->n_toks;
     size_t safe = c->done ? c->len : c->safe < c->len ? c->safe : c->len;
+    srv_tool_reply t = {0};
+    if (j->tool_format && !c->done) { /* what may become a call is held back */
+        size_t plain = srv_tools_stream_safe(j->tool_format, c->text ? c->text : "", c->len);
+        if (plain < safe) safe = plain;
+    }
+    if (j->tool_format && c->done && c->finish == MLM_FINISH_STOP) {
+        if (!srv_tools_parse(j->tools, j->tool_format, c->text ? c->text : "", c->len, &j->rng, &t))
+            return 0;
+        if (t.n_calls) {
+            int ok = send_calls(s, c, &t, nt);
+            srv_tool_reply_deinit(&t);
+            return ok;
+        }
+        srv_tool_reply_deinit(&t);
+    }
     if (c->sent > c->len) c->sent = c->len;
     if (nt < c->toks_sent) nt = c->toks_sent;
     for (;;) {
