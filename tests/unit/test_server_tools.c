@@ -357,6 +357,12 @@ TEST(stream_hold_back) {
         last = s;
     }
     CHECK(last == strlen("Sure, let me see."));
+    /* a character still cut short may be whitespace: held back (U+3000 byte by byte) */
+    const char *ideo = "Hi\xe3\x80\x80";
+    for (size_t n = 2; n <= 5; n++) {
+        CHECKF(srv_tools_stream_safe("chatml", ideo, n) == 2, "chatml at %zu", n);
+        CHECKF(srv_tools_stream_safe("llama3", ideo + 2, n - 2) == 0, "llama3 at %zu", n);
+    }
 }
 
 // ---- the call schema ----

@@ -132,10 +132,12 @@ json_t *srv_json_logprobs(const srv_job *j, const srv_choice *c, int64_t from, i
 
 json_t *srv_json_usage(const srv_job *j) {
     int64_t prompt = 0, gen = 0, cached = 0;
-    for (int i = 0; i < j->n_choices; i++) {
-        prompt += j->choices[i].n_prompt;
+    for (int i = 0; i < j->n_choices; i++) { /* a prompt counts once, however many samples */
+        if (i % j->n_per_prompt == 0) {
+            prompt += j->choices[i].n_prompt;
+            cached += j->choices[i].n_cached;
+        }
         gen += j->choices[i].n_generated;
-        cached += j->choices[i].n_cached;
     }
     return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
                      "completion_tokens", (json_int_t)gen, "total_tokens",

@@ -72,6 +72,7 @@ srv_job *srv_job_create(srv_server *srv, const srv_request *r, int n_choices) {
     j->srv = srv;
     j->refs = 1;
     j->n_choices = n_choices;
+    j->n_per_prompt = r->n >= 1 && n_choices % r->n == 0 ? r->n : 1;
     j->kind = r->kind;
     j->stream = r->stream;
     j->include_usage = r->include_usage;

@@ -65,6 +65,7 @@ typedef struct srv_job {
     pthread_cond_t cv;   /* signalled on every event */
     int refs;
     int n_choices;
+    int n_per_prompt;    /* the request's n: choices I .. I + n - 1 share a prompt */
     srv_choice *choices; /* owned, N_CHOICES */
     int n_submitted, n_done;
     int logprobs;        /* 0: none; 1: record logprobs with TOP_K alternatives */

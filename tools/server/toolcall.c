@@ -599,7 +599,19 @@ void srv_tool_reply_deinit(srv_tool_reply *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* LEN less a UTF-8 sequence cut short at the end of TEXT (it may yet be whitespace). */
+static size_t whole_chars(const char *text, size_t len) {
+    for (size_t back = 1; back <= 3 && back <= len; back++) {
+        unsigned char c = (unsigned char)text[len - back];
+        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? len - back : len;
+    }
+    return len;
+}
+
 size_t srv_tools_stream_safe(const char *format, const char *text, size_t len) {
+    len = whole_chars(text, len);
     if (format && strcmp(format, "llama3") == 0) {
         static const char TAG[] = "<|python_tag|>";
         size_t a = skip_space(text, 0, len), rest = len - a, k = sizeof TAG - 1;
