@@ -4,8 +4,10 @@
  * token; prints the mask time per step (BATCH masks) next to the step time measured in the
  * same run, and the steps' own slowdown. Prints figures; never fails on speed.
  *
- *   build/bench/grammar MODEL [PROFILE]     (PROFILE default performance)
+ *   build/bench/grammar [MODEL [PROFILE]]
  *
+ * MODEL defaults to $MESHLM_BENCH_MODEL, else the SmolLM2 GGUF in models/ (as `make bench` runs
+ * it); PROFILE to the model's default (native for GGUF files, bf16 for bf16 checkpoints).
  * Environment: MESHLM_BENCH_BATCHES (default 1,32), MESHLM_BENCH_TOKENS (default 48 decode
  * tokens a request). The schema asks for an array of exactly 8 small person objects, so the
  * documents are longer than the run and every request decodes all its tokens. */
@@ -88,11 +90,10 @@ static double run(const mlm_model *model, const int32_t *prompt, int32_t n_promp
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [PROFILE]\n", argv[0]);
-        return 2;
-    }
-    const char *profile = argc > 2 ? argv[2] : "performance";
+    const char *path = argc > 1                        ? argv[1]
+                       : getenv("MESHLM_BENCH_MODEL") ? getenv("MESHLM_BENCH_MODEL")
+                                                      : "models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+    const char *profile = argc > 2 ? argv[2] : NULL;
     const char *batches = getenv("MESHLM_BENCH_BATCHES") ? getenv("MESHLM_BENCH_BATCHES") : "1,32";
     int N = getenv("MESHLM_BENCH_TOKENS") ? atoi(getenv("MESHLM_BENCH_TOKENS")) : 48;
     mlm_error err = {0};
@@ -100,7 +101,7 @@ int main(int argc, char **argv) {
     mlm_model *model = NULL;
     mlm_model_params mp = mlm_model_default_params();
     mp.optimizations = profile;
-    if (mlm_tokenizer_load(argv[1], &tok, &err) || mlm_model_load(argv[1], &mp, &model, &err)) {
+    if (mlm_tokenizer_load(path, &tok, &err) || mlm_model_load(path, &mp, &model, &err)) {
         fprintf(stderr, "bench/grammar: %s\n", err.msg);
         return 1;
     }
@@ -126,7 +127,7 @@ int main(int argc, char **argv) {
     if (n_stop > 16) n_stop = 16;
     printf("bench/grammar: %s (%s), vocabulary %d, trie built in %.0f ms, %d decode tokens a "
            "request\n",
-           argv[1], profile, V, t_trie * 1e3, N);
+           path, profile ? profile : "default profile", V, t_trie * 1e3, N);
     printf("%6s %12s %14s %14s %12s %14s\n", "batch", "step ms", "mask ms/step", "mask/step",
            "max mask ms", "step ms (json)");
     uint32_t *mask = malloc(((size_t)V + 31) / 32 * sizeof *mask);

@@ -52,6 +52,7 @@ static void usage(FILE *f) {
         "  --ignore-eos 0|1           send \"ignore_eos\" so every request makes max-tokens (default 1)\n"
         "  --temperature T            sampling temperature (default 0; -1: not sent)\n"
         "  --seed N                   prompt generator seed (default 1)\n"
+        "  --response-format JSON     sent as \"response_format\" (structured output)\n"
         "  --model NAME               \"model\" field (default: not sent)\n"
         "  --api-key KEY              Authorization: Bearer KEY\n"
         "  --label TEXT               a name for this run in the summary\n"
@@ -192,6 +193,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--ignore-eos")) {
             if (!parse_long(a, v, 0, 1, &x)) return 2;
             o.ignore_eos = (int)x;
+        } else if (!strcmp(a, "--response-format")) {
+            o.response_format = v;
         } else if (!strcmp(a, "--temperature")) {
             char *end;
             o.temperature = strtod(v, &end);

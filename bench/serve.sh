@@ -9,6 +9,7 @@
 #   bench/serve.sh [--clients 32] [--seconds 60] [--max-tokens 128] [--threads 2]
 #                  [--prompt-tokens-approx 256] [--ctx 1024] [--llama-server PATH]
 #                  [--meshlm-args "..."] [--llama-args "..."] [--bench-args "..."]
+#                  [--response-format JSON]
 #
 # --llama-server defaults to $LLAMA_SERVER; without either that side is skipped with a note.
 # --ctx is the context per sequence: meshlm's --max-seq-len, llama-server's -c is clients x ctx.
@@ -18,7 +19,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 clients=32 seconds=60 max_tokens=128 threads=2 prompt=256 ctx=1024
-llama=${LLAMA_SERVER:-} meshlm_args="" llama_args="" bench_args=""
+llama=${LLAMA_SERVER:-} meshlm_args="" llama_args="" bench_args="" response_format=""
 MESHLM=${MESHLM:-build/meshlm}
 BENCH=${SERVE_BENCH:-build/bench/serve}
 MODEL=${MODEL:-models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -37,6 +38,7 @@ while [ $# -gt 0 ]; do
     --meshlm-args) meshlm_args=$2 ;;
     --llama-args) llama_args=$2 ;;
     --bench-args) bench_args=$2 ;;
+    --response-format) response_format=$2 ;;
     *) usage ;;
     esac
     shift 2
@@ -95,10 +97,11 @@ warm_up() { # URL
         -H 'Content-Type: application/json' \
         -d '{"prompt":"Warm up the server with a few words.","max_tokens":8,"temperature":0}'
 }
-run_bench() { # NAME URL
+run_bench() { # NAME URL [RESPONSE_FORMAT]
     # shellcheck disable=SC2086
     "$BENCH" --url "$2" --clients "$clients" --seconds "$seconds" --max-tokens "$max_tokens" \
-        --prompt-tokens-approx "$prompt" --label "$1" --json $bench_args >"$out/$1.json" ||
+        --prompt-tokens-approx "$prompt" --label "$1" --json $bench_args \
+        ${3:+--response-format "$3"} >"$out/$1.json" ||
         echo "  bench/serve exited $? (see the errors below)"
     sed 's/^/  /' "$out/$1.json"
 }
@@ -134,6 +137,11 @@ if [ -z "$url" ]; then
 fi
 echo "  $url, warm-up HTTP $(warm_up "$url")"
 run_bench meshlm "$url"
+if [ -n "$response_format" ]; then # the same load, every reply constrained; other prompts
+    plain_args=$bench_args bench_args="$bench_args --seed 2"
+    run_bench meshlm-json "$url" "$response_format"
+    bench_args=$plain_args
+fi
 used="" i=0
 while [ $i -lt 25 ]; do # cancelled requests may take a step or two to give their blocks back
     curl -s -m 10 "$url/metrics" >"$out/meshlm.metrics" || true
@@ -216,6 +224,13 @@ row() { # NAME
         "$(jget "$f" tpot_ms_p99)"
 }
 row meshlm
+if [ -n "$response_format" ]; then
+    row meshlm-json
+    a=$(jget "$out/meshlm-json.json" tokens_per_s)
+    b=$(jget "$out/meshlm.json" tokens_per_s)
+    awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN {
+        if (b > 0) printf "meshlm with / without response_format tokens/s: %.2fx\n", a / b }'
+fi
 if [ -n "$llama" ]; then
     row llama-server
     a=$(jget "$out/meshlm.json" tokens_per_s)

@@ -21,6 +21,7 @@ typedef struct opts {
     long clients, seconds, max_tokens, prompt_words, shared_prefix, disconnect_every, seed;
     int json, ignore_eos;
     double temperature; /* < 0: not sent */
+    const char *response_format; /* JSON text sent as "response_format" (NULL: none) */
     /* derived */
     char host[256], port[16], path[512], hostport[300];
     struct sockaddr_storage addr;

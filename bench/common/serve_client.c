@@ -214,6 +214,9 @@ static int make_body(const opts *o, const char *prompt, sbuf *out) {
                          o->max_tokens);
     if (o->ignore_eos) ok = ok && sb_printf(out, ",\"ignore_eos\":true");
     if (o->temperature >= 0) ok = ok && sb_printf(out, ",\"temperature\":%g", o->temperature);
+    if (o->response_format)
+        ok = ok && sb_printf(out, ",\"response_format\":") &&
+             serve_sb_add(out, o->response_format, strlen(o->response_format));
     return ok && serve_sb_add(out, "}", 1);
 }
 

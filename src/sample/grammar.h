@@ -73,6 +73,11 @@ struct mlm_grammar {
     int32_t min_values, max_values;
 };
 
+/* The continuation bytes UTF-8 lead byte C announces (1 to 3), with the range [*LO, *HI] of
+ * the first of them (no overlong forms, no surrogates, nothing past U+10FFFF); 0 when C leads
+ * no well-formed character (trie.c). */
+int g_utf8_lead(unsigned c, unsigned *lo, unsigned *hi);
+
 /* Node 0 of every grammar is GK_ANY and node 1 the literals false, null, true (what an
  * untyped value may be). */
 #define G_NODE_ANY 0

@@ -438,17 +438,11 @@ static void feed_str(mlm_matcher *m, const sframe *s, int c, threads *o) {
             f.i++;
         } else {
             /* UTF-8: the lead byte fixes how many continuation bytes follow, and the range of
-             * the first (no overlong forms, no surrogates, nothing past U+10FFFF) */
-            int need = 0, a = 0x80, b = 0xBF;
-            if (c >= 0xC2 && c <= 0xDF) need = 1;
-            else if (c == 0xE0) need = 2, a = 0xA0;
-            else if (c == 0xED) need = 2, b = 0x9F;
-            else if (c >= 0xE1 && c <= 0xEF) need = 2;
-            else if (c == 0xF0) need = 3, a = 0x90;
-            else if (c >= 0xF1 && c <= 0xF3) need = 3;
-            else if (c == 0xF4) need = 3, b = 0x8F;
-            else return;
-            f.phase = S_UTF8, f.sub = (uint8_t)need, f.j = a, f.k = b;
+             * the first */
+            unsigned a, b;
+            int need = g_utf8_lead((unsigned)c, &a, &b);
+            if (!need) return;
+            f.phase = S_UTF8, f.sub = (uint8_t)need, f.j = (int32_t)a, f.k = (int32_t)b;
             f.i++;
         }
         emit_top(m, s, &f, o);

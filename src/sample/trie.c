@@ -104,22 +104,25 @@ static int lay_out(const builder *b, gtrie *t) {
 
 /* The code points of S (LEN bytes) when a JSON string may hold them as they are: no '"', no
  * '\\', no byte below 0x20, whole well-formed UTF-8 characters; else -1. */
+int g_utf8_lead(unsigned c, unsigned *lo, unsigned *hi) {
+    *lo = 0x80, *hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) return 1;
+    if (c == 0xE0) return *lo = 0xA0, 2;
+    if (c == 0xED) return *hi = 0x9F, 2;
+    if (c >= 0xE1 && c <= 0xEF) return 2;
+    if (c == 0xF0) return *lo = 0x90, 3;
+    if (c >= 0xF1 && c <= 0xF3) return 3;
+    if (c == 0xF4) return *hi = 0x8F, 3;
+    return 0;
+}
+
 static int32_t plain_length(const unsigned char *s, uint32_t len) {
     int32_t cp = 0;
     for (uint32_t i = 0; i < len;) {
-        unsigned c = s[i];
-        uint32_t need = 0;
-        unsigned lo = 0x80, hi = 0xBF;
+        unsigned c = s[i], lo, hi;
         if (c < 0x20 || c == '"' || c == '\\') return -1;
-        if (c < 0x80) need = 0;
-        else if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) need = 2, lo = 0xA0;
-        else if (c == 0xED) need = 2, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF) need = 2;
-        else if (c == 0xF0) need = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else if (c == 0xF4) need = 3, hi = 0x8F;
-        else return -1;
+        uint32_t need = c < 0x80 ? 0 : (uint32_t)g_utf8_lead(c, &lo, &hi);
+        if (c >= 0x80 && need == 0) return -1;
         if (i + 1 + need > len) return -1;
         for (uint32_t k = 1; k <= need; k++) {
             unsigned d = s[i + k];

@@ -51,29 +51,10 @@ static void build_request(srv_request *r, const json_t *messages, json_t *tools)
             t->args = json_loads(t->arguments, 0, NULL);
         }
     }
-    r->tools = tools;
+    r->tools = json_incref(tools); /* srv_request_deinit drops it */
     r->n_tools = (int)json_array_size(tools);
     r->tool_choice = SRV_TOOLS_AUTO;
     r->parallel_tool_calls = 1;
-}
-
-static void free_request(srv_request *r) {
-    for (int i = 0; i < r->n_messages; i++) {
-        srv_message *m = &r->messages[i];
-        for (int k = 0; k < m->n_tool_calls; k++) {
-            free(m->tool_calls[k].id);
-            free(m->tool_calls[k].name);
-            free(m->tool_calls[k].arguments);
-            json_decref(m->tool_calls[k].args);
-        }
-        free(m->tool_calls);
-        free(m->role);
-        free(m->content);
-        free(m->tool_call_id);
-    }
-    free(r->messages);
-    free(r->tool_choice_name);
-    memset(r, 0, sizeof *r);
 }
 
 // ---- prompts ----
@@ -134,7 +115,7 @@ static int check_prompts(const mlm_tokenizer *tok, const char *format) {
             mlm_tokens_deinit(&ids);
             srv_tool_prompt_deinit(&tp);
         }
-        free_request(&r);
+        srv_request_deinit(&r);
     }
     return n;
 }
@@ -198,7 +179,7 @@ TEST(llama3_render_text) {
     }
     srv_tool_prompt_deinit(&tp);
     srv_tool_prompt_deinit(&tp); /* twice: a no-op */
-    free_request(&r);
+    srv_request_deinit(&r);
     json_decref(msgs);
     json_decref(tools);
 }
@@ -221,7 +202,7 @@ TEST(render_errors) {
     /* ChatML takes a dialog of only a system message */
     CHECK(srv_tools_render(&r, "chatml", NULL, &tp, &e) == 1 && tp.n_msgs == 1);
     srv_tool_prompt_deinit(&tp);
-    free_request(&r);
+    srv_request_deinit(&r);
     build_request(&r, two_calls, tools);
     memset(&e, 0, sizeof e);
     CHECK(srv_tools_render(&r, "llama3", NULL, &tp, &e) == 0);
@@ -235,7 +216,7 @@ TEST(render_errors) {
     srv_tool_prompt_deinit(&tp);
     memset(&e, 0, sizeof e);
     CHECK(srv_tools_render(&r, "gpt2", NULL, &tp, &e) == 0 && e.http == 400);
-    free_request(&r);
+    srv_request_deinit(&r);
     json_decref(only_system);
     json_decref(two_calls);
     json_decref(tools);

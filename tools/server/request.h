@@ -142,7 +142,7 @@ void srv_tok_request_deinit(srv_tok_request *r);
 /* Parses BODY (LEN bytes, not NUL-terminated) as a request of KIND into OUT (zeroed first).
  * Returns 1 on success; on failure 0 with E filled (http 400, type "invalid_request_error",
  * PARAM naming the field: "messages[1].content", "max_tokens", "stop", ...). Malformed JSON,
- * a missing messages/prompt, a wrong type, a value out of range, n != 1, stream_options
+ * a missing messages/prompt, a wrong type, a value out of range, n outside 1..8, stream_options
  * without stream, an unknown role, a content part that is neither text nor image_url, an
  * image_url part outside a user message, a URL that is not a base64 data: URL of an image
  * media type (image/..., param "messages[i].content[k].image_url.url": only data: URLs are
