@@ -596,6 +596,17 @@ def test_n(srv):
           u.prompt_tokens == singles[0].usage.prompt_tokens,
           f"n=3 prompt_tokens {u.prompt_tokens} vs n=1 {singles[0].usage.prompt_tokens}")
 
+    # the other choices take the first one's prompt blocks from the prefix cache
+    long_msgs = [{"role": "user", "content": "Tell me about the sea, the tides, the reefs and "
+                  "the ships. " * 12 + f"(n check {S})"}]
+    before = srv.metric("meshlm_prefix_cache_hit_tokens_total") or 0
+    h = srv.chat(messages=long_msgs, n=4, seed=S, temperature=1.0, max_tokens=4)
+    hits = (srv.metric("meshlm_prefix_cache_hit_tokens_total") or 0) - before
+    need = 3 * (h.usage.prompt_tokens - 64)
+    check(f"{a} n=4: choices 1..3 take the prompt's blocks from the prefix cache",
+          hits >= need, f"{hits} hit tokens for a {h.usage.prompt_tokens}-token prompt, "
+          f"want >= {need}")
+
     g = srv.chat(messages=msgs, n=4, temperature=0, max_tokens=16)
     g1 = srv.chat(messages=msgs, n=1, temperature=0, max_tokens=16)
     texts = [c.message.content for c in g.choices]
