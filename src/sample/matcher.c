@@ -7,7 +7,9 @@
  * feeding a byte copies only the frames it changes, and a walk step's frames are released
  * when the walk backs out of the edge. Between calls the threads are kept flat (frames by
  * value) and deduplicated; a mask computed for a state is cached under those flat bytes, so a
- * state seen again (the middle of a free string, an object's next key) costs one lookup. */
+ * state seen again (the middle of a free string, an object's next key) costs one lookup.
+ * Limits: 16 threads (anyOf alternatives alive at once; more are dropped, so a pathological
+ * schema can lose a valid continuation, never admit an invalid one) and 48 nested values. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* sample/trie.c: the vocabulary's bytes as tries (sample/grammar.h), built once per tokenizer
- * for the token masks of structured output: one of every token (special and empty ones left
- * out), one of the tokens that are not plain string text, and the plain ones' lengths. Tokens
+ * for the token masks of structured output: one of every token (special and empty ones, and
+ * any over 1024 bytes, left out), one of the tokens that are not plain string text, and the plain ones' lengths. Tokens
  * with the same bytes share a node (chained). Built with linked children, then laid out
  * breadth first with each node's edges contiguous, in byte order. */
 #include <stdlib.h>
@@ -8,6 +8,9 @@
 
 #include "core/error.h"
 #include "sample/grammar.h"
+
+/* Longer tokens are left out: the mask's walk recurses once per byte of a token. */
+#define MAX_TOKEN_BYTES 1024
 
 /* build-time node: first child, next sibling, the byte leading here, the first token */
 typedef struct bnode {
@@ -159,7 +162,7 @@ mlm_status mlm_token_trie_create(const mlm_tokenizer *tok, mlm_token_trie **out,
         const char *b = mlm_tokenizer_token_bytes(tok, id, &len);
         t->next_tok[id] = -1;
         t->plain_cp[id] = -1;
-        if (!b || len == 0 || len > INT16_MAX || mlm_tokenizer_is_special(tok, id)) continue;
+        if (!b || len == 0 || len > MAX_TOKEN_BYTES || mlm_tokenizer_is_special(tok, id)) continue;
         t->bytes[id] = b, t->len[id] = (uint32_t)len;
         int32_t cp = plain_length((const unsigned char *)b, (uint32_t)len);
         int ok = insert(&all, t->next_tok, id, b, (uint32_t)len);

@@ -1,264 +1,16 @@
 /* tools/server/toolcall.c: OpenAI tool calls in meshlm's chat formats (see toolcall.h): the
  * templates' tool prompts rebuilt as (role, content) messages, the calls read back from a
  * reply, and the schema of one call. The prompt text must match the Jinja templates byte for
- * byte, so JSON is written here as Python's json.dumps writes it (jansson's own dump differs
- * in separators and in reals) and trimming is Python's str.strip. Every string built here is
+ * byte, so JSON is written as Python's json.dumps writes it (jansson's own dump differs in
+ * separators and in reals) and trimming is Python's str.strip (pytext.c). Every string built here is
  * malloc'd and handed to the caller's struct; nothing is kept between calls. */
 #include "toolcall.h"
 
-#include <math.h>
+#include "pytext.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-// ---- a growing string ----
-
-typedef struct sbuf {
-    char *s; /* owned, NUL-terminated when not NULL */
-    size_t n, cap;
-    int oom; /* an allocation failed: everything after it is dropped */
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-/* The string built (malloc'd, "" when nothing was added), or NULL when out of memory. */
-static char *sb_take(sbuf *b) {
-    if (!b->oom && !b->s) sb_add(b, "", 0);
-    if (b->oom) {
-        free(b->s);
-        b->s = NULL;
-    }
-    char *s = b->s;
-    memset(b, 0, sizeof *b);
-    return s;
-}
-
-// ---- JSON as Python writes it ----
-
-/* S (N bytes) as a JSON string the way json.dumps(ensure_ascii=False) escapes it. */
-static void py_string(sbuf *b, const char *s, size_t n) {
-    sb_add(b, "\"", 1);
-    size_t run = 0; /* bytes copied as they are, pending */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = c == '"'    ? "\\\""
-                          : c == '\\' ? "\\\\"
-                          : c == '\n' ? "\\n"
-                          : c == '\r' ? "\\r"
-                          : c == '\t' ? "\\t"
-                          : c == '\b' ? "\\b"
-                          : c == '\f' ? "\\f"
-                                      : NULL;
-        if (!esc && c >= 0x20) continue;
-        sb_add(b, s + run, i - run);
-        run = i + 1;
-        char u[8];
-        if (!esc) {
-            snprintf(u, sizeof u, "\\u%04x", c);
-            esc = u;
-        }
-        sb_str(b, esc);
-    }
-    sb_add(b, s + run, n - run);
-    sb_add(b, "\"", 1);
-}
-
-/* X as Python's repr(float) writes it: the fewest significant digits that read back as X,
- * in positional form when the decimal exponent is in [-5, 15] (with ".0" when integral),
- * else as d[.ddd]e+XX / e-XX. */
-static void py_float(char out[48], double x) {
-    if (x == 0) {
-        strcpy(out, signbit(x) ? "-0.0" : "0.0");
-        return;
-    }
-    if (isnan(x) || isinf(x)) { /* jansson holds neither; Python's json writes these */
-        strcpy(out, isnan(x) ? "NaN" : x < 0 ? "-Infinity" : "Infinity");
-        return;
-    }
-    char e[40];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(e, sizeof e, "%.*e", p - 1, x);
-        if (strtod(e, NULL) == x) break;
-    }
-    /* e is "[-]d[.ddd]e[+-]XX": take its digits and exponent */
-    char digits[24];
-    int nd = 0, neg = e[0] == '-';
-    const char *c = e + neg;
-    for (; *c && *c != 'e'; c++)
-        if (*c != '.') digits[nd++] = *c;
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    digits[nd] = 0;
-    int exp10 = atoi(c + 1), decpt = exp10 + 1;
-    char *o = out;
-    if (neg) *o++ = '-';
-    if (decpt <= -4 || decpt > 16) {
-        o += sprintf(o, "%c", digits[0]);
-        if (nd > 1) o += sprintf(o, ".%s", digits + 1);
-        sprintf(o, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
-    } else if (decpt <= 0) {
-        o += sprintf(o, "0.");
-        for (int i = 0; i < -decpt; i++)
-            *o++ = '0';
-        strcpy(o, digits);
-    } else if (decpt < nd) {
-        memcpy(o, digits, (size_t)decpt);
-        o += decpt;
-        sprintf(o, ".%s", digits + decpt);
-    } else {
-        o += sprintf(o, "%s", digits);
-        for (int i = nd; i < decpt; i++)
-            *o++ = '0';
-        strcpy(o, ".0");
-    }
-}
-
-typedef struct dump_style {
-    int indent; /* < 0: on one line */
-    const char *item_sep, *key_sep;
-} dump_style;
-
-static void newline(sbuf *b, const dump_style *st, int level) {
-    if (st->indent < 0) return;
-    sb_add(b, "\n", 1);
-    for (int i = 0; i < st->indent * level; i++)
-        sb_add(b, " ", 1);
-}
-
-static void dump(sbuf *b, const json_t *v, const dump_style *st, int level) {
-    char num[48];
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        if (json_object_size(v) == 0) {
-            sb_str(b, "{}");
-            return;
-        }
-        sb_add(b, "{", 1);
-        const char *key;
-        json_t *item;
-        int first = 1;
-        json_object_foreach((json_t *)v, key, item) {
-            if (!first) sb_str(b, st->item_sep);
-            first = 0;
-            newline(b, st, level + 1);
-            py_string(b, key, strlen(key));
-            sb_str(b, st->key_sep);
-            dump(b, item, st, level + 1);
-        }
-        newline(b, st, level);
-        sb_add(b, "}", 1);
-        return;
-    }
-    case JSON_ARRAY: {
-        if (json_array_size(v) == 0) {
-            sb_str(b, "[]");
-            return;
-        }
-        sb_add(b, "[", 1);
-        for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) sb_str(b, st->item_sep);
-            newline(b, st, level + 1);
-            dump(b, json_array_get(v, i), st, level + 1);
-        }
-        newline(b, st, level);
-        sb_add(b, "]", 1);
-        return;
-    }
-    case JSON_STRING: py_string(b, json_string_value(v), json_string_length(v)); return;
-    case JSON_INTEGER:
-        snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        sb_str(b, num);
-        return;
-    case JSON_REAL:
-        py_float(num, json_real_value(v));
-        sb_str(b, num);
-        return;
-    case JSON_TRUE: sb_str(b, "true"); return;
-    case JSON_FALSE: sb_str(b, "false"); return;
-    case JSON_NULL: sb_str(b, "null"); return;
-    }
-}
-
-char *srv_json_dumps(const json_t *v, int indent, const char *item_sep, const char *key_sep) {
-    if (!v) return NULL;
-    dump_style st = {indent, item_sep, key_sep};
-    sbuf b = {0};
-    dump(&b, v, &st, 0);
-    return sb_take(&b);
-}
-
-/* json.dumps(v) with the default separators into B: transformers' `v | tojson`. */
-static void tojson(sbuf *b, const json_t *v) {
-    char *s = srv_json_dumps(v, -1, ", ", ": ");
-    if (!s) {
-        b->oom = 1;
-        return;
-    }
-    sb_str(b, s);
-    free(s);
-}
-
-// ---- Python's str.strip ----
-
-/* The byte length of the White_Space character (str.isspace) at S (N bytes), or 0. */
-static size_t space_len(const unsigned char *s, size_t n) {
-    if (n == 0) return 0;
-    unsigned c = s[0];
-    if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
-    if (c == 0xc2 && n >= 2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2; /* U+0085, U+00A0 */
-    if (n < 3) return 0;
-    unsigned d = s[1], f = s[2];
-    if (c == 0xe1 && d == 0x9a && f == 0x80) return 3; /* U+1680 */
-    if (c == 0xe3 && d == 0x80 && f == 0x80) return 3; /* U+3000 */
-    if (c == 0xe2 && d == 0x80 && (f <= 0x8a || f == 0xa8 || f == 0xa9 || f == 0xaf))
-        return 3;                                      /* U+2000..200A, 2028, 2029, 202F */
-    if (c == 0xe2 && d == 0x81 && f == 0x9f) return 3; /* U+205F */
-    return 0;
-}
-
-static size_t skip_space(const char *s, size_t i, size_t n) {
-    size_t k;
-    while (i < n && (k = space_len((const unsigned char *)s + i, n - i)) > 0)
-        i += k;
-    return i;
-}
-
-/* The end of S[START, END) without its trailing whitespace. */
-static size_t rstrip_end(const char *s, size_t start, size_t end) {
-    while (end > start) {
-        size_t i = end - 1;
-        while (i > start && ((unsigned char)s[i] & 0xc0) == 0x80)
-            i--;
-        if (space_len((const unsigned char *)s + i, end - i) != end - i) break;
-        end = i;
-    }
-    return end;
-}
-
-/* S trimmed (Jinja's trim) into B. */
-static void add_trimmed(sbuf *b, const char *s) {
-    size_t n = strlen(s), a = skip_space(s, 0, n);
-    sb_add(b, s + a, rstrip_end(s, a, n) - a);
-}
 
 // ---- the prompt ----
 
@@ -290,27 +42,27 @@ static const char *static_role(const char *role) {
 static const char *content_of(const srv_message *m) { return m->content ? m->content : ""; }
 
 /* Appends (ROLE, the string B built) to P; 0 when out of memory. */
-static int push(srv_tool_prompt *p, const char *role, sbuf *b) {
-    char *s = sb_take(b);
+static int push(srv_tool_prompt *p, const char *role, srv_sbuf *b) {
+    char *s = srv_sb_take(b);
     if (!s) return 0;
     p->msgs[p->n_msgs].role = role;
     p->msgs[p->n_msgs++].content = s;
     return 1;
 }
 
-/* A call's arguments as the template writes `arguments | tojson`: the parsed object dumped
+/* A call's arguments as the template writes `arguments | srv_tojson`: the parsed object dumped
  * again; text that is no JSON goes in as a JSON string, as the template would dump a str. */
-static void call_args(sbuf *b, const srv_tool_call *c) {
+static void call_args(srv_sbuf *b, const srv_tool_call *c) {
     if (c->args) {
-        tojson(b, c->args);
+        srv_tojson(b, c->args);
         return;
     }
     const char *text = c->arguments ? c->arguments : "{}";
     json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
     if (v)
-        tojson(b, v);
+        srv_tojson(b, v);
     else
-        py_string(b, text, strlen(text));
+        srv_py_string(b, text, strlen(text));
     json_decref(v);
 }
 
@@ -319,15 +71,15 @@ static int oom(srv_error *e) { return srv_fail(e, 500, "server_error", "", "", "
 static int llama3_render(const srv_request *r, srv_tool_prompt *p, srv_error *e) {
     const srv_message *m = r->messages;
     int n = r->n_messages, i = 0;
-    sbuf b = {0};
-    sb_str(&b, LLAMA3_SYSTEM);
-    if (n > 0 && strcmp(m[0].role, "system") == 0) add_trimmed(&b, content_of(&m[i++]));
+    srv_sbuf b = {0};
+    srv_sb_str(&b, LLAMA3_SYSTEM);
+    if (n > 0 && strcmp(m[0].role, "system") == 0) srv_add_trimmed(&b, content_of(&m[i++]));
     if (!push(p, "system", &b)) return oom(e);
     if (i >= n)
         return srv_fail(e, 400, "invalid_request_error", "messages", "",
                         "With tools, this model's chat template needs a message after the "
                         "system message to put the tools in.");
-    sb_str(&b, LLAMA3_TOOLS);
+    srv_sb_str(&b, LLAMA3_TOOLS);
     size_t n_tools = json_array_size(r->tools);
     for (size_t k = 0; k < n_tools; k++) {
         char *t = srv_json_dumps(json_array_get(r->tools, k), 4, ",", ": ");
@@ -335,11 +87,11 @@ static int llama3_render(const srv_request *r, srv_tool_prompt *p, srv_error *e)
             free(b.s);
             return oom(e);
         }
-        sb_str(&b, t);
-        sb_str(&b, "\n\n");
+        srv_sb_str(&b, t);
+        srv_sb_str(&b, "\n\n");
         free(t);
     }
-    add_trimmed(&b, content_of(&m[i++]));
+    srv_add_trimmed(&b, content_of(&m[i++]));
     if (!push(p, "user", &b)) return oom(e);
     for (; i < n; i++) {
         const char *role = static_role(m[i].role);
@@ -347,8 +99,8 @@ static int llama3_render(const srv_request *r, srv_tool_prompt *p, srv_error *e)
             return srv_fail(e, 400, "invalid_request_error", "messages", "",
                             "messages[%d]: unknown role '%s'.", i, m[i].role);
         if (strcmp(role, "tool") == 0 || strcmp(role, "ipython") == 0) {
-            /* the template's `content | tojson`: a string is iterable in Jinja */
-            py_string(&b, content_of(&m[i]), strlen(content_of(&m[i])));
+            /* the template's `content | srv_tojson`: a string is iterable in Jinja */
+            srv_py_string(&b, content_of(&m[i]), strlen(content_of(&m[i])));
             role = "ipython";
         } else if (m[i].n_tool_calls > 0) {
             if (m[i].n_tool_calls != 1) {
@@ -359,14 +111,14 @@ static int llama3_render(const srv_request *r, srv_tool_prompt *p, srv_error *e)
                                 "message; messages[%d] has %d.",
                                 i, m[i].n_tool_calls);
             }
-            sb_str(&b, "{\"name\": \"");
-            sb_str(&b, m[i].tool_calls[0].name);
-            sb_str(&b, "\", \"parameters\": ");
+            srv_sb_str(&b, "{\"name\": \"");
+            srv_sb_str(&b, m[i].tool_calls[0].name);
+            srv_sb_str(&b, "\", \"parameters\": ");
             call_args(&b, &m[i].tool_calls[0]);
-            sb_str(&b, "}");
+            srv_sb_str(&b, "}");
             role = "assistant";
         } else {
-            add_trimmed(&b, content_of(&m[i]));
+            srv_add_trimmed(&b, content_of(&m[i]));
         }
         if (!push(p, role, &b)) return oom(e);
     }
@@ -379,17 +131,17 @@ static int hermes_render(const srv_request *r, const char *default_system, srv_t
     int n = r->n_messages, i = 0;
     const char *sys = default_system;
     if (n > 0 && strcmp(m[0].role, "system") == 0) sys = content_of(&m[i++]);
-    sbuf b = {0};
+    srv_sbuf b = {0};
     if (sys) {
-        sb_str(&b, sys);
-        sb_str(&b, "\n\n");
+        srv_sb_str(&b, sys);
+        srv_sb_str(&b, "\n\n");
     }
-    sb_str(&b, HERMES_HEAD);
+    srv_sb_str(&b, HERMES_HEAD);
     for (size_t k = 0; k < json_array_size(r->tools); k++) {
-        sb_str(&b, "\n");
-        tojson(&b, json_array_get(r->tools, k));
+        srv_sb_str(&b, "\n");
+        srv_tojson(&b, json_array_get(r->tools, k));
     }
-    sb_str(&b, HERMES_TAIL);
+    srv_sb_str(&b, HERMES_TAIL);
     if (!push(p, "system", &b)) return oom(e);
     for (; i < n; i++) {
         const char *role = static_role(m[i].role);
@@ -399,28 +151,28 @@ static int hermes_render(const srv_request *r, const char *default_system, srv_t
         if (strcmp(role, "tool") == 0) {
             /* consecutive results: one user turn, one <tool_response> block each */
             for (int first = i; i < n && strcmp(m[i].role, "tool") == 0; i++) {
-                if (i > first) sb_str(&b, "\n");
-                sb_str(&b, "<tool_response>\n");
-                sb_str(&b, content_of(&m[i]));
-                sb_str(&b, "\n</tool_response>");
+                if (i > first) srv_sb_str(&b, "\n");
+                srv_sb_str(&b, "<tool_response>\n");
+                srv_sb_str(&b, content_of(&m[i]));
+                srv_sb_str(&b, "\n</tool_response>");
             }
             i--;
             role = "user";
         } else if (strcmp(role, "assistant") == 0 && m[i].n_tool_calls > 0) {
             if (content_of(&m[i])[0]) {
-                sb_str(&b, content_of(&m[i]));
-                sb_str(&b, "\n");
+                srv_sb_str(&b, content_of(&m[i]));
+                srv_sb_str(&b, "\n");
             }
             for (int k = 0; k < m[i].n_tool_calls; k++) {
-                if (k) sb_str(&b, "\n");
-                sb_str(&b, "<tool_call>\n{\"name\": \"");
-                sb_str(&b, m[i].tool_calls[k].name);
-                sb_str(&b, "\", \"arguments\": ");
+                if (k) srv_sb_str(&b, "\n");
+                srv_sb_str(&b, "<tool_call>\n{\"name\": \"");
+                srv_sb_str(&b, m[i].tool_calls[k].name);
+                srv_sb_str(&b, "\", \"arguments\": ");
                 call_args(&b, &m[i].tool_calls[k]);
-                sb_str(&b, "}\n</tool_call>");
+                srv_sb_str(&b, "}\n</tool_call>");
             }
         } else {
-            sb_str(&b, content_of(&m[i]));
+            srv_sb_str(&b, content_of(&m[i]));
         }
         if (!push(p, role, &b)) return oom(e);
     }
@@ -519,7 +271,7 @@ static int llama3_calls(const json_t *tools, const char *text, size_t a, size_t 
         if (!ok) return -1;
         a += (size_t)err.position;
         for (size_t k; a < b; a += k) /* separators: ';' and whitespace, any mix */
-            if ((k = text[a] == ';' ? 1 : space_len((const unsigned char *)text + a, b - a)) == 0)
+            if ((k = text[a] == ';' ? 1 : srv_space_len((const unsigned char *)text + a, b - a)) == 0)
                 break;
     }
     return 1;
@@ -556,15 +308,15 @@ int srv_tools_parse(const json_t *tools, const char *format, const char *text, s
     int found = 0;
     size_t n_content = 0; /* with calls: the content's length (0: none) */
     if (format && strcmp(format, "llama3") == 0) {
-        size_t a = skip_space(text, 0, len), b = rstrip_end(text, a, len);
+        size_t a = srv_skip_space(text, 0, len), b = srv_rstrip_end(text, a, len);
         static const char TAG[] = "<|python_tag|>";
         if (b - a >= sizeof TAG - 1 && memcmp(text + a, TAG, sizeof TAG - 1) == 0)
-            a = skip_space(text, a + sizeof TAG - 1, b);
+            a = srv_skip_space(text, a + sizeof TAG - 1, b);
         if (a < b && text[a] == '{') found = llama3_calls(tools, text, a, b, rng, out);
     } else if (format && (strcmp(format, "chatml") == 0 || strcmp(format, "chatml-newline") == 0)) {
         const char *start = memmem(text, len, "<tool_call>", 11);
         if (start) found = hermes_calls(tools, text, len, start, rng, out);
-        if (start) n_content = rstrip_end(text, 0, (size_t)(start - text));
+        if (start) n_content = srv_rstrip_end(text, 0, (size_t)(start - text));
     }
     if (found < 0) {
         srv_tool_reply_deinit(out);
@@ -614,7 +366,7 @@ size_t srv_tools_stream_safe(const char *format, const char *text, size_t len) {
     len = whole_chars(text, len);
     if (format && strcmp(format, "llama3") == 0) {
         static const char TAG[] = "<|python_tag|>";
-        size_t a = skip_space(text, 0, len), rest = len - a, k = sizeof TAG - 1;
+        size_t a = srv_skip_space(text, 0, len), rest = len - a, k = sizeof TAG - 1;
         if (a == len || text[a] == '{') return 0;
         if (memcmp(text + a, TAG, rest < k ? rest : k) == 0) return 0;
         return len;
@@ -628,7 +380,7 @@ size_t srv_tools_stream_safe(const char *format, const char *text, size_t len) {
                 cut = len - k;
                 break;
             }
-        return rstrip_end(text, 0, cut);
+        return srv_rstrip_end(text, 0, cut);
     }
     return len;
 }
