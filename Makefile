@@ -156,13 +156,15 @@ build-fuzz/fuzz_server_%: tests/fuzz/fuzz_server_%.c fuzz-lib $(FUZZ_SERVER) $(w
 build-fuzz/%: tests/fuzz/%.c fuzz-lib $(wildcard tests/fuzz/*.h)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) \
 	  -fsanitize=fuzzer $(FUZZ_SAN) -pthread $< $(FUZZ_LIB) $(LDLIBS) -o $@
+# Every target runs even when one finds a crash; the run fails at the end naming them.
 fuzz: $(FUZZ_BIN)
-	@set -e; for f in $(FUZZ_BIN); do n=$${f#build-fuzz/fuzz_}; \
+	@failed=""; for f in $(FUZZ_BIN); do n=$${f#build-fuzz/fuzz_}; \
 	  echo "fuzz: $$n ($(FUZZ_SECONDS)s)"; mkdir -p build-fuzz/corpus-$$n; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
-	    build-fuzz/corpus-$$n tests/fuzz/corpus/$$n 2>build-fuzz/$$n.log \
-	    || { tail -40 build-fuzz/$$n.log; exit 1; }; \
-	  grep -E 'Done [0-9]+ runs' build-fuzz/$$n.log || true; done
+	  if $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
+	    build-fuzz/corpus-$$n tests/fuzz/corpus/$$n 2>build-fuzz/$$n.log; then \
+	    grep -E 'Done [0-9]+ runs' build-fuzz/$$n.log || true; \
+	  else tail -40 build-fuzz/$$n.log; failed="$$failed $$n"; fi; done; \
+	  if [ -n "$$failed" ]; then echo "fuzz: crashes in:$$failed (logs in build-fuzz/NAME.log)"; exit 1; fi
 
 bench: $(BENCH_BIN) $(CLI)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
