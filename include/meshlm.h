@@ -610,7 +610,9 @@ int32_t mlm_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_
  * threads and requests. The subset: type (object, array, string, number, integer, boolean,
  * null, or a list of them), properties, required, additionalProperties (false, or absent:
  * only declared properties are written either way), items, enum, const, anyOf, minItems,
- * maxItems, minLength, maxLength, $ref to "#", "#/$defs/..." or "#/definitions/...", and
+ * maxItems, minLength, maxLength, minimum / maximum / exclusiveMinimum / exclusiveMaximum
+ * beside type integer (a real bound rounds inward; elsewhere they are refused), $ref to
+ * "#", "#/$defs/..." or "#/definitions/...", and
  * the annotations (title, description, default, examples, format, $schema, $id, $comment,
  * deprecated, readOnly, writeOnly), which constrain nothing. Objects write their properties
  * in the schema's order, required ones always, optional ones or not. Numbers are JSON

@@ -32,7 +32,7 @@ typedef struct gnode {
     int32_t a, n;     /* OBJECT: first keyset, properties; ARRAY: items node (a);
                          LITERALS: first literal, count; ANYOF: first alternative, count */
     int64_t min, max; /* ARRAY: minItems / maxItems; STRING: minLength / maxLength (code
-                         points); -1: none */
+                         points); -1: none. INTEGER: the bounds, INT64_MIN / INT64_MAX: none */
 } gnode;
 
 /* A literal: LEN bytes at POOL + OFF; VAL: an object key's property index. */

@@ -42,12 +42,15 @@ enum phase {
 /* One value being written. I, J, K by kind: OBJ: I property position, J the chosen property,
  * K/L the key range [K, L) while a key is written, SUB its offset; ARR: I items written, J the
  * items node; STR: I code points, J/K the next continuation byte's range; NUM: I digits of the
- * current part, J 1 for integers; LIT: [I, J) the literals still matching, K bytes matched;
- * DOC: I values written, K bytes of before/after/sep matched. */
+ * current part, J 1 for integers, and for an integer with bounds K 1 when negative and V the
+ * digits' value (0 otherwise, so unbounded numbers share cached masks); LIT: [I, J) the
+ * literals still matching, K bytes matched; DOC: I values written, K bytes of
+ * before/after/sep matched. */
 typedef struct frame {
     int32_t node;
     uint8_t kind, phase, ws, sub;
     int32_t i, j, k, l;
+    int64_t v;
 } frame;
 
 typedef struct sframe {
@@ -473,29 +476,62 @@ static void feed_str(mlm_matcher *m, const sframe *s, int c, threads *o) {
     }
 }
 
+/* Whether NODE bounds its integers. */
+static int bounded(const gnode *n) {
+    return n->kind == GK_INTEGER && (n->min != INT64_MIN || n->max != INT64_MAX);
+}
+
+/* Whether [A, B] meets NODE's bounds. */
+static int meets(const gnode *n, int64_t a, int64_t b) {
+    return a <= n->max && b >= n->min;
+}
+
+/* Whether the integer F has begun can still end inside NODE's bounds: it is its digits'
+ * value now, or that value followed by 1 to 16 - I more digits. */
+static int int_reachable(const gnode *n, const frame *f) {
+    if (f->phase == N_START) return 1;
+    if (f->phase == N_MINUS) return meets(n, -9999999999999999, 0);
+    if (f->phase == N_ZERO) return meets(n, 0, 0);
+    int64_t p = f->v, scale = 1;
+    for (int d = f->i; d <= MAX_INT_DIGITS; d++, p *= 10, scale *= 10) {
+        int64_t a = p, b = p + scale - 1; /* magnitudes */
+        if (f->k ? meets(n, -b, -a) : meets(n, a, b)) return 1;
+    }
+    return 0;
+}
+
+/* Whether the integer F has written is inside NODE's bounds. */
+static int int_inside(const gnode *n, const frame *f) {
+    int64_t x = f->phase == N_ZERO ? 0 : f->k ? -f->v : f->v;
+    return meets(n, x, x);
+}
+
 /* A number's byte: -? (0 | [1-9][0-9]{0,15}) (. [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?, no
  * fraction or exponent for integers. Any other byte ends a complete number and goes on. */
 static void feed_num(mlm_matcher *m, const sframe *s, int c, threads *o) {
     frame f = s->f;
     int integer = f.j;
+    const gnode *n = &m->g->nodes[f.node];
+    int bound = integer && bounded(n);
     switch (f.phase) {
     case N_START:
     case N_MINUS:
-        if (c == '-' && f.phase == N_START) f.phase = N_MINUS;
+        if (c == '-' && f.phase == N_START) f.phase = N_MINUS, f.k = bound;
         else if (c == '0') f.phase = N_ZERO;
-        else if (is_digit(c)) f.phase = N_INT, f.i = 1;
+        else if (is_digit(c)) f.phase = N_INT, f.i = 1, f.v = bound ? c - '0' : 0;
         else return;
         break;
     case N_ZERO:
     case N_INT:
         if (is_digit(c) && f.phase == N_INT && f.i < MAX_INT_DIGITS) {
             f.i++;
+            if (bound) f.v = f.v * 10 + (c - '0');
         } else if (c == '.' && !integer) {
             f.phase = N_DOT;
         } else if ((c == 'e' || c == 'E') && !integer) {
             f.phase = N_E;
         } else {
-            if (!is_digit(c)) done_before(m, s, c, o);
+            if (!is_digit(c) && (!bound || int_inside(n, &f))) done_before(m, s, c, o);
             return;
         }
         break;
@@ -527,6 +563,7 @@ static void feed_num(mlm_matcher *m, const sframe *s, int c, threads *o) {
         if (!is_digit(c)) done_before(m, s, c, o);
         return;
     }
+    if (bound && !int_reachable(n, &f)) return;
     emit_top(m, s, &f, o);
 }
 

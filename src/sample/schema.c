@@ -4,6 +4,7 @@
  * A keyword outside the subset is refused by name with its JSON pointer, never ignored:
  * a document that the caller's validator would reject must not be written. */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,13 +293,71 @@ static int32_t string_node(compiler *c, json_t *s, const char *path) {
     return node;
 }
 
+/* The integer bound keywords, in the order integer_node reads them. */
+static const char *const BOUND_KW[] = {"minimum", "maximum", "exclusiveMinimum",
+                                       "exclusiveMaximum"};
+
+/* The first bound keyword S holds (NULL: none). */
+static const char *bound_kw(json_t *s) {
+    for (size_t i = 0; i < sizeof BOUND_KW / sizeof BOUND_KW[0]; i++)
+        if (json_object_get(s, BOUND_KW[i])) return BOUND_KW[i];
+    return NULL;
+}
+
+/* An integer node with S's bounds: [min, max] in the node, INT64_MIN / INT64_MAX for none,
+ * clamped to what 16 digits can write. A real bound rounds inward (minimum 1.5 -> 2). */
+static int32_t integer_node(compiler *c, json_t *s, const char *path) {
+    const int64_t limit = 9999999999999999; /* 16 digits */
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    for (int i = 0; i < 4; i++) {
+        json_t *v = json_object_get(s, BOUND_KW[i]);
+        if (!v) continue;
+        if (!json_is_number(v) || !isfinite(json_number_value(v)))
+            return fail(c, MLM_ERR_INVALID_ARG,
+                        "json schema: '%s' at '%s' must be a finite number", BOUND_KW[i], path);
+        int is_min = i == 0 || i == 2, exclusive = i >= 2;
+        int64_t n;
+        if (json_is_integer(v)) {
+            n = json_integer_value(v);
+            n = n < -limit - 1 ? -limit - 1 : n > limit + 1 ? limit + 1 : n;
+            if (exclusive) n += is_min ? 1 : -1;
+        } else { /* a real rounds inward */
+            double x = json_number_value(v);
+            x = x < -1e17 ? -1e17 : x > 1e17 ? 1e17 : x;
+            double r = is_min ? (exclusive ? floor(x) + 1 : ceil(x))
+                              : (exclusive ? ceil(x) - 1 : floor(x));
+            n = (int64_t)r;
+        }
+        if (is_min && n > lo) lo = n;
+        if (!is_min && n < hi) hi = n;
+    }
+    int64_t lo_w = lo < -limit ? -limit : lo, hi_w = hi > limit ? limit : hi;
+    if (lo_w > hi_w)
+        return fail(c, MLM_ERR_INVALID_ARG,
+                    "json schema: no integer of at most 16 digits fits the bounds at '%s'%s",
+                    path, "");
+    int32_t node = new_node(c, GK_INTEGER);
+    if (node < 0) return -1;
+    c->g->nodes[node].min = lo == INT64_MIN ? INT64_MIN : lo_w;
+    c->g->nodes[node].max = hi == INT64_MAX ? INT64_MAX : hi_w;
+    return node;
+}
+
 /* The node of one type name. */
 static int32_t type_node(compiler *c, json_t *s, const char *t, const char *path, int depth) {
     if (strcmp(t, "object") == 0) return object_node(c, s, path, depth);
     if (strcmp(t, "array") == 0) return array_node(c, s, path, depth);
     if (strcmp(t, "string") == 0) return string_node(c, s, path);
-    if (strcmp(t, "number") == 0) return new_node(c, GK_NUMBER);
-    if (strcmp(t, "integer") == 0) return new_node(c, GK_INTEGER);
+    if (strcmp(t, "number") == 0) {
+        const char *b = bound_kw(s);
+        if (b)
+            return fail(c, MLM_ERR_UNSUPPORTED,
+                        "json schema: '%s' at '%s' is supported on type 'integer' only, not "
+                        "'number'",
+                        b, path);
+        return new_node(c, GK_NUMBER);
+    }
+    if (strcmp(t, "integer") == 0) return integer_node(c, s, path);
     if (strcmp(t, "boolean") == 0) {
         json_t *v[2] = {json_false(), json_true()};
         return literals_node(c, (const json_t *const *)v, 2);
@@ -351,7 +410,7 @@ static int known_keyword(const char *k) {
     static const char *const KW[] = {
         "type", "properties", "required", "additionalProperties", "items", "enum", "const",
         "anyOf", "minItems", "maxItems", "minLength", "maxLength", "$ref", "$defs",
-        "definitions",
+        "definitions", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
         /* annotations */
         "title", "description", "default", "examples", "format", "$schema", "$id", "$comment",
         "deprecated", "readOnly", "writeOnly"};
@@ -379,6 +438,13 @@ static int32_t compile(compiler *c, json_t *s, const char *path, int depth) {
                         "json schema: keyword '%s' at '%s' is not supported", key, path);
     }
     json_t *ref = json_object_get(s, "$ref");
+    const char *bound = bound_kw(s);
+    if (bound && (!json_object_get(s, "type") || ref || json_object_get(s, "const") ||
+                  json_object_get(s, "enum") || json_object_get(s, "anyOf")))
+        return fail(c, MLM_ERR_UNSUPPORTED,
+                    "json schema: '%s' at '%s' is supported only beside \"type\": \"integer\" "
+                    "(without $ref, const, enum or anyOf)",
+                    bound, path);
     if (ref) {
         if (!json_is_string(ref))
             return fail(c, MLM_ERR_INVALID_ARG, "json schema: '$ref' at '%s' must be a string%s",

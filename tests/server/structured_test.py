@@ -5,7 +5,7 @@ Usage: structured_test.py DEFAULT_PORT [SMOL_PORT] (tests/server/test_structured
 servers: models/default as "tiny", a babble model with the real Llama 3 tokenizer and chat
 format; SmolLM2-135M-Instruct as "smol", a real instruct model with ChatML tool calls; no
 SMOL_PORT: its checks say SKIP). Checks:
-  - response_format json_schema (the 12 schemas of tests/data/grammar/schemas.json, whose
+  - response_format json_schema (the 13 schemas of tests/data/grammar/schemas.json, whose
     strings are bounded so that even babble ends its documents) and json_object, on chat and
     completions, greedy and sampled, on both models: every reply json.loads, validates with
     jsonschema.Draft202012Validator, and finishes with "stop";
@@ -354,17 +354,17 @@ def test_unsupported_schema(srv):
     msgs = [{"role": "user", "content": "hi"}]
     param = "response_format.json_schema.schema"
     pattern = {"type": "string", "pattern": "^a"}
-    minimum = {"type": "object", "properties": {"x": {"type": "integer", "minimum": 3}}}
+    minimum = {"type": "object", "properties": {"x": {"type": "number", "minimum": 3}}}
     expect_400(f"{srv.alias} chat: schema with 'pattern' is a 400 naming it and {param}", param,
                "pattern", lambda: srv.chat(messages=msgs, max_tokens=4,
                                            response_format=json_schema_format("p", pattern)))
-    expect_400(f"{srv.alias} chat: schema with 'minimum' is a 400 naming it", param, "minimum",
+    expect_400(f"{srv.alias} chat: schema with 'minimum' on a number is a 400 naming it", param, "minimum",
                lambda: srv.chat(messages=msgs, max_tokens=4,
                                 response_format=json_schema_format("m", minimum)))
     expect_400(f"{srv.alias} completions: schema with 'pattern' is a 400 naming it", param,
                "pattern", lambda: srv.comp(prompt="hi", max_tokens=4, extra_body={
                    "response_format": json_schema_format("p", pattern)}))
-    expect_400(f"{srv.alias} completions: schema with 'minimum' is a 400 naming it", param,
+    expect_400(f"{srv.alias} completions: schema with 'minimum' on a number is a 400 naming it", param,
                "minimum", lambda: srv.comp(prompt="hi", max_tokens=4, extra_body={
                    "response_format": json_schema_format("m", minimum)}))
     bad_tool = {"type": "function", "function": {"name": "f", "parameters": {

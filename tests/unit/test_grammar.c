@@ -116,7 +116,7 @@ TEST(json_object_mode_takes_any_object) {
 }
 
 TEST(keywords_outside_the_subset_are_refused_by_name) {
-    static const char *kw[] = {"pattern", "minimum", "oneOf", "allOf", "not", "uniqueItems",
+    static const char *kw[] = {"pattern", "multipleOf", "oneOf", "allOf", "not", "uniqueItems",
                                "patternProperties", "prefixItems"};
     for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++) {
         char s[256];
@@ -135,6 +135,43 @@ TEST(keywords_outside_the_subset_are_refused_by_name) {
           MLM_ERR_INVALID_ARG);
     CHECK(mlm_grammar_compile("{\"type\":", 8, NULL, &g, &err) == MLM_ERR_INVALID_ARG);
     CHECK(g == NULL);
+}
+
+/* Integer bounds are read beside "type": "integer" only; elsewhere they are refused by
+ * name, and bounds no 16-digit integer meets are an error. */
+TEST(integer_bounds_are_read_beside_type_integer_only) {
+    static const struct {
+        const char *schema;
+        mlm_status st;
+        const char *word;
+    } cases[] = {
+        {"{\"type\":\"integer\",\"minimum\":-3,\"exclusiveMaximum\":7.5}", MLM_OK, NULL},
+        {"{\"type\":[\"integer\",\"null\"],\"maximum\":0}", MLM_OK, NULL},
+        {"{\"type\":\"number\",\"minimum\":0}", MLM_ERR_UNSUPPORTED, "minimum"},
+        {"{\"type\":[\"integer\",\"number\"],\"maximum\":1}", MLM_ERR_UNSUPPORTED, "maximum"},
+        {"{\"exclusiveMinimum\":0}", MLM_ERR_UNSUPPORTED, "exclusiveMinimum"},
+        {"{\"type\":\"integer\",\"enum\":[1,2],\"minimum\":2}", MLM_ERR_UNSUPPORTED, "minimum"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4.5}", MLM_ERR_INVALID_ARG, "bounds"},
+        {"{\"type\":\"integer\",\"minimum\":1e17}", MLM_ERR_INVALID_ARG, "16 digits"},
+        {"{\"type\":\"integer\",\"maximum\":\"9\"}", MLM_ERR_INVALID_ARG, "maximum"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mlm_grammar *g = NULL;
+        mlm_error err = {0};
+        mlm_status st = mlm_grammar_compile(cases[i].schema, strlen(cases[i].schema), NULL, &g, &err);
+        CHECKF(st == cases[i].st && (!cases[i].word || strstr(err.msg, cases[i].word)), "%s: %d %s",
+               cases[i].schema, st, err.msg);
+        mlm_grammar_free(g);
+    }
+    /* the bounds round inward: minimum -3, exclusiveMaximum 7.5 -> [-3, 7] */
+    mlm_grammar *g = NULL;
+    mlm_error err = {0};
+    const char *s = cases[0].schema;
+    CHECK(mlm_grammar_compile(s, strlen(s), NULL, &g, &err) == MLM_OK);
+    static const char *yes[] = {"-3", "-0", "0", "7"}, *no[] = {"-4", "8", "-30", "70", "7.0"};
+    for (size_t i = 0; i < 4; i++) CHECKF(accepts(g, yes[i], strlen(yes[i])) == 1, "%s", yes[i]);
+    for (size_t i = 0; i < 5; i++) CHECKF(accepts(g, no[i], strlen(no[i])) == 0, "%s", no[i]);
+    mlm_grammar_free(g);
 }
 
 static int bit(const uint32_t *mask, int32_t id) { return (mask[id >> 5] >> (id & 31)) & 1; }
@@ -248,6 +285,7 @@ int main(void) {
     RUN(the_wrap_counts_values);
     RUN(json_object_mode_takes_any_object);
     RUN(keywords_outside_the_subset_are_refused_by_name);
+    RUN(integer_bounds_are_read_beside_type_integer_only);
     RUN(the_mask_allows_the_tokenizers_own_encoding);
     RUN(random_walks_through_the_masks_end_in_documents);
     return HARNESS_END();
