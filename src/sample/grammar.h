@@ -32,8 +32,11 @@ typedef struct gnode {
     int32_t a, n;     /* OBJECT: first keyset, properties; ARRAY: items node (a);
                          LITERALS: first literal, count; ANYOF: first alternative, count */
     int64_t min, max; /* ARRAY: minItems / maxItems; STRING: minLength / maxLength (code
-                         points); -1: none. INTEGER: the bounds, INT64_MIN / INT64_MAX: none */
+                         points); -1: none. INTEGER: the bounds, within +-G_INT_LIMIT */
 } gnode;
+
+/* The largest integer part the matcher writes (16 digits, llama.cpp's bound). */
+#define G_INT_LIMIT 9999999999999999
 
 /* A literal: LEN bytes at POOL + OFF; VAL: an object key's property index. */
 typedef struct glit {

@@ -20,7 +20,7 @@
 #define MAX_THREADS 16
 #define MAX_DEPTH 48
 #define MAX_WS 20
-#define MAX_INT_DIGITS 16
+#define MAX_INT_DIGITS 16 /* G_INT_LIMIT's digits */
 #define MAX_FRAC_DIGITS 16
 #define MAX_EXP_DIGITS 3
 #define CHUNK 4096
@@ -476,9 +476,9 @@ static void feed_str(mlm_matcher *m, const sframe *s, int c, threads *o) {
     }
 }
 
-/* Whether NODE bounds its integers. */
+/* Whether NODE bounds its integers more tightly than 16 digits do. */
 static int bounded(const gnode *n) {
-    return n->kind == GK_INTEGER && (n->min != INT64_MIN || n->max != INT64_MAX);
+    return n->kind == GK_INTEGER && (n->min > -G_INT_LIMIT || n->max < G_INT_LIMIT);
 }
 
 /* Whether [A, B] meets NODE's bounds. */
@@ -490,7 +490,7 @@ static int meets(const gnode *n, int64_t a, int64_t b) {
  * value now, or that value followed by 1 to 16 - I more digits. */
 static int int_reachable(const gnode *n, const frame *f) {
     if (f->phase == N_START) return 1;
-    if (f->phase == N_MINUS) return meets(n, -9999999999999999, 0);
+    if (f->phase == N_MINUS) return meets(n, -G_INT_LIMIT, 0);
     if (f->phase == N_ZERO) return meets(n, 0, 0);
     int64_t p = f->v, scale = 1;
     for (int d = f->i; d <= MAX_INT_DIGITS; d++, p *= 10, scale *= 10) {

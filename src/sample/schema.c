@@ -304,11 +304,10 @@ static const char *bound_kw(json_t *s) {
     return NULL;
 }
 
-/* An integer node with S's bounds: [min, max] in the node, INT64_MIN / INT64_MAX for none,
- * clamped to what 16 digits can write. A real bound rounds inward (minimum 1.5 -> 2). */
+/* An integer node with S's bounds, [min, max] within what 16 digits write (+-G_INT_LIMIT:
+ * none). A real bound rounds inward (minimum 1.5 -> 2). */
 static int32_t integer_node(compiler *c, json_t *s, const char *path) {
-    const int64_t limit = 9999999999999999; /* 16 digits */
-    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    int64_t lo = -G_INT_LIMIT, hi = G_INT_LIMIT;
     for (int i = 0; i < 4; i++) {
         json_t *v = json_object_get(s, BOUND_KW[i]);
         if (!v) continue;
@@ -317,9 +316,9 @@ static int32_t integer_node(compiler *c, json_t *s, const char *path) {
                         "json schema: '%s' at '%s' must be a finite number", BOUND_KW[i], path);
         int is_min = i == 0 || i == 2, exclusive = i >= 2;
         int64_t n;
-        if (json_is_integer(v)) {
+        if (json_is_integer(v)) { /* clamped first, so that +-1 cannot overflow */
             n = json_integer_value(v);
-            n = n < -limit - 1 ? -limit - 1 : n > limit + 1 ? limit + 1 : n;
+            n = n < -G_INT_LIMIT - 1 ? -G_INT_LIMIT - 1 : n > G_INT_LIMIT + 1 ? G_INT_LIMIT + 1 : n;
             if (exclusive) n += is_min ? 1 : -1;
         } else { /* a real rounds inward */
             double x = json_number_value(v);
@@ -331,15 +330,14 @@ static int32_t integer_node(compiler *c, json_t *s, const char *path) {
         if (is_min && n > lo) lo = n;
         if (!is_min && n < hi) hi = n;
     }
-    int64_t lo_w = lo < -limit ? -limit : lo, hi_w = hi > limit ? limit : hi;
-    if (lo_w > hi_w)
+    if (lo > hi)
         return fail(c, MLM_ERR_INVALID_ARG,
                     "json schema: no integer of at most 16 digits fits the bounds at '%s'%s",
                     path, "");
     int32_t node = new_node(c, GK_INTEGER);
     if (node < 0) return -1;
-    c->g->nodes[node].min = lo == INT64_MIN ? INT64_MIN : lo_w;
-    c->g->nodes[node].max = hi == INT64_MAX ? INT64_MAX : hi_w;
+    c->g->nodes[node].min = lo;
+    c->g->nodes[node].max = hi;
     return node;
 }
 
