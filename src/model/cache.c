@@ -31,7 +31,7 @@
 #include "format/writer_safetensors.h"
 #include "model/model.h"
 
-#define VERSION 5 /* 5: wo and w2 in K chunks */
+#define VERSION 6 /* 5: wo and w2 in K chunks; 6: native panels, scales first */
 #define HEADER_BYTES 4096
 #define ALIGN 4096
 #define TRAILER_BYTES 64

@@ -20,12 +20,14 @@ mlm_qgeom mlm_qpanel_geom(mlm_qkind k, int64_t cols) {
     g.units = g.g == 8 ? 1 : g.g;
     int bits = mlm_qbits(k);
     int64_t codes = bits == 8 ? 512 : 256, high = bits == 5 ? 64 : bits == 6 ? 128 : 0;
-    g.codes = 0;
-    g.high = g.g * codes;
-    g.subs = g.high + g.g * high;
-    g.d = g.subs + g.g * mlm_qsub_bytes(k) * MLM_QP_ROWS;
+    /* the scales first, then the blocks in column order: one forward stream (see qpanel.h) */
+    g.d = 0;
     g.m = g.d + g.units * 2 * MLM_QP_ROWS;
-    g.group_bytes = round64(g.m + (mlm_qhas_min(k) ? g.units * 2 * MLM_QP_ROWS : 0));
+    g.subs = g.m + (mlm_qhas_min(k) ? g.units * 2 * MLM_QP_ROWS : 0);
+    g.codes = round64(g.subs + g.g * mlm_qsub_bytes(k) * MLM_QP_ROWS);
+    g.high = codes;
+    g.blk = codes + high;
+    g.group_bytes = g.codes + g.g * g.blk;
     g.n_groups = mlm_q8_cols(cols) / (MLM_QP_BLOCK * g.g);
     g.panel_bytes = g.n_groups * g.group_bytes;
     return g;
@@ -53,17 +55,18 @@ void mlm_qpanel_put(mlm_qkind k, const mlm_qgeom *g, int64_t r, int64_t b, const
     uint8_t *grp = (uint8_t *)group_of(g, dst, r, b);
     int i = (int)(r % MLM_QP_ROWS), bb = (int)(b % g->g), unit = g->units == 1 ? 0 : bb;
     const uint8_t *u = raw->u;
+    uint8_t *blk = grp + g->codes + bb * g->blk;
     for (int c = 0; c < 32; c++) {
         if (bits == 8) {
-            grp[bb * 512 + 64 * (c / 4) + 4 * i + c % 4] = u[c];
+            blk[64 * (c / 4) + 4 * i + c % 4] = u[c];
             continue;
         }
         int h = c % 16 / 4;
-        grp[bb * 256 + 64 * h + 4 * i + c % 4] |= (uint8_t)((u[c] & 15) << (c < 16 ? 0 : 4));
+        blk[64 * h + 4 * i + c % 4] |= (uint8_t)((u[c] & 15) << (c < 16 ? 0 : 4));
         if (bits == 5)
-            grp[g->high + bb * 64 + 4 * i + c % 4] |= (uint8_t)(((u[c] >> 4) & 1) << (c / 4));
+            blk[g->high + 4 * i + c % 4] |= (uint8_t)(((u[c] >> 4) & 1) << (c / 4));
         if (bits == 6)
-            grp[g->high + bb * 128 + 64 * (c / 16) + 4 * i + c % 4] |=
+            blk[g->high + 64 * (c / 16) + 4 * i + c % 4] |=
                 (uint8_t)(((u[c] >> 4) & 3) << (2 * (c / 4 % 4)));
     }
     for (int j = 0; j < sub_bytes; j++) grp[g->subs + bb * 16 * sub_bytes + 16 * j + i] = raw->sub[j];
@@ -77,16 +80,17 @@ void mlm_qpanel_block(mlm_qkind k, const mlm_qgeom *g, const uint8_t *w, int64_t
     const int bits = mlm_qbits(k), has_min = mlm_qhas_min(k);
     const uint8_t *grp = group_of(g, w, r, b);
     int i = (int)(r % MLM_QP_ROWS), bb = (int)(b % g->g), unit = g->units == 1 ? 0 : bb;
+    const uint8_t *blk = grp + g->codes + bb * g->blk;
     for (int c = 0; c < 32; c++) {
         if (bits == 8) {
-            out->u[c] = grp[bb * 512 + 64 * (c / 4) + 4 * i + c % 4];
+            out->u[c] = blk[64 * (c / 4) + 4 * i + c % 4];
             continue;
         }
-        uint8_t byte = grp[bb * 256 + 64 * (c % 16 / 4) + 4 * i + c % 4];
+        uint8_t byte = blk[64 * (c % 16 / 4) + 4 * i + c % 4];
         unsigned u = c < 16 ? byte & 15 : byte >> 4;
-        if (bits == 5) u |= ((grp[g->high + bb * 64 + 4 * i + c % 4] >> (c / 4)) & 1) << 4;
+        if (bits == 5) u |= ((blk[g->high + 4 * i + c % 4] >> (c / 4)) & 1) << 4;
         if (bits == 6)
-            u |= ((grp[g->high + bb * 128 + 64 * (c / 16) + 4 * i + c % 4] >> (2 * (c / 4 % 4))) & 3)
+            u |= ((blk[g->high + 64 * (c / 16) + 4 * i + c % 4] >> (2 * (c / 4 % 4))) & 3)
                  << 4;
         out->u[c] = (uint8_t)u;
     }

@@ -24,19 +24,21 @@
  * whose columns are a multiple of 256, else G = 2 (each block its own d; a k-quant matrix cut
  * off a super-block boundary, as a K chunk can be, repeats the super-block's d per block).
  * The columns are padded with zero blocks to a multiple of 64 (the int8 activations' padding).
- * A panel holds its groups in column order; a group is, each part 64-byte aligned:
- *   codes  G blocks: 4-bit types 256 bytes a block: 4 vectors of 64 bytes, byte 4i + j of
- *          vector h holding row i's code of column 4h + j in its low nibble and of column
- *          16 + 4h + j in its high nibble (bits 0-3 for 5- and 6-bit codes); q8_0 512 bytes:
- *          8 vectors, byte 4i + j of vector h the code of row i, column 4h + j;
- *   high   5-bit: G x 64 bytes, bit h of byte 4i + j = bit 4 of row i's code of column
- *          4h + j; 6-bit: G x 128 bytes, two vectors, bits 2k..2k+1 of byte 4i + j of vector
- *          v = bits 4-5 of row i's code of column 4(4v + k) + j;
- *   subs   per block 16 rows of: sc then mn bytes (q4_k, q5_k: 32 bytes), the int8 scales
- *          of columns 0-15 then 16-31 (q6_k: 32 bytes), ls - 32 as int8 (iq4_xs: 16 bytes);
+ * A panel holds its groups in column order; a group is its scales, then its blocks, so that
+ * decode reads each panel as one forward stream (scales that sat after the codes, read with a
+ * group's first block, cost the k-quants half their streaming speed on AMD Zen 4):
  *   d      per d-unit (the group, or each block) 16 f16, one per row;
  *   m      likewise the f16 m or dmin (types with a min);
- *   then zero bytes to a multiple of 64.
+ *   subs   per block 16 rows of: sc then mn bytes (q4_k, q5_k: 32 bytes), the int8 scales
+ *          of columns 0-15 then 16-31 (q6_k: 32 bytes), ls - 32 as int8 (iq4_xs: 16 bytes);
+ *   then zero bytes to a multiple of 64, and G blocks of BLK bytes, each:
+ *   codes  4-bit types 256 bytes: 4 vectors of 64 bytes, byte 4i + j of vector h holding
+ *          row i's code of column 4h + j in its low nibble and of column 16 + 4h + j in its
+ *          high nibble (bits 0-3 for 5- and 6-bit codes); q8_0 512 bytes: 8 vectors, byte
+ *          4i + j of vector h the code of row i, column 4h + j;
+ *   high   5-bit: 64 bytes, bit h of byte 4i + j = bit 4 of row i's code of column 4h + j;
+ *          6-bit: 128 bytes, two vectors, bits 2k..2k+1 of byte 4i + j of vector v = bits
+ *          4-5 of row i's code of column 4(4v + k) + j.
  * So a 64-byte vector of codes is 16 rows x 4 columns: a VNNI dot product feeds 16 rows. */
 #ifndef MESHLM_TENSOR_QPANEL_H
 #define MESHLM_TENSOR_QPANEL_H
@@ -59,13 +61,20 @@ extern const int8_t mlm_iq4_values[16];
 typedef struct mlm_qgeom {
     int g;                  /* blocks per group: 2 or 8 */
     int units;              /* d units per group: 1 (one super-block) or g */
-    int64_t codes, high, subs, d, m; /* byte offsets of the parts in a group */
+    int64_t d, m, subs;     /* byte offsets of the scale parts in a group */
+    int64_t codes, blk;     /* the first block's offset in a group, and bytes per block */
+    int64_t high;           /* byte offset of the high bits in a block */
     int64_t group_bytes;
     int64_t n_groups;       /* per panel */
     int64_t panel_bytes;
 } mlm_qgeom;
 
 mlm_qgeom mlm_qpanel_geom(mlm_qkind k, int64_t cols);
+
+/* Block BB's codes in group GRP (its high bits g->high bytes on). */
+static inline const uint8_t *mlm_qpanel_codes(const mlm_qgeom *g, const uint8_t *grp, int bb) {
+    return grp + g->codes + bb * g->blk;
+}
 
 /* Decode kernels: a block's share of a group's bytes, in whole cache lines. */
 static inline int64_t mlm_qpanel_block_share(const mlm_qgeom *g) {
@@ -78,7 +87,7 @@ static inline void mlm_qpanel_prefetch(const uint8_t *panel0, const mlm_qgeom *g
                                        int64_t gi, int bb, int64_t share, int64_t ahead) {
     for (int p = 0; p < n; p++) {
         const uint8_t *at = panel0 + p * g->panel_bytes + gi * g->group_bytes + bb * share + ahead;
-        for (int64_t c = 0; c < share; c += 64) __builtin_prefetch(at + c, 0, 3);
+        for (int64_t c = 0; c < share; c += 64) __builtin_prefetch(at + c, 0, 2);
     }
 }
 

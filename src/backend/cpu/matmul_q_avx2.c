@@ -41,7 +41,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
                        __m256i wv[8]) {
     const int bits = mlm_qbits(k);
     if (bits == 8) {
-        const uint8_t *p = grp + bb * 512 + 32 * hf;
+        const uint8_t *p = mlm_qpanel_codes(g, grp, bb) + 32 * hf;
         _Pragma("GCC unroll 8")
         for (int h = 0; h < 8; h++) {
             wv[h] = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
@@ -50,7 +50,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
         return;
     }
     const __m256i m15 = _mm256_set1_epi8(0x0f);
-    const uint8_t *p = grp + bb * 256 + 32 * hf;
+    const uint8_t *p = mlm_qpanel_codes(g, grp, bb) + 32 * hf;
     _Pragma("GCC unroll 4")
     for (int h = 0; h < 4; h++) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
@@ -67,7 +67,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
         _Pragma("GCC unroll 8")
         for (int h = 0; h < 8; h++) wv[h] = _mm256_shuffle_epi8(lut, wv[h]);
     } else if (bits == 5) {
-        __m256i hb = _mm256_loadu_si256((const __m256i *)(grp + g->high + bb * 64 + 32 * hf));
+        __m256i hb = _mm256_loadu_si256((const __m256i *)(mlm_qpanel_codes(g, grp, bb) + g->high + 32 * hf));
         _Pragma("GCC unroll 8")
         for (int h = 0; h < 8; h++) {
             __m256i bit = _mm256_and_si256(hb, _mm256_set1_epi8((char)(1 << h)));
@@ -78,7 +78,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
         const __m256i m30 = _mm256_set1_epi8(0x30);
         _Pragma("GCC unroll 2")
         for (int v = 0; v < 2; v++) {
-            __m256i hv = _mm256_loadu_si256((const __m256i *)(grp + g->high + bb * 128 + 64 * v + 32 * hf));
+            __m256i hv = _mm256_loadu_si256((const __m256i *)(mlm_qpanel_codes(g, grp, bb) + g->high + 64 * v + 32 * hf));
             wv[4 * v + 0] = _mm256_or_si256(wv[4 * v + 0], _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
             wv[4 * v + 1] = _mm256_or_si256(wv[4 * v + 1], _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));
             wv[4 * v + 2] = _mm256_or_si256(wv[4 * v + 2], _mm256_and_si256(hv, m30));

@@ -30,7 +30,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
                        __m512i wv[8]) {
     const int bits = mlm_qbits(k);
     if (bits == 8) {
-        const uint8_t *p = grp + bb * 512;
+        const uint8_t *p = mlm_qpanel_codes(g, grp, bb);
         _Pragma("GCC unroll 8")
         for (int h = 0; h < 8; h++)
             wv[h] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(p + 64 * h)),
@@ -38,7 +38,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
         return;
     }
     const __m512i m15 = _mm512_set1_epi8(0x0f);
-    const uint8_t *p = grp + bb * 256;
+    const uint8_t *p = mlm_qpanel_codes(g, grp, bb);
     _Pragma("GCC unroll 4")
     for (int h = 0; h < 4; h++) {
         __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
@@ -52,7 +52,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
         _Pragma("GCC unroll 8")
         for (int h = 0; h < 8; h++) wv[h] = _mm512_shuffle_epi8(lut, wv[h]);
     } else if (bits == 5) {
-        __m512i hb = _mm512_loadu_si512((const void *)(grp + g->high + bb * 64));
+        __m512i hb = _mm512_loadu_si512((const void *)(mlm_qpanel_codes(g, grp, bb) + g->high));
         _Pragma("GCC unroll 8")
         for (int h = 0; h < 8; h++) {
             __mmask64 m = _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << h)));
@@ -62,7 +62,7 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
         const __m512i m30 = _mm512_set1_epi8(0x30);
         _Pragma("GCC unroll 2")
         for (int v = 0; v < 2; v++) {
-            __m512i hv = _mm512_loadu_si512((const void *)(grp + g->high + bb * 128 + 64 * v));
+            __m512i hv = _mm512_loadu_si512((const void *)(mlm_qpanel_codes(g, grp, bb) + g->high + 64 * v));
             wv[4 * v + 0] = _mm512_or_si512(wv[4 * v + 0], _mm512_and_si512(_mm512_slli_epi16(hv, 4), m30));
             wv[4 * v + 1] = _mm512_or_si512(wv[4 * v + 1], _mm512_and_si512(_mm512_slli_epi16(hv, 2), m30));
             wv[4 * v + 2] = _mm512_or_si512(wv[4 * v + 2], _mm512_and_si512(hv, m30));
