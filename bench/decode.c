@@ -12,6 +12,10 @@
  *   MESHLM_BENCH_PREFILL   comma-separated prompt lengths (default 128,512,2048; read in
  *                          steps of 2048, the CLI's --prefill-chunk default; mean of 2 runs)
  *   MESHLM_BENCH_DECODE    decode tokens after a 128-token prompt (default 32)
+ *   MESHLM_BENCH_THREADS   comma-separated thread counts for the decode table (default 1 and
+ *                          all cores): batch-1 decode of MESHLM_BENCH_DECODE tokens after each
+ *                          context depth, next to the read bandwidth of as many threads
+ *   MESHLM_BENCH_DEPTHS    comma-separated context depths for that table (default 16,512)
  *   MESHLM_BENCH_REQUANT   0: a GGUF file is run by llama.cpp only as it is, not requantized
  *                          to Q8_0 too (an 8B's Q8_0 copy is 8.5 GB of disk and minutes)
  * A profile's weight cache is built by the first load if needed (timed apart); the load time
@@ -62,12 +66,52 @@ static double run(mlm_exec *e, const int32_t *tokens, int32_t start, int n, int 
     return bench_now() - t;
 }
 
+#define MAX_T 4 /* thread counts in the decode table */
+#define MAX_D 4 /* context depths in the decode table */
+
 typedef struct figures {
     double decode_tps, bytes, prefill_tps[16];
+    double at[MAX_T][MAX_D]; /* decode tok/s by thread count and context depth */
 } figures;
 
+/* The decode table's rows: thread counts, context depths, each count's read bandwidth. */
+typedef struct table {
+    int thr[MAX_T], n_thr, depth[MAX_D], n_depth;
+    double bw[MAX_T];
+} table;
+
+/* Parses a comma-separated list of positive integers into OUT (at most MAX). */
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    for (const char *p = s; *p && n < max;) {
+        int v = atoi(p);
+        if (v > 0) out[n++] = v;
+        p = strchr(p, ',');
+        if (!p) break;
+        p++;
+    }
+    return n;
+}
+
+/* Batch-1 decode tok/s of sequence 0 after a DEPTH-token prompt: N_DECODE steps, the first
+ * excluded (as the demos do); 0 on failure. */
+static double decode_after(mlm_exec *e, const int32_t *tokens, int depth, int n_decode,
+                           float *logits) {
+    mlm_error err;
+    if (mlm_exec_seq_reset(e, 0, 0, &err) != MLM_OK) return 0;
+    if (run(e, tokens, 0, depth, 2048, logits) < 0 || run(e, tokens, depth, 1, 1, logits) < 0)
+        return 0;
+    double s = 0;
+    for (int i = 1; i < n_decode; i++) {
+        double t = run(e, tokens, depth + i, 1, 1, logits);
+        if (t < 0) return 0;
+        s += t;
+    }
+    return n_decode > 1 && s > 0 ? (n_decode - 1) / s : 0;
+}
+
 static int bench_profile(const char *dir, const char *profile, double bw, const int *prefills,
-                         int n_prefills, int n_decode, figures *fig) {
+                         int n_prefills, int n_decode, const table *tb, figures *fig) {
     mlm_error err;
     bench_load ld;
     mlm_model *m = bench_load_warm("bench/decode", dir, profile, &ld);
@@ -75,6 +119,8 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     const mlm_config *c = mlm_model_config(m);
     int ctx = 128 + n_decode + 1;
     for (int i = 0; i < n_prefills; i++) ctx = prefills[i] > ctx ? prefills[i] : ctx;
+    for (int i = 0; i < tb->n_depth; i++)
+        ctx = tb->depth[i] + n_decode + 1 > ctx ? tb->depth[i] + n_decode + 1 : ctx;
     mlm_exec_params ep = mlm_exec_default_params();
     ep.max_seq_len = ctx;
     ep.max_step_tokens = 2048; /* meshlm's --prefill-chunk default */
@@ -114,10 +160,36 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
                s > 0 ? prefills[i] / s : 0, s);
         fig->prefill_tps[i] = s > 0 ? prefills[i] / s : 0;
     }
-    free(tokens), free(logits);
     mlm_exec_free(e);
+    for (int ti = 0; ti < tb->n_thr; ti++) {
+        ep.n_threads = tb->thr[ti];
+        if (mlm_exec_create(m, &ep, &e, &err) != MLM_OK) {
+            fprintf(stderr, "bench/decode: %s\n", err.msg);
+            break;
+        }
+        for (int di = 0; di < tb->n_depth; di++) {
+            double at = fig->at[ti][di] = decode_after(e, tokens, tb->depth[di], n_decode, logits);
+            printf("  decode after %5d, %d thread%s  %8.2f tok/s = %.2f GB/s = %.0f%% of %d-thread read bandwidth\n",
+                   tb->depth[di], tb->thr[ti], tb->thr[ti] > 1 ? "s" : " ", at, bytes * at / 1e9,
+                   tb->bw[ti] > 0 ? 100.0 * bytes * at / 1e9 / tb->bw[ti] : 0, tb->thr[ti]);
+        }
+        mlm_exec_free(e);
+    }
+    free(tokens), free(logits);
     mlm_model_free(m);
     return 0;
+}
+
+/* llama.cpp on the GGUF file PATH at each thread count and depth of the table, next to F. */
+static void compare_table(const char *path, const char *what, const table *tb, int n_decode,
+                          const figures *f) {
+    for (int ti = 0; ti < tb->n_thr; ti++)
+        for (int di = 0; di < tb->n_depth; di++) {
+            double l = llamacpp_decode(path, tb->thr[ti], tb->depth[di], n_decode);
+            printf("  decode after %5d, %d thread%s  llama.cpp %8.2f tok/s, meshlm %s %8.2f: %.2fx\n",
+                   tb->depth[di], tb->thr[ti], tb->thr[ti] > 1 ? "s" : " ", l, what,
+                   f->at[ti][di], l > 0 ? f->at[ti][di] / l : 0);
+        }
 }
 
 int main(int argc, char **argv) {
@@ -130,19 +202,25 @@ int main(int argc, char **argv) {
     const char *profiles = getenv("MESHLM_BENCH_PROFILES") ? getenv("MESHLM_BENCH_PROFILES")
                                                            : "performance,accuracy,bf16";
     const char *pf = getenv("MESHLM_BENCH_PREFILL") ? getenv("MESHLM_BENCH_PREFILL") : "128,512,2048";
-    int prefills[16], n_prefills = 0, n_decode = env_int("MESHLM_BENCH_DECODE", 32);
-    for (const char *p = pf; *p && n_prefills < 16;) {
-        int v = atoi(p);
-        if (v > 0) prefills[n_prefills++] = v;
-        p = strchr(p, ',');
-        if (!p) break;
-        p++;
-    }
+    int prefills[16], n_decode = env_int("MESHLM_BENCH_DECODE", 32);
+    int n_prefills = parse_list(pf, prefills, 16);
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *how = "";
     double bw = bench_read_bandwidth(threads, &how);
     printf("bench/decode: %s, %d threads\n", dir, threads);
     printf("machine read bandwidth           %8.2f GB/s (1 GiB read, best %s)\n", bw, how);
+    table tb = {0};
+    char dflt[32];
+    snprintf(dflt, sizeof dflt, threads > 1 ? "1,%d" : "%d", threads);
+    tb.n_thr = parse_list(getenv("MESHLM_BENCH_THREADS") ? getenv("MESHLM_BENCH_THREADS") : dflt,
+                          tb.thr, MAX_T);
+    tb.n_depth = parse_list(getenv("MESHLM_BENCH_DEPTHS") ? getenv("MESHLM_BENCH_DEPTHS") : "16,512",
+                            tb.depth, MAX_D);
+    for (int ti = 0; ti < tb.n_thr; ti++) {
+        tb.bw[ti] = tb.thr[ti] == threads ? bw : bench_read_bandwidth(tb.thr[ti], &how);
+        printf("read bandwidth, %d thread%s       %8.2f GB/s\n", tb.thr[ti], tb.thr[ti] > 1 ? "s" : " ",
+               tb.bw[ti]);
+    }
     char list[256];
     snprintf(list, sizeof list, "%s", profiles);
     int rc = 0;
@@ -151,7 +229,7 @@ int main(int argc, char **argv) {
     for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         int named = !strcmp(name, "performance") || !strcmp(name, "accuracy") || !strcmp(name, "bf16");
         if (!named) other_name = name;
-        rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode,
+        rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode, &tb,
                             !strcmp(name, "performance") ? &perf
                             : !strcmp(name, "accuracy")  ? &acc
                             : !strcmp(name, "bf16")      ? &bf
@@ -181,6 +259,7 @@ int main(int argc, char **argv) {
                     printf(", prefill %d %.2fx", prefills[i],
                            r.prefill_tps[i] > 0 ? f->prefill_tps[i] / r.prefill_tps[i] : 0);
                 printf("\n");
+                compare_table(r.path, names[o], &tb, n_decode, f);
             }
         }
     } else if (getenv("LLAMA_BENCH")) {
@@ -208,6 +287,7 @@ int main(int argc, char **argv) {
                 printf(", prefill %d %.2fx", prefills[i],
                        r.prefill_tps[i] > 0 ? f->prefill_tps[i] / r.prefill_tps[i] : 0);
             printf("\n");
+            compare_table(r.path, names[k], &tb, n_decode, f);
         }
     }
     struct rusage ru;

@@ -2,7 +2,8 @@
  * (96 and 512 tokens, GFLOP/s) on a 8192 x 2048 weight, for every weight type (f32, bf16,
  * BFP and the native GGUF types, whose panels hold random codes and scales) and every kernel
  * level this CPU runs, on the thread pool the model uses (chunks of 64 rows, as the forward
- * pass hands them out). MESHLM_BENCH_THREADS=1 gives one core's figures;
+ * pass hands them out). Decode is measured twice: from memory (the caches evicted before each
+ * run, as a model's weights are read) and from the caches (the kernel's own cost per byte). MESHLM_BENCH_THREADS=1 gives one core's figures;
  * MESHLM_BENCH_ONLY=TEXT runs only the kernels whose name contains TEXT (q4_k, avx512, ...).
  * Activations are prepared once, outside the timing. Prints figures; never fails on speed. */
 #include <stdio.h>
@@ -54,10 +55,28 @@ static uint8_t *native_weights(mlm_qkind k, int64_t rows, int64_t cols) {
     return w;
 }
 
-static double run(mlm_pool *pool, job *j, int64_t n, int reps) {
+/* Evicts the caches: reads 256 MB, more than any CPU's last-level cache here; returns a sum
+ * so the reads stay. */
+static uint64_t evict(void) {
+    static uint64_t *big;
+    const size_t n = (256u << 20) / 8;
+    if (!big) {
+        big = malloc(n * 8);
+        if (!big) return 0;
+        for (size_t i = 0; i < n; i++) big[i] = i;
+    }
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i += 8) s += big[i];
+    return s;
+}
+
+/* The best of REPS runs of N tokens; COLD: the weights read from memory (caches evicted before
+ * each run), else from the caches (the first run warms them). */
+static double run(mlm_pool *pool, job *j, int64_t n, int reps, int cold) {
     double best = 1e30;
     j->x.n = n;
     for (int rep = 0; rep < reps; rep++) {
+        if (cold && evict() == 1) fputc(' ', stderr); /* never: the sum is larger */
         double t = bench_now();
         mlm_pool_run(pool, (j->rows + 63) / 64, task, j);
         t = bench_now() - t;
@@ -105,7 +124,7 @@ int main(void) {
     ws_all[MLM_W_F32] = wf, ws_all[MLM_W_BF16] = wh, ws_all[MLM_W_BFP8] = w8,
     ws_all[MLM_W_BFP4] = w4;
     printf("bench/matmul: %lld x %lld weights, %d threads\n", (long long)rows, (long long)cols, threads);
-    printf("level    kernel               decode GB/s  prefill 96 GFLOP/s  prefill 512 GFLOP/s\n");
+    printf("level    kernel               decode GB/s: memory  cached  prefill 96 GFLOP/s  prefill 512 GFLOP/s\n");
     for (int li = 0; mlm_kernel_levels[li]; li++) {
         const mlm_kernels *k = mlm_kernels_get(mlm_kernel_levels[li], NULL);
         if (!k) continue;
@@ -115,10 +134,11 @@ int main(void) {
             if (only && !strstr(k->matmul_name[wt], only)) continue;
             job j = {k, (mlm_wtype)wt, ws_all[wt],
                      {.cols = cols, .x = x, .h = xh, .q = xq, .u = xu, .d = xd, .s = xs}, out, rows};
-            double t1 = run(pool, &j, 1, ref ? 1 : 5);
-            double t96 = ref ? 0 : run(pool, &j, 96, 3), t512 = ref ? 0 : run(pool, &j, 512, 2);
-            printf("%-8s %-20s %11.2f  %18.1f  %19.1f\n", k->name, k->matmul_name[wt],
-                   (double)mlm_wtype_bytes((mlm_wtype)wt, rows, cols) / t1 / 1e9,
+            double tm = run(pool, &j, 1, ref ? 1 : 3, 1), t1 = run(pool, &j, 1, ref ? 1 : 5, 0);
+            double t96 = ref ? 0 : run(pool, &j, 96, 3, 0), t512 = ref ? 0 : run(pool, &j, 512, 2, 0);
+            const double wb = (double)mlm_wtype_bytes((mlm_wtype)wt, rows, cols);
+            printf("%-8s %-20s %19.2f  %6.2f  %18.1f  %19.1f\n", k->name, k->matmul_name[wt],
+                   wb / tm / 1e9, wb / t1 / 1e9,
                    t96 > 0 ? 2.0 * (double)(rows * cols * 96) / t96 / 1e9 : 0,
                    t512 > 0 ? 2.0 * (double)(rows * cols * 512) / t512 / 1e9 : 0);
         }

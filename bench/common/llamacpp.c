@@ -91,6 +91,7 @@ llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threa
         }
     }
     r.bytes_per_token = decode_bytes(dst);
+    snprintf(r.path, sizeof r.path, "%s", dst);
     char plist[256] = "";
     for (int i = 0; i < n_prefills; i++)
         snprintf(plist + strlen(plist), sizeof plist - strlen(plist), "%s%d", i ? "," : "", prefills[i]);
@@ -121,4 +122,28 @@ llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threa
     json_decref(j);
     r.ok = r.decode_tps > 0;
     return r;
+}
+
+double llamacpp_decode(const char *path, int n_threads, int depth, int n_gen) {
+    const char *bench = getenv("LLAMA_BENCH");
+    if (!bench) return 0;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p 0 -n %d -d %d -fa 0,1 -r 2 -o json 2>/dev/null",
+             bench, path, n_threads, n_gen, depth);
+    fprintf(stderr, "+ %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    if (!p) return 0;
+    json_error_t jerr;
+    json_t *j = json_loadf(p, 0, &jerr);
+    pclose(p);
+    double best = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(j, i, row) {
+        double ts = json_number_value(json_object_get(row, "avg_ts"));
+        if (json_integer_value(json_object_get(row, "n_gen")) > 0 && ts > best) best = ts;
+    }
+    if (!json_is_array(j)) fprintf(stderr, "bench: llama-bench gave no JSON (%s)\n", jerr.text);
+    json_decref(j);
+    return best;
 }

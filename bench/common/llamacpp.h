@@ -14,6 +14,7 @@ typedef struct llamacpp_result {
     double prefill_tps[16];   /* pp: tokens/s, one per prompt length asked for */
     double bytes_per_token;   /* weight bytes a decode step reads (all tensors but the
                                  embedding when an output tensor exists) */
+    char path[1024];          /* the GGUF file measured */
     int ok;
 } llamacpp_result;
 
@@ -23,5 +24,10 @@ typedef struct llamacpp_result {
  * (after a message on stderr) when anything is missing or fails. */
 llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threads,
                                  const int *prefills, int n_prefills, int n_gen);
+
+/* llama-bench's batch-1 decode of the GGUF file PATH with N_THREADS threads over N_GEN tokens
+ * after a context of DEPTH tokens (-d), the better of flash attention off and on; 0 when it
+ * fails. */
+double llamacpp_decode(const char *path, int n_threads, int depth, int n_gen);
 
 #endif
