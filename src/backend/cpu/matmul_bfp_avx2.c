@@ -155,17 +155,17 @@ typedef void (*tile_fn)(float *, int64_t, const uint8_t *, int, const mlm_acts *
                         int64_t, int, int64_t, int);
 static const tile_fn tiles[TMAX + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
 
-/* Decode: 2 whole panels from row R for one token, both halves of each group while its lines
- * are in L1 and the two panels' streams side by side, with the per-row arithmetic of tile(). */
-INLINE void gemv2(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+/* Decode: one whole panel from row R for one token, both halves of each group while its lines
+ * are in L1, with the per-row arithmetic of tile(): one forward stream per thread, as the
+ * AVX-512 kernel reads (matmul_bfp_avx512.c says why). */
+INLINE void gemv1(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
                   int64_t pc, int64_t r, int bits) {
+    enum { NP = 1 };
     const int64_t gbytes = mlm_bfp_group_bytes(bits);
-    __m256 acc[2][2];
-    _Pragma("GCC unroll 2")
-    for (int p = 0; p < 2; p++) acc[p][0] = acc[p][1] = _mm256_setzero_ps();
+    __m256 acc[NP][2];
+    for (int p = 0; p < NP; p++) acc[p][0] = acc[p][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++)
-        _Pragma("GCC unroll 2")
-        for (int p = 0; p < 2; p++) {
+        for (int p = 0; p < NP; p++) {
             const uint8_t *grp = panel0 + p * pbytes + g * gbytes;
             for (int64_t c = 0; c < gbytes; c += 64) _mm_prefetch((const char *)(grp + 4 * gbytes + c), _MM_HINT_T0);
             _Pragma("GCC unroll 4")
@@ -184,30 +184,29 @@ INLINE void gemv2(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_a
                 }
             }
         }
-    _Pragma("GCC unroll 2")
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < NP; p++)
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + r + 16 * p + 8 * h, acc[p][h]);
 }
 
-static void gemv2_8(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+static void gemv1_8(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
                     int64_t pc, int64_t r) {
-    gemv2(out, panel0, pbytes, x, pc, r, 8);
+    gemv1(out, panel0, pbytes, x, pc, r, 8);
 }
 
-static void gemv2_4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+static void gemv1_4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
                     int64_t pc, int64_t r) {
-    gemv2(out, panel0, pbytes, x, pc, r, 4);
+    gemv1(out, panel0, pbytes, x, pc, r, 4);
 }
 
 static void matmul_bfp(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
                        int64_t r0, int64_t r1, int bits) {
     const int64_t pc = mlm_q8_cols(x->cols), pbytes = mlm_bfp_panel_bytes(x->cols, bits);
-    if (x->n == 1) /* decode: whole panels two at a time */
-        for (; r0 + 2 * MLM_BFP_ROWS <= r1; r0 += 2 * MLM_BFP_ROWS) {
+    if (x->n == 1) /* decode: whole panels one at a time */
+        for (; r0 + MLM_BFP_ROWS <= r1; r0 += MLM_BFP_ROWS) {
             const uint8_t *panel = (const uint8_t *)w + r0 / MLM_BFP_ROWS * pbytes;
-            if (bits == 8) gemv2_8(out, panel, pbytes, x, pc, r0);
-            else gemv2_4(out, panel, pbytes, x, pc, r0);
+            if (bits == 8) gemv1_8(out, panel, pbytes, x, pc, r0);
+            else gemv1_4(out, panel, pbytes, x, pc, r0);
         }
     for (int64_t r = r0; r < r1; r += 8) {
         const uint8_t *panel = (const uint8_t *)w + r / MLM_BFP_ROWS * pbytes;

@@ -133,17 +133,20 @@ typedef void (*tile_fn)(float *, int64_t, const uint8_t *, const mlm_acts *, int
 static const tile_fn tiles[TMAX + 1] = {NULL,   tile_1, tile_2, tile_3,  tile_4,  tile_5, tile_6,
                                         tile_7, tile_8, tile_9, tile_10, tile_11, tile_12};
 
-/* Decode: 4 whole panels from row R for one token, read side by side (4 streams in flight,
- * each prefetched a few groups ahead), with the same per-row arithmetic as tile(). */
-INLINE void gemv4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+/* Decode: one whole panel from row R for one token, prefetched a few groups ahead, with the
+ * same per-row arithmetic as tile(). One panel at a time keeps the thread on one forward
+ * stream: on AMD Zen 4 four panels side by side streamed 40-50% slower from memory
+ * (bench/matmul, decode from memory: bfp8 11-13 against 18-22 GB/s on one thread). */
+INLINE void gemv1(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
                   int64_t pc, int64_t r, int bits) {
+    enum { NP = 1 };
     const int64_t gbytes = mlm_bfp_group_bytes(bits);
     __m512 acc[4];
     _Pragma("GCC unroll 4")
-    for (int p = 0; p < 4; p++) acc[p] = _mm512_setzero_ps();
+    for (int p = 0; p < NP; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++) {
         _Pragma("GCC unroll 4")
-        for (int p = 0; p < 4; p++) {
+        for (int p = 0; p < NP; p++) {
             const uint8_t *ahead = panel0 + p * pbytes + (g + PF) * gbytes;
             _Pragma("GCC unroll 17")
             for (int64_t c = 0; c < gbytes; c += 64) _mm_prefetch((const char *)(ahead + c), _MM_HINT_T0);
@@ -156,7 +159,7 @@ INLINE void gemv4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_a
             for (int j = 0; j < 4; j++) xv[j] = bcast4(x->u + k + 4 * j);
             __m512 d = _mm512_set1_ps(x->d[k / MLM_Q8_BLOCK]);
             _Pragma("GCC unroll 4")
-            for (int p = 0; p < 4; p++) {
+            for (int p = 0; p < NP; p++) {
                 const uint8_t *grp = panel0 + p * pbytes + g * gbytes;
                 __m512i wv[4];
                 load_block(grp, b, bits, wv);
@@ -169,27 +172,27 @@ INLINE void gemv4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_a
         }
     }
     _Pragma("GCC unroll 4")
-    for (int p = 0; p < 4; p++) _mm512_storeu_ps(out + r + 16 * p, acc[p]);
+    for (int p = 0; p < NP; p++) _mm512_storeu_ps(out + r + 16 * p, acc[p]);
 }
 
-static void gemv4_8(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                    int64_t pc, int64_t r) {
-    gemv4(out, panel0, pbytes, x, pc, r, 8);
+static void gemv_8(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+                   int64_t pc, int64_t r) {
+    gemv1(out, panel0, pbytes, x, pc, r, 8);
 }
 
-static void gemv4_4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                    int64_t pc, int64_t r) {
-    gemv4(out, panel0, pbytes, x, pc, r, 4);
+static void gemv_4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+                   int64_t pc, int64_t r) {
+    gemv1(out, panel0, pbytes, x, pc, r, 4);
 }
 
 static void matmul_bfp(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
                        int64_t r0, int64_t r1, int bits) {
     const int64_t pc = mlm_q8_cols(x->cols), pbytes = mlm_bfp_panel_bytes(x->cols, bits);
-    if (x->n == 1) /* decode: whole panels four at a time */
-        for (; r0 + 4 * MLM_BFP_ROWS <= r1; r0 += 4 * MLM_BFP_ROWS) {
+    if (x->n == 1) /* decode: whole panels one at a time */
+        for (; r0 + MLM_BFP_ROWS <= r1; r0 += MLM_BFP_ROWS) {
             const uint8_t *panel = (const uint8_t *)w + r0 / MLM_BFP_ROWS * pbytes;
-            if (bits == 8) gemv4_8(out, panel, pbytes, x, pc, r0);
-            else gemv4_4(out, panel, pbytes, x, pc, r0);
+            if (bits == 8) gemv_8(out, panel, pbytes, x, pc, r0);
+            else gemv_4(out, panel, pbytes, x, pc, r0);
         }
     for (int64_t r = r0; r < r1; r += MLM_BFP_ROWS) {
         const uint8_t *panel = (const uint8_t *)w + r / MLM_BFP_ROWS * pbytes;
