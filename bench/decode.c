@@ -167,6 +167,7 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
             fprintf(stderr, "bench/decode: %s\n", err.msg);
             break;
         }
+        decode_after(e, tokens, 16, 8, logits); /* warm-up: the new executor's first touches */
         for (int di = 0; di < tb->n_depth; di++) {
             double at = fig->at[ti][di] = decode_after(e, tokens, tb->depth[di], n_decode, logits);
             printf("  decode after %5d, %d thread%s  %8.2f tok/s = %.2f GB/s = %.0f%% of %d-thread read bandwidth\n",
