@@ -94,16 +94,24 @@ INLINE __m256 cvt8(const uint8_t *p, int is_signed8) {
     return _mm256_cvtepi32_ps(is_signed8 ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
 }
 
-/* Half HF of block BB's row scales and mins (qpanel.h's mlm_qblock). */
-INLINE void load_scales(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb, int hf,
-                        __m256 *s0, __m256 *s1, __m256 *mn) {
+/* Half HF (rows 8hf..8hf+7) of the f16 d and m (types with a min) of block BB's unit, as
+ * floats: once per group for the types with one d per group. */
+INLINE void load_dm(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb, int hf,
+                    __m256 *d, __m256 *m) {
     int unit = g->units == 1 ? 0 : bb;
-    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + g->d + unit * 32 + 16 * hf)));
+    *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + g->d + unit * 32 + 16 * hf)));
+    *m = mlm_qhas_min(k)
+             ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + g->m + unit * 32 + 16 * hf)))
+             : _mm256_setzero_ps();
+}
+
+/* Half HF of block BB's row scales and mins (qpanel.h's mlm_qblock) from its D and M. */
+INLINE void load_scales(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb, int hf,
+                        __m256 d, __m256 m, __m256 *s0, __m256 *s1, __m256 *mn) {
     const uint8_t *sub = grp + g->subs + bb * 16 * mlm_qsub_bytes(k) + 8 * hf;
     *s0 = *s1 = d;
     *mn = _mm256_setzero_ps();
     if (mlm_qhas_min(k)) {
-        __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + g->m + unit * 32 + 16 * hf)));
         if (k == MLM_QK_Q4_1 || k == MLM_QK_Q5_1) {
             *mn = _mm256_xor_ps(m, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
         } else {
@@ -207,8 +215,9 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
             const int64_t b = gi * g->g + bb;
             __m256i wv[8];
             load_codes(k, grp, g, bb, hf, wv);
-            __m256 sc0, sc1, mn;
-            load_scales(k, grp, g, bb, hf, &sc0, &sc1, &mn);
+            __m256 dd, dm, sc0, sc1, mn;
+            load_dm(k, grp, g, bb, hf, &dd, &dm);
+            load_scales(k, grp, g, bb, hf, dd, dm, &sc0, &sc1, &mn);
             _Pragma("GCC unroll 4")
             for (int t = 0; t < T; t++) {
                 const int8_t *qt = q + t * pc + 32 * b;
@@ -224,7 +233,8 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
 }
 
 /* Decode: one whole panel from row R (its two halves) for one token: one forward stream per
- * thread, as the AVX-512 kernel reads (matmul_q_avx512.c says why). */
+ * thread, as the AVX-512 kernel reads (matmul_q_avx512.c says why). A group's f16 d and m are
+ * converted once for its blocks. */
 INLINE void gemv1(mlm_qkind k, float *out, const uint8_t *panel, const mlm_qgeom *g,
                   const mlm_acts *x, int64_t r) {
     const int64_t pc = mlm_q8_cols(x->cols);
@@ -232,6 +242,9 @@ INLINE void gemv1(mlm_qkind k, float *out, const uint8_t *panel, const mlm_qgeom
     const int64_t slice = mlm_qpanel_block_share(g);
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
         const uint8_t *grp = panel + gi * g->group_bytes;
+        __m256 dd[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, dm[2] = {dd[0], dd[1]};
+        if (g->units == 1)
+            for (int hf = 0; hf < 2; hf++) load_dm(k, grp, g, 0, hf, &dd[hf], &dm[hf]);
         for (int bb = 0; bb < g->g; bb++) {
             /* the stream PF_BYTES ahead of this block, a block's share of lines at a time */
             mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
@@ -242,8 +255,9 @@ INLINE void gemv1(mlm_qkind k, float *out, const uint8_t *panel, const mlm_qgeom
             for (int hf = 0; hf < 2; hf++) {
                 __m256i wv[8];
                 load_codes(k, grp, g, bb, hf, wv);
+                if (g->units != 1) load_dm(k, grp, g, bb, hf, &dd[hf], &dm[hf]);
                 __m256 sc0, sc1, mn;
-                load_scales(k, grp, g, bb, hf, &sc0, &sc1, &mn);
+                load_scales(k, grp, g, bb, hf, dd[hf], dm[hf], &sc0, &sc1, &mn);
                 __m256i i0 = dot16(k, wv, qb), i1 = dot16(k, wv + 4, qb + 16);
                 __m256 v = block_value(k, i0, i1, x->s + 2 * b, x->s + pc / 16 + b, sc0, sc1, mn);
                 acc[hf] = _mm256_fmadd_ps(v, d, acc[hf]);

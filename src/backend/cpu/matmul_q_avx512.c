@@ -71,16 +71,24 @@ INLINE void load_codes(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int 
     }
 }
 
-/* Block BB's 16 row scales (S1: q6_k's columns 16-31) and mins, as qpanel.h's mlm_qblock. */
-INLINE void load_scales(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb,
-                        __m512 *s0, __m512 *s1, __m512 *mn) {
+/* The 16 rows' f16 d and m (types with a min) of block BB's unit, as floats: once per group
+ * for the types with one d per group. */
+INLINE void load_dm(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb, __m512 *d,
+                    __m512 *m) {
     int unit = g->units == 1 ? 0 : bb;
-    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + g->d + unit * 32)));
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + g->d + unit * 32)));
+    *m = mlm_qhas_min(k) ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + g->m + unit * 32)))
+                         : _mm512_setzero_ps();
+}
+
+/* Block BB's 16 row scales (S1: q6_k's columns 16-31) and mins, as qpanel.h's mlm_qblock,
+ * from its D and M. */
+INLINE void load_scales(mlm_qkind k, const uint8_t *grp, const mlm_qgeom *g, int bb, __m512 d,
+                        __m512 m, __m512 *s0, __m512 *s1, __m512 *mn) {
     const uint8_t *sub = grp + g->subs + bb * 16 * mlm_qsub_bytes(k);
     *s0 = *s1 = d;
     *mn = _mm512_setzero_ps();
     if (mlm_qhas_min(k)) {
-        __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + g->m + unit * 32)));
         if (k == MLM_QK_Q4_1 || k == MLM_QK_Q5_1) {
             *mn = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(m),
                                                        _mm512_set1_epi32((int)0x80000000u)));
@@ -168,8 +176,9 @@ INLINE void tile_group(mlm_qkind k, float *accp, const uint8_t *grp, const mlm_q
         const float *fb = p->f + bb * 4 * T;
         __m512i wv[8];
         load_codes(k, grp, g, bb, wv);
-        __m512 sc0, sc1, mn;
-        load_scales(k, grp, g, bb, &sc0, &sc1, &mn);
+        __m512 dd, dm, sc0, sc1, mn;
+        load_dm(k, grp, g, bb, &dd, &dm);
+        load_scales(k, grp, g, bb, dd, dm, &sc0, &sc1, &mn);
         __m512i is[TMAX];
         _Pragma("GCC unroll 10")
         for (int t = 0; t < T; t++) is[t] = _mm512_setzero_si512();
@@ -251,14 +260,17 @@ INLINE void gemv1(mlm_qkind k, float *out, const uint8_t *panel, const mlm_qgeom
     const int64_t slice = mlm_qpanel_block_share(g);
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
         const uint8_t *grp = panel + gi * g->group_bytes;
+        __m512 dd = _mm512_setzero_ps(), dm = dd;
+        if (g->units == 1) load_dm(k, grp, g, 0, &dd, &dm); /* one d (and m) for the group */
         for (int bb = 0; bb < g->g; bb++) {
             /* the stream PF_BYTES ahead of this block, a block's share of lines at a time */
             mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
             const int64_t b = gi * g->g + bb;
             __m512i wv[8];
             load_codes(k, grp, g, bb, wv);
+            if (g->units != 1) load_dm(k, grp, g, bb, &dd, &dm);
             __m512 sc0, sc1, mn;
-            load_scales(k, grp, g, bb, &sc0, &sc1, &mn);
+            load_scales(k, grp, g, bb, dd, dm, &sc0, &sc1, &mn);
             __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
             _Pragma("GCC unroll 4")
             for (int h = 0; h < 4; h++) {
