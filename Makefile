@@ -127,10 +127,11 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_COMMON) $(LIB)
 # The server tests (tests/server/*.sh) start a real `meshlm serve` and talk HTTP to it: with
 # curl, and with the official openai Python client (SKIP when it is not installed).
 # The mesh tests (tests/mesh/*.sh) run TP and DP under mpirun (SKIP without it).
+KERNEL_TESTS := $(sort $(wildcard tests/kernels/test_*.sh))
 SERVER_TESTS := $(sort $(wildcard tests/server/test_*.sh))
 MESH_TESTS := $(sort $(wildcard tests/mesh/test_*.sh))
 test: $(TEST_BIN) $(MESH_BIN) $(CLI)
-	@MESHLM=$(CLI) MESH_BIN=$(BUILD)/tests/mesh sh tests/run.sh $(TEST_BIN) $(SERVER_TESTS) $(MESH_TESTS)
+	@MESHLM=$(CLI) MESH_BIN=$(BUILD)/tests/mesh sh tests/run.sh $(TEST_BIN) $(KERNEL_TESTS) $(SERVER_TESTS) $(MESH_TESTS)
 
 asan:
 	$(MAKE) SAN=1 BUILD=build-asan OPT="-O1 -g" test

@@ -32,6 +32,8 @@ static int amx_permitted(void) {
 
 static void detect(mlm_cpu_flags *f) {
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) /* the vendor: EBX, EDX, ECX */
+        f->amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
     int osxsave = (c >> 27) & 1;
     f->fma = (c >> 12) & 1;
@@ -84,12 +86,15 @@ static void disable_from_env(mlm_cpu_flags *f) {
 }
 
 static mlm_cpu_flags flags;
+static int panels_env = -1; /* MESHLM_DECODE_PANELS: 1, 0 ("many"), or -1 (unset) */
 static char name_buf[64] = "unknown", features_buf[256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void fill(void) {
     detect(&flags);
     disable_from_env(&flags);
+    const char *panels = getenv("MESHLM_DECODE_PANELS");
+    if (panels) panels_env = !strcmp(panels, "1") ? 1 : !strcmp(panels, "many") ? 0 : -1;
 #if defined(__x86_64__) || defined(__i386__)
     unsigned r[12];
     if (__get_cpuid(0x80000000u, &r[0], &r[1], &r[2], &r[3]) && r[0] >= 0x80000004u) {
@@ -119,6 +124,11 @@ static void fill(void) {
     snprintf(features_buf + n, sizeof features_buf - n, " (os saves:%s%s%s)",
              f->os_avx ? " ymm" : "", f->os_avx512 ? " zmm" : "",
              f->os_amx ? " amx tiles" : "");
+}
+
+int mlm_cpu_decode_panels(int xeon_best) {
+    pthread_once(&once, fill);
+    return panels_env == 1 || (panels_env < 0 && flags.amd) ? 1 : xeon_best;
 }
 
 mlm_cpu_flags mlm_cpu_detect(void) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/cpu.h"
 #include "tensor/bfp.h"
 #include "tensor/q8.h"
 
@@ -155,16 +156,17 @@ typedef void (*tile_fn)(float *, int64_t, const uint8_t *, int, const mlm_acts *
                         int64_t, int, int64_t, int);
 static const tile_fn tiles[TMAX + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
 
-/* Decode: one whole panel from row R for one token, both halves of each group while its lines
- * are in L1, with the per-row arithmetic of tile(): one forward stream per thread, as the
- * AVX-512 kernel reads (matmul_bfp_avx512.c says why). */
-INLINE void gemv1(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                  int64_t pc, int64_t r, int bits) {
-    enum { NP = 1 };
+/* Decode: NP whole panels from row R for one token (1 on AMD, 2 elsewhere: core/cpu.h says
+ * why), both halves of each group while its lines are in L1, with the per-row arithmetic of
+ * tile(). */
+INLINE void gemv(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+                 int64_t pc, int64_t r, int bits, int NP) {
     const int64_t gbytes = mlm_bfp_group_bytes(bits);
-    __m256 acc[NP][2];
+    __m256 acc[2][2];
+    _Pragma("GCC unroll 2")
     for (int p = 0; p < NP; p++) acc[p][0] = acc[p][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < pc / MLM_BFP_GROUP; g++)
+        _Pragma("GCC unroll 2")
         for (int p = 0; p < NP; p++) {
             const uint8_t *grp = panel0 + p * pbytes + g * gbytes;
             for (int64_t c = 0; c < gbytes; c += 64) _mm_prefetch((const char *)(grp + 4 * gbytes + c), _MM_HINT_T0);
@@ -184,29 +186,33 @@ INLINE void gemv1(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_a
                 }
             }
         }
+    _Pragma("GCC unroll 2")
     for (int p = 0; p < NP; p++)
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + r + 16 * p + 8 * h, acc[p][h]);
 }
 
-static void gemv1_8(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                    int64_t pc, int64_t r) {
-    gemv1(out, panel0, pbytes, x, pc, r, 8);
+static void gemv_8(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+                   int64_t pc, int64_t r, int np) {
+    if (np == 1) gemv(out, panel0, pbytes, x, pc, r, 8, 1);
+    else gemv(out, panel0, pbytes, x, pc, r, 8, 2);
 }
 
-static void gemv1_4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                    int64_t pc, int64_t r) {
-    gemv1(out, panel0, pbytes, x, pc, r, 4);
+static void gemv_4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+                   int64_t pc, int64_t r, int np) {
+    if (np == 1) gemv(out, panel0, pbytes, x, pc, r, 4, 1);
+    else gemv(out, panel0, pbytes, x, pc, r, 4, 2);
 }
 
 static void matmul_bfp(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
                        int64_t r0, int64_t r1, int bits) {
     const int64_t pc = mlm_q8_cols(x->cols), pbytes = mlm_bfp_panel_bytes(x->cols, bits);
-    if (x->n == 1) /* decode: whole panels one at a time */
-        for (; r0 + MLM_BFP_ROWS <= r1; r0 += MLM_BFP_ROWS) {
+    const int np = x->n == 1 ? mlm_cpu_decode_panels(2) : 0;
+    if (np) /* decode: whole panels, one or two at a time */
+        for (; r0 + np * MLM_BFP_ROWS <= r1; r0 += np * MLM_BFP_ROWS) {
             const uint8_t *panel = (const uint8_t *)w + r0 / MLM_BFP_ROWS * pbytes;
-            if (bits == 8) gemv1_8(out, panel, pbytes, x, pc, r0);
-            else gemv1_4(out, panel, pbytes, x, pc, r0);
+            if (bits == 8) gemv_8(out, panel, pbytes, x, pc, r0, np);
+            else gemv_4(out, panel, pbytes, x, pc, r0, np);
         }
     for (int64_t r = r0; r < r1; r += 8) {
         const uint8_t *panel = (const uint8_t *)w + r / MLM_BFP_ROWS * pbytes;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/cpu.h"
 #include "tensor/bfp.h"
 #include "tensor/q8.h"
 
@@ -133,13 +134,12 @@ typedef void (*tile_fn)(float *, int64_t, const uint8_t *, const mlm_acts *, int
 static const tile_fn tiles[TMAX + 1] = {NULL,   tile_1, tile_2, tile_3,  tile_4,  tile_5, tile_6,
                                         tile_7, tile_8, tile_9, tile_10, tile_11, tile_12};
 
-/* Decode: one whole panel from row R for one token, prefetched a few groups ahead, with the
- * same per-row arithmetic as tile(). One panel at a time keeps the thread on one forward
- * stream: on AMD Zen 4 four panels side by side streamed 40-50% slower from memory
- * (bench/matmul, decode from memory: bfp8 11-13 against 18-22 GB/s on one thread). */
-INLINE void gemv1(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                  int64_t pc, int64_t r, int bits) {
-    enum { NP = 1 };
+/* Decode: NP whole panels from row R for one token, read side by side (NP streams: 1 on AMD,
+ * 4 elsewhere, core/cpu.h says why; on Zen 4 four streams read bfp8 at 11-13 GB/s from memory
+ * on one thread, one at 18-22), each prefetched a few groups ahead, with the same per-row
+ * arithmetic as tile(). */
+INLINE void gemv(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
+                 int64_t pc, int64_t r, int bits, int NP) {
     const int64_t gbytes = mlm_bfp_group_bytes(bits);
     __m512 acc[4];
     _Pragma("GCC unroll 4")
@@ -176,23 +176,26 @@ INLINE void gemv1(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_a
 }
 
 static void gemv_8(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                   int64_t pc, int64_t r) {
-    gemv1(out, panel0, pbytes, x, pc, r, 8);
+                   int64_t pc, int64_t r, int np) {
+    if (np == 1) gemv(out, panel0, pbytes, x, pc, r, 8, 1);
+    else gemv(out, panel0, pbytes, x, pc, r, 8, 4);
 }
 
 static void gemv_4(float *out, const uint8_t *panel0, int64_t pbytes, const mlm_acts *x,
-                   int64_t pc, int64_t r) {
-    gemv1(out, panel0, pbytes, x, pc, r, 4);
+                   int64_t pc, int64_t r, int np) {
+    if (np == 1) gemv(out, panel0, pbytes, x, pc, r, 4, 1);
+    else gemv(out, panel0, pbytes, x, pc, r, 4, 4);
 }
 
 static void matmul_bfp(float *out, int64_t out_stride, const void *w, const mlm_acts *x,
                        int64_t r0, int64_t r1, int bits) {
     const int64_t pc = mlm_q8_cols(x->cols), pbytes = mlm_bfp_panel_bytes(x->cols, bits);
-    if (x->n == 1) /* decode: whole panels one at a time */
-        for (; r0 + MLM_BFP_ROWS <= r1; r0 += MLM_BFP_ROWS) {
+    const int np = x->n == 1 ? mlm_cpu_decode_panels(4) : 0;
+    if (np) /* decode: whole panels, one or four at a time */
+        for (; r0 + np * MLM_BFP_ROWS <= r1; r0 += np * MLM_BFP_ROWS) {
             const uint8_t *panel = (const uint8_t *)w + r0 / MLM_BFP_ROWS * pbytes;
-            if (bits == 8) gemv_8(out, panel, pbytes, x, pc, r0);
-            else gemv_4(out, panel, pbytes, x, pc, r0);
+            if (bits == 8) gemv_8(out, panel, pbytes, x, pc, r0, np);
+            else gemv_4(out, panel, pbytes, x, pc, r0, np);
         }
     for (int64_t r = r0; r < r1; r += MLM_BFP_ROWS) {
         const uint8_t *panel = (const uint8_t *)w + r / MLM_BFP_ROWS * pbytes;

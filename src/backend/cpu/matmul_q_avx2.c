@@ -10,11 +10,13 @@
  * q8_0 and iq4 as |c| against the activations with c's sign (at most 2 x 128 x 127), then
  * vpmaddwd adds pairs. Either way each block's sums are exact and get the canonical epilogue
  * (backend.h), so this file agrees bit for bit with the reference. A tile is half a panel (8
- * rows) x T tokens; decode reads one panel (both halves) at a time. */
+ * rows) x T tokens; decode reads one panel (both halves) at a time on AMD, two side by side
+ * elsewhere (core/cpu.h). */
 #include <immintrin.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/cpu.h"
 #include "tensor/q8.h"
 #include "tensor/qpanel.h"
 
@@ -232,49 +234,59 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
     for (int t = 0; t < T; t++) store_rows(out + (t0 + t) * out_stride + r, nr, acc[t]);
 }
 
-/* Decode: one whole panel from row R (its two halves) for one token: one forward stream per
- * thread, as the AVX-512 kernel reads (matmul_q_avx512.c says why). A group's f16 d and m are
- * converted once for its blocks. */
-INLINE void gemv1(mlm_qkind k, float *out, const uint8_t *panel, const mlm_qgeom *g,
-                  const mlm_acts *x, int64_t r) {
+/* Decode: NP whole panels from row R (2 NP halves side by side) for one token: 1 on AMD, 2
+ * elsewhere (core/cpu.h says why). A group's f16 d and m are converted once for its blocks. */
+INLINE void gemv(mlm_qkind k, int NP, float *out, const uint8_t *panel0, const mlm_qgeom *g,
+                 const mlm_acts *x, int64_t r) {
     const int64_t pc = mlm_q8_cols(x->cols);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 2 * NP; p++) acc[p] = _mm256_setzero_ps();
     const int64_t slice = mlm_qpanel_block_share(g);
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
-        const uint8_t *grp = panel + gi * g->group_bytes;
-        __m256 dd[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, dm[2] = {dd[0], dd[1]};
-        if (g->units == 1)
-            for (int hf = 0; hf < 2; hf++) load_dm(k, grp, g, 0, hf, &dd[hf], &dm[hf]);
+        __m256 dd[4], dm[4];
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 2 * NP; p++) {
+            dd[p] = dm[p] = _mm256_setzero_ps();
+            if (g->units == 1)
+                load_dm(k, panel0 + (p / 2) * g->panel_bytes + gi * g->group_bytes, g, 0, p % 2,
+                        &dd[p], &dm[p]);
+        }
         for (int bb = 0; bb < g->g; bb++) {
-            /* the stream PF_BYTES ahead of this block, a block's share of lines at a time */
-            mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
+            /* each stream PF_BYTES ahead of this block, a block's share of lines at a time */
+            mlm_qpanel_prefetch(panel0, g, NP, gi, bb, slice, PF_BYTES);
             const int64_t b = gi * g->g + bb;
             __m256 d = _mm256_set1_ps(x->d[b]);
             const int8_t *qb = x->q + 32 * b;
-            _Pragma("GCC unroll 2")
-            for (int hf = 0; hf < 2; hf++) {
+            _Pragma("GCC unroll 4")
+            for (int p = 0; p < 2 * NP; p++) {
+                const uint8_t *grp = panel0 + (p / 2) * g->panel_bytes + gi * g->group_bytes;
                 __m256i wv[8];
-                load_codes(k, grp, g, bb, hf, wv);
-                if (g->units != 1) load_dm(k, grp, g, bb, hf, &dd[hf], &dm[hf]);
+                load_codes(k, grp, g, bb, p % 2, wv);
+                if (g->units != 1) load_dm(k, grp, g, bb, p % 2, &dd[p], &dm[p]);
                 __m256 sc0, sc1, mn;
-                load_scales(k, grp, g, bb, hf, dd[hf], dm[hf], &sc0, &sc1, &mn);
+                load_scales(k, grp, g, bb, p % 2, dd[p], dm[p], &sc0, &sc1, &mn);
                 __m256i i0 = dot16(k, wv, qb), i1 = dot16(k, wv + 4, qb + 16);
                 __m256 v = block_value(k, i0, i1, x->s + 2 * b, x->s + pc / 16 + b, sc0, sc1, mn);
-                acc[hf] = _mm256_fmadd_ps(v, d, acc[hf]);
+                acc[p] = _mm256_fmadd_ps(v, d, acc[p]);
             }
         }
     }
-    _mm256_storeu_ps(out + r, acc[0]);
-    _mm256_storeu_ps(out + r + 8, acc[1]);
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 2 * NP; p++) _mm256_storeu_ps(out + r + 8 * p, acc[p]);
 }
 
 INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
                      const mlm_acts *x, int64_t r0, int64_t r1) {
     const int64_t pc = mlm_q8_cols(x->cols);
     const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
-    if (x->n == 1) /* decode: whole panels one at a time */
+    const int np = x->n == 1 ? mlm_cpu_decode_panels(2) : 0;
+    if (np == 1) /* decode: whole panels, one or two at a time */
         for (; r0 + MLM_QP_ROWS <= r1; r0 += MLM_QP_ROWS)
-            gemv1(k, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+            gemv(k, 1, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+    else if (np)
+        for (; r0 + 2 * MLM_QP_ROWS <= r1; r0 += 2 * MLM_QP_ROWS)
+            gemv(k, 2, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
     for (int64_t r = r0; r < r1; r += 8) { /* half panels */
         const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
         int nr = r1 - r < 8 ? (int)(r1 - r) : 8, hf = (int)(r % MLM_QP_ROWS / 8);

@@ -8,11 +8,13 @@
  * The block's exact integer sums then get the canonical epilogue (backend.h), so every level
  * agrees bit for bit. Prefill runs up to 4 panels (64 rows) x T tokens a K group (8 blocks)
  * at a time, the group's activations packed once for those panels: a block's codes are
- * decoded once for T tokens. Decode (1 token) streams one panel at a time. */
+ * decoded once for T tokens. Decode (1 token) streams one panel at a time on AMD, 4 side by
+ * side elsewhere (core/cpu.h). */
 #include <immintrin.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/cpu.h"
 #include "tensor/q8.h"
 #include "tensor/qpanel.h"
 
@@ -249,42 +251,54 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *w,
     }
 }
 
-/* Decode: one whole panel from row R for one token. One panel at a time keeps each thread on
- * one forward stream: on AMD Zen 4 (EPYC 9004, 2 cores) four panels read side by side
- * streamed 20-50% slower from memory than one after another, on every type (bench/matmul's
- * "from memory" column), and a 16-row panel is already 2-8 KB a group. */
-INLINE void gemv1(mlm_qkind k, float *out, const uint8_t *panel, const mlm_qgeom *g,
-                  const mlm_acts *x, int64_t r) {
+/* Decode: NP whole panels from row R for one token, read side by side (NP streams: 1 on AMD,
+ * 4 elsewhere, core/cpu.h says why), each prefetched a block's share of lines at a time. */
+INLINE void gemv(mlm_qkind k, int NP, float *out, const uint8_t *panel0, const mlm_qgeom *g,
+                 const mlm_acts *x, int64_t r) {
     const int64_t pc = mlm_q8_cols(x->cols);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NP; p++) acc[p] = _mm512_setzero_ps();
     const int64_t slice = mlm_qpanel_block_share(g);
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
-        const uint8_t *grp = panel + gi * g->group_bytes;
-        __m512 dd = _mm512_setzero_ps(), dm = dd;
-        if (g->units == 1) load_dm(k, grp, g, 0, &dd, &dm); /* one d (and m) for the group */
+        __m512 dd[4], dm[4];
+        _Pragma("GCC unroll 4")
+    for (int p = 0; p < NP; p++) { /* one d (and m) for the group, or per block below */
+            dd[p] = dm[p] = _mm512_setzero_ps();
+            if (g->units == 1)
+                load_dm(k, panel0 + p * g->panel_bytes + gi * g->group_bytes, g, 0, &dd[p], &dm[p]);
+        }
         for (int bb = 0; bb < g->g; bb++) {
-            /* the stream PF_BYTES ahead of this block, a block's share of lines at a time */
-            mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
+            mlm_qpanel_prefetch(panel0, g, NP, gi, bb, slice, PF_BYTES);
             const int64_t b = gi * g->g + bb;
-            __m512i wv[8];
-            load_codes(k, grp, g, bb, wv);
-            if (g->units != 1) load_dm(k, grp, g, bb, &dd, &dm);
-            __m512 sc0, sc1, mn;
-            load_scales(k, grp, g, bb, dd, dm, &sc0, &sc1, &mn);
-            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+            __m512i xv[8];
+            _Pragma("GCC unroll 8")
+            for (int h = 0; h < 8; h++) xv[h] = bcast4(x->q + 32 * b + 4 * h);
+            const __m512 d = _mm512_set1_ps(x->d[b]);
             _Pragma("GCC unroll 4")
-            for (int h = 0; h < 4; h++) {
-                i0 = _mm512_dpbusd_epi32(i0, wv[h], bcast4(x->q + 32 * b + 4 * h));
-                i1 = _mm512_dpbusd_epi32(i1, wv[4 + h], bcast4(x->q + 32 * b + 16 + 4 * h));
+    for (int p = 0; p < NP; p++) {
+                const uint8_t *grp = panel0 + p * g->panel_bytes + gi * g->group_bytes;
+                __m512i wv[8];
+                load_codes(k, grp, g, bb, wv);
+                if (g->units != 1) load_dm(k, grp, g, bb, &dd[p], &dm[p]);
+                __m512 sc0, sc1, mn;
+                load_scales(k, grp, g, bb, dd[p], dm[p], &sc0, &sc1, &mn);
+                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+                _Pragma("GCC unroll 4")
+                for (int h = 0; h < 4; h++) {
+                    i0 = _mm512_dpbusd_epi32(i0, wv[h], xv[h]);
+                    i1 = _mm512_dpbusd_epi32(i1, wv[4 + h], xv[4 + h]);
+                }
+                __m512 v = k == MLM_QK_Q6_K
+                               ? block_value_q6k(i0, i1, x->s + 2 * b, sc0, sc1)
+                               : block_value(k, _mm512_add_epi32(i0, i1), x->s + pc / 16 + b,
+                                             sc0, mn);
+                acc[p] = _mm512_fmadd_ps(v, d, acc[p]);
             }
-            __m512 v = k == MLM_QK_Q6_K
-                           ? block_value_q6k(i0, i1, x->s + 2 * b, sc0, sc1)
-                           : block_value(k, _mm512_add_epi32(i0, i1), x->s + pc / 16 + b, sc0,
-                                         mn);
-            acc = _mm512_fmadd_ps(v, _mm512_set1_ps(x->d[b]), acc);
         }
     }
-    _mm512_storeu_ps(out + r, acc);
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NP; p++) _mm512_storeu_ps(out + r + 16 * p, acc[p]);
 }
 
 INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
@@ -292,9 +306,13 @@ INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
     const int64_t pc = mlm_q8_cols(x->cols);
     const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
     const int tmax = k == MLM_QK_Q6_K ? 8 : TMAX;
-    if (x->n == 1) /* decode: whole panels one at a time */
+    const int np = x->n == 1 ? mlm_cpu_decode_panels(4) : 0;
+    if (np == 1) /* decode: whole panels, one or four at a time */
         for (; r0 + MLM_QP_ROWS <= r1; r0 += MLM_QP_ROWS)
-            gemv1(k, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+            gemv(k, 1, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+    else if (np)
+        for (; r0 + 4 * MLM_QP_ROWS <= r1; r0 += 4 * MLM_QP_ROWS)
+            gemv(k, 4, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
     for (int64_t r = r0; r < r1; r += 4 * MLM_QP_ROWS) { /* strips of up to 4 panels */
         const int64_t re = r + 4 * MLM_QP_ROWS < r1 ? r + 4 * MLM_QP_ROWS : r1;
         /* the tokens in near-equal tiles (32: 4 of 8, not 10 + 10 + 10 + 2) */
