@@ -140,12 +140,7 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     printf("  load (%s)%*s %8.3f s\n", mlm_model_cache_path(m)[0] ? "cache mapped" : "checkpoint",
            mlm_model_cache_path(m)[0] ? 16 : 18, "", ld.load_s);
     /* decode after a 128-token prompt */
-    mlm_exec_seq_reset(e, 0, 0, &err);
-    double dt = run(e, tokens, 0, 128, 512, logits);
-    double t_first = run(e, tokens, 128, 1, 1, logits);
-    double dsum = 0;
-    for (int i = 1; i < n_decode && dt >= 0 && t_first >= 0; i++) dsum += run(e, tokens, 128 + i, 1, 1, logits);
-    double tps = n_decode > 1 && dsum > 0 ? (n_decode - 1) / dsum : 0;
+    double tps = decode_after(e, tokens, 128, n_decode, logits);
     printf("  decode batch 1                 %8.2f tok/s = %.2f GB/s = %.0f%% of read bandwidth\n",
            tps, bytes * tps / 1e9, bw > 0 ? 100.0 * bytes * tps / 1e9 / bw : 0);
     fig->decode_tps = tps, fig->bytes = bytes;

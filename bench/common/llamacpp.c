@@ -37,6 +37,21 @@ static double decode_bytes(const char *gguf_path) {
     return total;
 }
 
+/* Runs llama-bench's command CMD (with -o json) and returns its array of result rows (the
+ * caller frees it), or NULL after a message. */
+static json_t *bench_rows(const char *cmd) {
+    fprintf(stderr, "+ %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    json_error_t jerr;
+    json_t *j = json_loadf(p, 0, &jerr);
+    pclose(p);
+    if (json_is_array(j)) return j;
+    fprintf(stderr, "bench: llama-bench gave no JSON (%s)\n", jerr.text);
+    json_decref(j);
+    return NULL;
+}
+
 llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threads,
                                  const int *prefills, int n_prefills, int n_gen) {
     llamacpp_result r = {0};
@@ -97,17 +112,8 @@ llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threa
         snprintf(plist + strlen(plist), sizeof plist - strlen(plist), "%s%d", i ? "," : "", prefills[i]);
     snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p %s -n %d -fa 0,1 -r 2 -o json 2>/dev/null",
              bench, dst, n_threads, plist, n_gen);
-    fprintf(stderr, "+ %s\n", cmd);
-    FILE *p = popen(cmd, "r");
-    if (!p) return r;
-    json_error_t jerr;
-    json_t *j = json_loadf(p, 0, &jerr);
-    pclose(p);
-    if (!json_is_array(j)) {
-        fprintf(stderr, "bench: llama-bench gave no JSON (%s)\n", jerr.text);
-        json_decref(j);
-        return r;
-    }
+    json_t *j = bench_rows(cmd);
+    if (!j) return r;
     size_t i;
     json_t *row;
     json_array_foreach(j, i, row) {
@@ -130,12 +136,7 @@ double llamacpp_decode(const char *path, int n_threads, int depth, int n_gen) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p 0 -n %d -d %d -fa 0,1 -r 2 -o json 2>/dev/null",
              bench, path, n_threads, n_gen, depth);
-    fprintf(stderr, "+ %s\n", cmd);
-    FILE *p = popen(cmd, "r");
-    if (!p) return 0;
-    json_error_t jerr;
-    json_t *j = json_loadf(p, 0, &jerr);
-    pclose(p);
+    json_t *j = bench_rows(cmd);
     double best = 0;
     size_t i;
     json_t *row;
@@ -143,7 +144,6 @@ double llamacpp_decode(const char *path, int n_threads, int depth, int n_gen) {
         double ts = json_number_value(json_object_get(row, "avg_ts"));
         if (json_integer_value(json_object_get(row, "n_gen")) > 0 && ts > best) best = ts;
     }
-    if (!json_is_array(j)) fprintf(stderr, "bench: llama-bench gave no JSON (%s)\n", jerr.text);
     json_decref(j);
     return best;
 }

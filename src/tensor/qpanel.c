@@ -55,7 +55,7 @@ void mlm_qpanel_put(mlm_qkind k, const mlm_qgeom *g, int64_t r, int64_t b, const
     uint8_t *grp = (uint8_t *)group_of(g, dst, r, b);
     int i = (int)(r % MLM_QP_ROWS), bb = (int)(b % g->g), unit = g->units == 1 ? 0 : bb;
     const uint8_t *u = raw->u;
-    uint8_t *blk = grp + g->codes + bb * g->blk;
+    uint8_t *blk = (uint8_t *)mlm_qpanel_codes(g, grp, bb);
     for (int c = 0; c < 32; c++) {
         if (bits == 8) {
             blk[64 * (c / 4) + 4 * i + c % 4] = u[c];
@@ -80,7 +80,7 @@ void mlm_qpanel_block(mlm_qkind k, const mlm_qgeom *g, const uint8_t *w, int64_t
     const int bits = mlm_qbits(k), has_min = mlm_qhas_min(k);
     const uint8_t *grp = group_of(g, w, r, b);
     int i = (int)(r % MLM_QP_ROWS), bb = (int)(b % g->g), unit = g->units == 1 ? 0 : bb;
-    const uint8_t *blk = grp + g->codes + bb * g->blk;
+    const uint8_t *blk = mlm_qpanel_codes(g, grp, bb);
     for (int c = 0; c < 32; c++) {
         if (bits == 8) {
             out->u[c] = blk[64 * (c / 4) + 4 * i + c % 4];

@@ -263,12 +263,13 @@ INLINE void gemv(mlm_qkind k, int NP, float *out, const uint8_t *panel0, const m
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
         __m512 dd[4], dm[4];
         _Pragma("GCC unroll 4")
-    for (int p = 0; p < NP; p++) { /* one d (and m) for the group, or per block below */
+        for (int p = 0; p < NP; p++) { /* one d (and m) for the group, or per block below */
             dd[p] = dm[p] = _mm512_setzero_ps();
             if (g->units == 1)
                 load_dm(k, panel0 + p * g->panel_bytes + gi * g->group_bytes, g, 0, &dd[p], &dm[p]);
         }
         for (int bb = 0; bb < g->g; bb++) {
+            /* each stream PF_BYTES ahead of this block, a block's share of lines at a time */
             mlm_qpanel_prefetch(panel0, g, NP, gi, bb, slice, PF_BYTES);
             const int64_t b = gi * g->g + bb;
             __m512i xv[8];
@@ -276,7 +277,7 @@ INLINE void gemv(mlm_qkind k, int NP, float *out, const uint8_t *panel0, const m
             for (int h = 0; h < 8; h++) xv[h] = bcast4(x->q + 32 * b + 4 * h);
             const __m512 d = _mm512_set1_ps(x->d[b]);
             _Pragma("GCC unroll 4")
-    for (int p = 0; p < NP; p++) {
+            for (int p = 0; p < NP; p++) {
                 const uint8_t *grp = panel0 + p * g->panel_bytes + gi * g->group_bytes;
                 __m512i wv[8];
                 load_codes(k, grp, g, bb, wv);
