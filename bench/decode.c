@@ -16,6 +16,10 @@
  *                          all cores): batch-1 decode of MESHLM_BENCH_DECODE tokens after each
  *                          context depth, next to the read bandwidth of as many threads
  *   MESHLM_BENCH_DEPTHS    comma-separated context depths for that table (default 16,512)
+ *   MESHLM_BENCH_BATCH     sequences decoding together for the batched row (default 32; 1
+ *                          skips it): each gets a 128-token prompt of its own, then
+ *                          MESHLM_BENCH_DECODE steps of one token per sequence on all cores;
+ *                          aggregate tok/s next to llama-batched-bench's S_TG on the same file
  *   MESHLM_BENCH_REQUANT   0: a GGUF file is run by llama.cpp only as it is, not requantized
  *                          to Q8_0 too (an 8B's Q8_0 copy is 8.5 GB of disk and minutes)
  * A profile's weight cache is built by the first load if needed (timed apart); the load time
@@ -72,6 +76,7 @@ static double run(mlm_exec *e, const int32_t *tokens, int32_t start, int n, int 
 typedef struct figures {
     double decode_tps, bytes, prefill_tps[16];
     double at[MAX_T][MAX_D]; /* decode tok/s by thread count and context depth */
+    double batch_tps;        /* aggregate decode tok/s of the batched row */
 } figures;
 
 /* The decode table's rows: thread counts, context depths, each count's read bandwidth. */
@@ -108,6 +113,61 @@ static double decode_after(mlm_exec *e, const int32_t *tokens, int depth, int n_
         s += t;
     }
     return n_decode > 1 && s > 0 ? (n_decode - 1) / s : 0;
+}
+
+#define BATCH_PROMPT 128 /* each sequence's prompt in the batched row */
+
+/* Aggregate decode tok/s of N_SEQS sequences stepping together: each gets its own
+ * BATCH_PROMPT-token prompt (as many per step as fit in 2048 tokens), then N_DECODE steps of
+ * one token per sequence; the first step is excluded, as in decode_after. 0 on failure. */
+static double decode_batched(const mlm_model *m, int n_seqs, int n_decode, int n_vocab) {
+    mlm_exec_params ep = mlm_exec_default_params();
+    ep.max_seqs = n_seqs;
+    ep.max_seq_len = BATCH_PROMPT + n_decode + 1;
+    ep.max_step_tokens = 2048;
+    mlm_exec *e = NULL;
+    mlm_error err;
+    if (mlm_exec_create(m, &ep, &e, &err) != MLM_OK) {
+        fprintf(stderr, "bench/decode: %s\n", err.msg);
+        return 0;
+    }
+    int cap = n_seqs * BATCH_PROMPT;
+    int32_t *tok = malloc((size_t)cap * sizeof *tok), *seq = malloc((size_t)cap * sizeof *seq),
+            *pos = malloc((size_t)cap * sizeof *pos);
+    int8_t *want = malloc((size_t)cap);
+    float *logits = malloc((size_t)n_seqs * (size_t)n_vocab * sizeof *logits);
+    double s = -1;
+    if (!tok || !seq || !pos || !want || !logits) goto done;
+    int per_step = 2048 / BATCH_PROMPT;
+    for (int first = 0; first < n_seqs; first += per_step) {
+        int n = 0;
+        for (int q = first; q < n_seqs && q < first + per_step; q++)
+            for (int i = 0; i < BATCH_PROMPT; i++, n++) {
+                tok[n] = (int32_t)((q * 7919 + i * 104729 + 13) % n_vocab);
+                seq[n] = q, pos[n] = i, want[n] = i == BATCH_PROMPT - 1;
+            }
+        mlm_batch b = {.n = n, .tokens = tok, .seq = seq, .pos = pos, .logits = want};
+        if (mlm_exec_step(e, &b, logits, &err) != MLM_OK) goto fail;
+    }
+    s = 0;
+    for (int step = 0; step < n_decode; step++) {
+        for (int q = 0; q < n_seqs; q++) {
+            tok[q] = (int32_t)((q * 31 + step * 17 + 5) % n_vocab);
+            seq[q] = q, pos[q] = BATCH_PROMPT + step, want[q] = 1;
+        }
+        mlm_batch b = {.n = n_seqs, .tokens = tok, .seq = seq, .pos = pos, .logits = want};
+        double t = bench_now();
+        if (mlm_exec_step(e, &b, logits, &err) != MLM_OK) goto fail;
+        if (step > 0) s += bench_now() - t;
+    }
+    goto done;
+fail:
+    fprintf(stderr, "bench/decode: %s\n", err.msg);
+    s = -1;
+done:
+    free(tok), free(seq), free(pos), free(want), free(logits);
+    mlm_exec_free(e);
+    return s > 0 ? (double)n_seqs * (n_decode - 1) / s : 0;
 }
 
 static int bench_profile(const char *dir, const char *profile, double bw, const int *prefills,
@@ -171,6 +231,12 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
         }
         mlm_exec_free(e);
     }
+    int n_batch = getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32;
+    if (n_batch > 1) {
+        fig->batch_tps = decode_batched(m, n_batch, n_decode, c->n_vocab);
+        printf("  decode batch %2d, all threads    %8.2f tok/s in all (%.2f per sequence)\n",
+               n_batch, fig->batch_tps, fig->batch_tps / n_batch);
+    }
     free(tokens), free(logits);
     mlm_model_free(m);
     return 0;
@@ -186,6 +252,13 @@ static void compare_table(const char *path, const char *what, const table *tb, i
                    tb->depth[di], tb->thr[ti], tb->thr[ti] > 1 ? "s" : " ", l, what,
                    f->at[ti][di], l > 0 ? f->at[ti][di] / l : 0);
         }
+    int n_batch = getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32;
+    if (n_batch > 1 && f->batch_tps > 0) {
+        int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        double l = llamacpp_batched_decode(path, threads, n_batch, BATCH_PROMPT, n_decode);
+        printf("  decode batch %2d, %d threads     llama-batched-bench %8.2f tok/s, meshlm %s %8.2f: %.2fx\n",
+               n_batch, threads, l, what, f->batch_tps, l > 0 ? f->batch_tps / l : 0);
+    }
 }
 
 int main(int argc, char **argv) {

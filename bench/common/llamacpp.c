@@ -52,19 +52,24 @@ static json_t *bench_rows(const char *cmd) {
     return NULL;
 }
 
+/* The llama.cpp tool NAME next to $LLAMA_BENCH (or $ENV when set) into OUT. */
+static void tool_path(const char *name, const char *env, char *out, size_t size) {
+    if (getenv(env)) {
+        snprintf(out, size, "%s", getenv(env));
+        return;
+    }
+    snprintf(out, size, "%s", getenv("LLAMA_BENCH"));
+    char *slash = strrchr(out, '/');
+    snprintf(slash ? slash + 1 : out, size - (size_t)(slash ? slash + 1 - out : 0), "%s", name);
+}
+
 llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threads,
                                  const int *prefills, int n_prefills, int n_gen) {
     llamacpp_result r = {0};
     const char *bench = getenv("LLAMA_BENCH");
     if (!bench) return r;
     char quant[1024], src[1024], dst[1024], cmd[4096];
-    if (getenv("LLAMA_QUANTIZE")) snprintf(quant, sizeof quant, "%s", getenv("LLAMA_QUANTIZE"));
-    else {
-        snprintf(quant, sizeof quant, "%s", bench);
-        char *slash = strrchr(quant, '/');
-        snprintf(slash ? slash + 1 : quant, sizeof quant - (size_t)(slash ? slash + 1 - quant : 0),
-                 "llama-quantize");
-    }
+    tool_path("llama-quantize", "LLAMA_QUANTIZE", quant, sizeof quant);
     size_t dl = strlen(dir);
     int gguf = dl > 5 && !strcmp(dir + dl - 5, ".gguf");
     if (gguf) {
@@ -145,5 +150,31 @@ double llamacpp_decode(const char *path, int n_threads, int depth, int n_gen) {
         if (json_integer_value(json_object_get(row, "n_gen")) > 0 && ts > best) best = ts;
     }
     json_decref(j);
+    return best;
+}
+
+double llamacpp_batched_decode(const char *path, int n_threads, int n_seqs, int n_prompt,
+                               int n_gen) {
+    if (!getenv("LLAMA_BENCH")) return 0;
+    char tool[1024], cmd[4096];
+    tool_path("llama-batched-bench", "LLAMA_BATCHED_BENCH", tool, sizeof tool);
+    int ctx = n_seqs * (n_prompt + n_gen) + 64;
+    snprintf(cmd, sizeof cmd,
+             "'%s' -m '%s' -t %d -c %d -b 2048 -ub 512 -npp %d -ntg %d -npl %d "
+             "--output-format jsonl 2>/dev/null",
+             tool, path, n_threads, ctx, n_prompt, n_gen, n_seqs);
+    fprintf(stderr, "+ %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    if (!p) return 0;
+    double best = 0;
+    char line[4096];
+    while (fgets(line, sizeof line, p)) {
+        json_error_t jerr;
+        json_t *row = json_loads(line, 0, &jerr);
+        double ts = json_number_value(json_object_get(row, "speed_tg"));
+        if (ts > best) best = ts;
+        json_decref(row);
+    }
+    pclose(p);
     return best;
 }

@@ -30,4 +30,10 @@ llamacpp_result llamacpp_measure(const char *dir, const char *qtype, int n_threa
  * fails. */
 double llamacpp_decode(const char *path, int n_threads, int depth, int n_gen);
 
+/* llama-batched-bench's aggregate decode (S_TG, tokens/s over all sequences) of N_SEQS
+ * sequences of N_PROMPT prompt tokens each, N_GEN tokens each, on the GGUF file PATH with
+ * N_THREADS threads ($LLAMA_BATCHED_BENCH, else next to llama-bench); 0 when it fails. */
+double llamacpp_batched_decode(const char *path, int n_threads, int n_seqs, int n_prompt,
+                               int n_gen);
+
 #endif
