@@ -596,6 +596,40 @@ void mlm_sampler_deinit(mlm_sampler *s);
  * then top-k, then top-p, then a draw from the renormalized distribution. */
 int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits);
 
+/* DRY ("don't repeat yourself"), llama.cpp's loop guard: a token that would extend a stretch
+ * of the sequence already seen earlier, LENGTH tokens long with LENGTH >= allowed_length,
+ * loses multiplier * base^(LENGTH - allowed_length) from its logit (the longest such stretch
+ * counts; exponents are clamped so the power stays a float). Stretches are cut at the last
+ * sequence breaker, and breakers are never penalized. Same semantics and defaults as
+ * llama.cpp's sampler, whose test vectors tests/unit/test_sample.c checks. */
+typedef struct mlm_dry_params {
+    float multiplier;        /* 0 = off (the default); llama.cpp's suggested value is 0.8 */
+    float base;              /* >= 1 (default 1.75) */
+    int32_t allowed_length;  /* >= 1: repeats this long are free (default 2) */
+    int32_t last_n;          /* tokens looked back over: -1 = the whole sequence (default),
+                                0 = off */
+    const uint8_t *breakers; /* N_VOCAB flags, 1 = a sequence breaker (mlm_dry_breakers);
+                                borrowed; NULL = none */
+} mlm_dry_params;
+
+mlm_dry_params mlm_dry_default_params(void);
+/* INVALID_ARG naming the field for a negative or non-finite multiplier, a base under 1, an
+ * allowed_length under 1, a last_n under -1. */
+mlm_status mlm_dry_check(const mlm_dry_params *p, mlm_error *err);
+/* Lowers LOGITS (N_VOCAB floats) of the tokens that would extend a repeat in TOKENS (the
+ * sequence so far, N ids; its last LAST_N count). NOMEM for its scratch (N pairs). */
+mlm_status mlm_dry_apply(const mlm_dry_params *p, const int32_t *tokens, int32_t n,
+                         float *logits, int32_t n_vocab, mlm_error *err);
+/* Fills OUT (mlm_tokenizer_n_vocab bytes) with the sequence breakers of TOK: the tokens whose
+ * text holds one of the N strings STRS, and the special tokens (a chat format's own tags,
+ * which repeat by design). llama.cpp's DRY also matches a multi-character breaker split over
+ * several tokens; here a breaker is one token that holds it whole. INVALID_ARG for an empty
+ * string. */
+mlm_status mlm_dry_breakers(const mlm_tokenizer *tok, const char *const *strs, int32_t n,
+                            uint8_t *out, mlm_error *err);
+/* llama.cpp's default sequence breakers: "\n", ":", "\"", "*". */
+#define MLM_DRY_BREAKERS {"\n", ":", "\"", "*"}
+
 /* Log-probabilities from raw logits, as OpenAI's logprobs report them: the log-softmax of
  * LOGITS (N_VOCAB floats; the max subtracted, the sum taken in double) at TOKEN into
  * *LOGPROB, and the K most likely tokens (best first, ties to the lower id; K is capped at
@@ -799,6 +833,10 @@ typedef struct mlm_request_params {
     mlm_sampler_params sampling;
     float presence_penalty;  /* OpenAI's: subtracted from the logit of every token generated */
     float frequency_penalty; /* OpenAI's: times the count of the token generated so far */
+    /* The loop guard (off by default, as in OpenAI's API): applied after the penalties to the
+     * request's whole sequence, prompt and tokens generated (its breakers borrowed until the
+     * final event). */
+    mlm_dry_params dry;
     const int32_t *stop_ids; /* generating one ends the request (copied; NULL: none) */
     int32_t n_stop_ids;
     int32_t logprobs;        /* -1: none; K >= 0: each token's logprob and the top K */

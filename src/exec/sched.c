@@ -24,6 +24,7 @@ typedef struct req {
     int32_t n_stop_ids;
     int32_t logprobs;
     float presence, frequency;
+    mlm_dry_params dry;
     mlm_image **images; /* owned array of borrowed images (Llama 3.2 Vision) */
     int32_t *image_pos; /* owned: their positions (the prompt's image tokens) */
     int32_t n_images, image_tiles;
@@ -100,6 +101,7 @@ mlm_request_params mlm_request_default_params(void) {
     r.max_new_tokens = 16;
     r.sampling = mlm_sampler_default_params();
     r.logprobs = -1;
+    r.dry = mlm_dry_default_params();
     return r;
 }
 
@@ -306,6 +308,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
                              q->logprobs, s->p.max_logprobs);
     if (!isfinite(q->presence_penalty) || !isfinite(q->frequency_penalty))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: penalties must be finite");
+    if ((st = mlm_dry_check(&q->dry, err))) return st;
     if (q->n_stop_ids < 0 || (q->n_stop_ids && !q->stop_ids))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: bad stop ids");
     if (q->matcher && mlm_matcher_n_vocab(q->matcher) > s->n_vocab)
@@ -345,6 +348,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     r->logprobs = q->logprobs < 0 ? -1 : q->logprobs;
     r->presence = q->presence_penalty;
     r->frequency = q->frequency_penalty;
+    r->dry = q->dry;
     r->cb = q->on_event;
     r->user = q->user;
     r->matcher = q->matcher;
@@ -673,10 +677,12 @@ static int apply_mask(mlm_sched *s, req *r) {
 }
 
 /* Samples R's next token from LOGITS: OpenAI's penalties over the generated tokens first,
- * then the structured output's mask. -1 when the mask allows nothing (the document is whole
- * and there is no stop id to end it with). */
+ * then the loop guard (DRY) over the whole sequence, then the structured output's mask. -1
+ * when the mask allows nothing (the document is whole and there is no stop id to end it
+ * with); -2 when the guard's scratch cannot be had. */
 static int32_t sample(mlm_sched *s, req *r, const float *logits) {
-    if (r->presence == 0 && r->frequency == 0 && !r->matcher)
+    int dry = r->dry.multiplier != 0 && r->dry.last_n != 0;
+    if (r->presence == 0 && r->frequency == 0 && !dry && !r->matcher)
         return mlm_sampler_sample(&r->sampler, logits);
     memcpy(s->penalized, logits, (size_t)s->n_vocab * sizeof *logits);
     for (int32_t i = r->n_prompt; i < r->n_tokens; i++) s->counts[r->tokens[i]]++;
@@ -686,6 +692,8 @@ static int32_t sample(mlm_sched *s, req *r, const float *logits) {
         s->penalized[t] -= r->frequency * (float)s->counts[t] + r->presence;
         s->counts[t] = 0;
     }
+    if (dry && mlm_dry_apply(&r->dry, r->tokens, r->n_tokens, s->penalized, s->n_vocab, NULL))
+        return -2;
     if (r->matcher && !apply_mask(s, r)) return -1;
     int32_t id = mlm_sampler_sample(&r->sampler, s->penalized);
     if (r->matcher && !is_stop_id(r, id)) mlm_matcher_accept_token(r->matcher, id);
@@ -768,6 +776,10 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
         req *r = s->row_req[k];
         const float *lg = s->logits + (size_t)k * s->n_vocab;
         int32_t id = sample(s, r, lg);
+        if (id == -2) {
+            finish(s, r, MLM_FINISH_ERROR, "sampling: out of memory (the loop guard's scratch)");
+            continue;
+        }
         if (id < 0) { /* a whole document and no stop id to write */
             finish(s, r, MLM_FINISH_STOP, NULL);
             continue;

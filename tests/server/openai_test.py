@@ -297,6 +297,29 @@ def test_completions():
           usage.completion_tokens == len(want["generated_ids"]), f"{fins} {usage}")
 
 
+def repeats(text):
+    """The most times one 4-word stretch occurs in TEXT."""
+    w = text.split()
+    grams = [tuple(w[i:i + 4]) for i in range(len(w) - 3)]
+    return max((grams.count(g) for g in set(grams)), default=0)
+
+
+def test_loop_guard():
+    # The tiny model's greedy text loops ("the scene of the" again and again). OpenAI's
+    # semantics: no guard unless asked; llama-server's dry_multiplier turns it on.
+    n = 64
+    want = generate(MODEL, P1, n)
+    plain = cli.completions.create(model=ALIAS, prompt=P1, max_tokens=n, temperature=0)
+    check("loop guard: off unless asked (greedy text equals meshlm generate -p)",
+          plain.choices[0].text == want["text"],
+          f"server {plain.choices[0].text!r} vs generate {want['text']!r}")
+    guarded = cli.completions.create(model=ALIAS, prompt=P1, max_tokens=n, temperature=0,
+                                     extra_body={"dry_multiplier": 0.8})
+    a, b = repeats(want["text"]), repeats(guarded.choices[0].text)
+    check("loop guard: dry_multiplier 0.8 breaks the greedy loop", a >= 4 and b < a,
+          f"a 4-word stretch {a} times plain, {b} times guarded: {guarded.choices[0].text!r}")
+
+
 def test_seed():
     msgs = [{"role": "user", "content": "Write about the river."}]
 
@@ -726,7 +749,8 @@ def main_():
     cli = main.client()
     nocache = nocache if nocache.wait() else None
     keyed = keyed if keyed.wait() else None
-    for t in (test_models, test_chat, test_completions, test_seed, test_stop_and_length,
+    for t in (test_models, test_chat, test_completions, test_loop_guard, test_seed,
+              test_stop_and_length,
               test_logprobs, test_concurrent, test_close_mid_stream):
         run_test(t)
     run_test(test_prefix_cache, nocache)

@@ -238,6 +238,8 @@ try:
     check("no key needed: #key-needed hidden",
           wait(lambda: el("model").text == "smol", 10) and not el("key-needed").is_displayed(),
           "model %r" % el("model").text)
+    check("the loop guard is on by default, as in meshlm chat (DRY multiplier 0.8)",
+          el("dry").get_attribute("value") == "0.8", repr(el("dry").get_attribute("value")))
     driver.execute_script(WATCH)
     md = driver.execute_script("return render(arguments[0])",
                                "a <b> & `x<y`\n```c\nif (a < b && c) {}\n```\nend <i>")

@@ -1,11 +1,13 @@
 /* tests/unit/test_chat.c: `meshlm chat` on the embedded default model (real Llama 3
  * tokenizer and chat format, tiny weights), greedy, and on SmolLM2 (ChatML with newlines, a
  * template's own system message, answers ending at <|im_end|>) when it has been fetched.
- * Through a pipe: every reply equals the library's own greedy generation (mlm_exec_generate,
- * a fresh prefill of the whole dialog's tokens) for the dialog so far; each turn prefills
+ * Through a pipe, with the loop guard off (--dry-multiplier 0): every reply equals the
+ * library's own greedy generation (mlm_exec_generate, a fresh prefill of the whole dialog's
+ * tokens) for the dialog so far; each turn prefills
  * only the new user message and the generation prompt (counted by encoding the full dialog
  * minus the previous one) plus the tokens the last answer left; /reset, /system, --system;
- * dropping the oldest turns when the context is full; bad input. Through a pseudo-terminal:
+ * dropping the oldest turns when the context is full; bad input; setup.sh's main job with no
+ * options (chat's profile rule and loop guard) answers as the model card does. Through a pseudo-terminal:
  * Ctrl-C stops an answer, which stays in the conversation, closed, and the program goes on;
  * Ctrl-C at the prompt and Ctrl-D quit. The binary is $MESHLM (default build/meshlm). */
 #include <errno.h>
@@ -23,6 +25,8 @@
 
 #define MODEL "models/default"
 #define PROFILE "bf16"
+/* the library's greedy: the profile named, the loop guard off */
+#define PLAIN " --optimizations " PROFILE " --dry-multiplier 0"
 #define SMOLLM2 "models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 static char tmpdir[256];
@@ -385,7 +389,7 @@ TEST(incremental_encoding_equals_whole_dialog) {
 
 TEST(two_turns_prefill_only_the_new_message) {
     const char *lines[] = {"Hello there", "How are you?"};
-    check_chat(&tiny, "-m " MODEL " --optimizations " PROFILE " -v -n 24 --max-seq-len 4096", NULL,
+    check_chat(&tiny, "-m " MODEL PLAIN " -v -n 24 --max-seq-len 4096", NULL,
                lines, 2, 24, 4096, NULL, 0);
 }
 
@@ -393,11 +397,11 @@ TEST(reset_and_system) {
     const char *lines[] = {
         "Hello there", "/reset",       "Hello there", "/system You are a pirate.",
         "Hello there", "How are you?", "/system",     "Hello there"};
-    check_chat(&tiny, "-m " MODEL " --optimizations " PROFILE " -v -n 16 --max-seq-len 1024", NULL,
+    check_chat(&tiny, "-m " MODEL PLAIN " -v -n 16 --max-seq-len 1024", NULL,
                lines, 8, 16, 1024, NULL, 0);
     const char *two[] = {"Hello there", "/reset", "How are you?"};
     check_chat(&tiny,
-               "-m " MODEL " --optimizations " PROFILE " -v -n 16 --max-seq-len 1024 "
+               "-m " MODEL PLAIN " -v -n 16 --max-seq-len 1024 "
                "--system 'You are a pirate.'",
                "You are a pirate.", two, 3, 16, 1024, NULL, 0);
     /* after /reset the same message gets the first turn's reply (the default profile) */
@@ -414,12 +418,12 @@ TEST(full_context_drops_oldest_turns) {
     const char *lines[] = {"Hello there",        "How are you?", "Tell me a story",
                            "What is your name?", "Goodbye",      "Thanks"};
     int drops =
-        check_chat(&tiny, "-m " MODEL " --optimizations " PROFILE " -v -n 16 --max-seq-len 96",
+        check_chat(&tiny, "-m " MODEL PLAIN " -v -n 16 --max-seq-len 96",
                    NULL, lines, 6, 16, 96, NULL, 0);
     CHECKF(drops >= 2, "only %d turns dropped old ones", drops);
     /* with a system message, which always stays */
     drops = check_chat(&tiny,
-                       "-m " MODEL " --optimizations " PROFILE
+                       "-m " MODEL PLAIN
                        " -v -n 16 --max-seq-len 96 --system 'Be brief.'",
                        "Be brief.", lines, 6, 16, 96, NULL, 0);
     CHECK(drops >= 2);
@@ -449,6 +453,10 @@ TEST(bad_input_fails) {
     EXPECT("chat -m " MODEL " -n 0", 2, "-n needs an integer");
     EXPECT("chat -m " MODEL " --temperature -1", 2, "--temperature");
     EXPECT("chat -m " MODEL " --optimizations fast", 2, "--optimizations is");
+    EXPECT("chat -m " MODEL " --dry-multiplier -0.5", 2, "--dry-multiplier");
+    EXPECT("chat -m " MODEL " --dry-base 0.5", 2, "--dry-base");
+    EXPECT("chat -m " MODEL " --dry-allowed-length 0", 2, "--dry-allowed-length");
+    EXPECT("chat -m " MODEL " --dry-last-n -2", 2, "--dry-last-n");
     EXPECT("chat -m /nonexistent/model < /dev/null", 1, "/nonexistent/model");
     EXPECT("chat -m tests/data/llama/gqa4_hd64_tied_r32/hf < /dev/null", 1, "gqa4_hd64_tied_r32");
     /* a model whose tokenizer has no chat format: cl100k (GPT-4's) next to the default weights */
@@ -466,7 +474,8 @@ TEST(bad_input_fails) {
     const char *flags[] = {
         "--model",   "--system", "--max-new-tokens", "--temperature",   "--top-k",
         "--top-p",   "--seed",   "--max-seq-len",    "--optimizations", "--threads",
-        "--verbose", "/reset",   "/system",          "/exit",           "Ctrl-C"};
+        "--verbose", "/reset",   "/system",          "/exit",           "Ctrl-C",
+        "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-last-n"};
     EXPECT("chat --help", 0, "usage: meshlm chat");
     for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
         CHECKF(strstr(out, flags[k]), "chat --help lacks %s", flags[k]);
@@ -507,10 +516,38 @@ TEST(smollm2_answers_end_at_im_end) {
     const char *lines[] = {"What is the capital of France?", "And of Germany?", "/reset",
                            "What is the capital of France?"};
     char first[8192] = "";
-    check_chat(&smol, "-m " SMOLLM2 " --optimizations " PROFILE " -v -n 32 --max-seq-len 512", NULL,
+    check_chat(&smol, "-m " SMOLLM2 PLAIN " -v -n 32 --max-seq-len 512", NULL,
                lines, 4, 32, 512, first, sizeof first);
     /* the model card's check */
     CHECKF(!strcmp(first, "The capital of France is Paris."), "'%s'", first);
+}
+
+/* The main job of scripts/setup.sh: the question with no options on the default model. Chat's
+ * rule picks bf16 for SmolLM2-135M (0.27 GB of bf16 weights, under 0.4 GB) and its loop guard
+ * is on; the answer is the model card's, short, closed at the end of the turn. */
+TEST(main_job_answers_right) {
+    if (access(SMOLLM2, R_OK) != 0) SKIP("%s is absent (scripts/get-model.sh fetches it)", SMOLLM2);
+    char *o, *e;
+    int rc = run_chat("-m " SMOLLM2 " -v", "What is the capital of France?\n", &o, &e);
+    CHECKF(rc == 0, "exit %d: %s", rc, e);
+    CHECKF(!strcmp(o, "The capital of France is Paris.\n"), "'%s'", o);
+    CHECKF(strstr(e, "profile bf16: the most precise profile") && strstr(e, "loop guard DRY") &&
+               strstr(e, "stop: end of turn"),
+           "%s", e);
+    free(o);
+    free(e);
+    /* the tiny embedded model: f32 fits the rule's budget too; --dry-multiplier 0 says off */
+    rc = run_chat("-m " MODEL " -v -n 4 --dry-multiplier 0", "Hello\n", &o, &e);
+    CHECKF(rc == 0 && strstr(e, "profile f32: the most precise profile") &&
+               strstr(e, "loop guard off"),
+           "exit %d: %s", rc, e);
+    free(o);
+    free(e);
+    /* a flag overrides the rule */
+    rc = run_chat("-m " MODEL " -v -n 4 --optimizations bf16", "Hello\n", &o, &e);
+    CHECKF(rc == 0 && strstr(e, "profile bf16: named by --optimizations"), "exit %d: %s", rc, e);
+    free(o);
+    free(e);
 }
 
 // ---- through a pseudo-terminal ----
@@ -670,6 +707,7 @@ int main(void) {
     RUN(bad_input_fails);
     RUN(default_model);
     RUN(smollm2_answers_end_at_im_end);
+    RUN(main_job_answers_right);
     RUN(terminal_ctrl_c_stops_an_answer_not_the_program);
     lm_free(&tiny);
     lm_free(&smol);

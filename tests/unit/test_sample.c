@@ -2,7 +2,9 @@
  * (tests/data/sampling/expected.json, made by tests/fixtures/make_sampling_fixtures.py):
  * draw frequencies match the expected distributions (chi-square; top-p also over a 2048-token
  * vocabulary), filtered tokens are never
- * drawn, greedy ties go to the lowest id like torch.argmax, and a seed repeats exactly. */
+ * drawn, greedy ties go to the lowest id like torch.argmax, and a seed repeats exactly. The
+ * DRY loop guard against llama.cpp's test vectors (tests/data/llamacpp/dry.json), on a
+ * looping stand-in model, with breakers, long repeats and bad parameters. */
 #include <jansson.h>
 
 #include "harness.h"
@@ -159,11 +161,138 @@ TEST(bad_params) {
     CHECK(mlm_sampler_init(&s, &p, 10, &err) == MLM_ERR_INVALID_ARG && strstr(err.msg, "top_k"));
 }
 
+/* DRY against llama.cpp's own test vectors (tests/data/llamacpp/dry.json): the logits are
+ * the log of the given probabilities, and the softmax after DRY must give llama.cpp's. */
+TEST(dry_matches_llamacpp) {
+    json_error_t jerr;
+    json_t *j = json_load_file("tests/data/llamacpp/dry.json", 0, &jerr);
+    CHECKF(j != NULL, "dry.json: %s", jerr.text);
+    if (!j) return;
+    size_t ci;
+    json_t *c;
+    int n_cases = 0;
+    json_array_foreach(json_object_get(j, "cases"), ci, c) {
+        float probs[8], expected[8], logits[8];
+        int32_t tokens[16];
+        uint8_t breakers[8] = {0};
+        int n = floats(json_object_get(c, "probs"), probs, 8);
+        CHECK(floats(json_object_get(c, "expected"), expected, 8) == n);
+        size_t i;
+        json_t *v;
+        int32_t n_tok = 0;
+        json_array_foreach(json_object_get(c, "tokens"), i, v) tokens[n_tok++] = (int32_t)json_integer_value(v);
+        json_array_foreach(json_object_get(c, "breakers"), i, v) breakers[json_integer_value(v)] = 1;
+        mlm_dry_params p = mlm_dry_default_params();
+        p.multiplier = (float)json_number_value(json_object_get(c, "multiplier"));
+        p.base = (float)json_number_value(json_object_get(c, "base"));
+        p.allowed_length = (int32_t)json_integer_value(json_object_get(c, "allowed_length"));
+        p.last_n = (int32_t)json_integer_value(json_object_get(c, "last_n"));
+        p.breakers = breakers;
+        for (int t = 0; t < n; t++) logits[t] = logf(probs[t]);
+        mlm_error err;
+        CHECK_OK(mlm_dry_check(&p, &err), &err);
+        CHECK_OK(mlm_dry_apply(&p, tokens, n_tok, logits, n, &err), &err);
+        double sum = 0;
+        for (int t = 0; t < n; t++) sum += exp(logits[t]);
+        for (int t = 0; t < n; t++)
+            CHECKF(fabs(exp(logits[t]) / sum - expected[t]) < 1e-5,
+                   "case %zu token %d: %.6f, llama.cpp %.6f", ci, t, exp(logits[t]) / sum,
+                   expected[t]);
+        n_cases++;
+    }
+    CHECK(n_cases == 5);
+    json_decref(j);
+}
+
+/* A stand-in model that loves a cycle: after token T it favours (T + 1) % 5 by 2 logits, and
+ * the end token 7 always scores 1.5. Greedy loops 0 1 2 3 4 0 1 ... forever; with the guard at
+ * chat's settings the growing penalty lets the end token through once the cycle has been
+ * repeated, and with the guard off (multiplier 0) every id is plain greedy's. */
+static void cycle_logits(int32_t last, float *logits) {
+    for (int t = 0; t < 8; t++) logits[t] = 0;
+    logits[(last + 1) % 5] = 2;
+    logits[7] = 1.5f;
+}
+
+static int32_t run_cycle(const mlm_dry_params *p, int32_t *seq, int32_t max) {
+    mlm_sampler s;
+    mlm_error err;
+    if (mlm_sampler_init(&s, NULL, 8, &err)) return -1;
+    int32_t n = 1;
+    seq[0] = 0;
+    while (n < max && seq[n - 1] != 7) {
+        float logits[8];
+        cycle_logits(seq[n - 1], logits);
+        if (p && mlm_dry_apply(p, seq, n, logits, 8, &err)) break;
+        seq[n] = mlm_sampler_sample(&s, logits);
+        n++;
+    }
+    mlm_sampler_deinit(&s);
+    return n;
+}
+
+TEST(dry_breaks_a_greedy_loop) {
+    int32_t plain[64], off[64], on[64];
+    int32_t n_plain = run_cycle(NULL, plain, 64);
+    CHECK(n_plain == 64 && plain[63] != 7); /* the loop runs to the limit */
+    mlm_dry_params p = mlm_dry_default_params();
+    CHECK(run_cycle(&p, off, 64) == n_plain && !memcmp(plain, off, sizeof plain));
+    p.multiplier = 0.8f;
+    int32_t n_on = run_cycle(&p, on, 64);
+    CHECKF(n_on < 16 && on[n_on - 1] == 7, "the guard ended the loop after %d tokens", n_on);
+    /* the first pass through the cycle is untouched: only repeats are penalized */
+    CHECK(n_on > 6 && !memcmp(on, plain, 6 * sizeof *on));
+    /* a breaker (token 1) cuts the repeat: the loop runs further before the guard bites */
+    uint8_t breakers[8] = {0, 1, 0, 0, 0, 0, 0, 0};
+    p.breakers = breakers;
+    int32_t with_breaker[64];
+    int32_t n_br = run_cycle(&p, with_breaker, 64);
+    CHECKF(n_br > n_on, "with a breaker %d tokens, without %d", n_br, n_on);
+}
+
+TEST(dry_long_repeats_stay_finite) {
+    int32_t seq[600];
+    for (int i = 0; i < 600; i++) seq[i] = i % 3;
+    float logits[4] = {0, 0, 0, 0};
+    mlm_dry_params p = mlm_dry_default_params();
+    p.multiplier = 0.8f;
+    p.base = 2.0f;
+    mlm_error err;
+    CHECK_OK(mlm_dry_apply(&p, seq, 600, logits, 4, &err), &err);
+    for (int t = 0; t < 3; t++) CHECKF(isfinite(logits[t]), "token %d: %g", t, logits[t]);
+    CHECK(logits[0] < -1e30f && logits[1] == 0 && logits[2] == 0 && logits[3] == 0);
+    /* last_n bounds the look-back: a window of 2 tokens holds no repeat */
+    p.last_n = 2;
+    float fresh[4] = {0, 0, 0, 0};
+    CHECK_OK(mlm_dry_apply(&p, seq, 600, fresh, 4, &err), &err);
+    CHECK(fresh[0] == 0 && fresh[1] == 0 && fresh[2] == 0);
+}
+
+TEST(dry_bad_params) {
+    mlm_error err;
+    mlm_dry_params p = mlm_dry_default_params();
+    p.multiplier = -1;
+    CHECK(mlm_dry_check(&p, &err) == MLM_ERR_INVALID_ARG && strstr(err.msg, "multiplier"));
+    p = mlm_dry_default_params();
+    p.base = 0.5f;
+    CHECK(mlm_dry_check(&p, &err) == MLM_ERR_INVALID_ARG && strstr(err.msg, "base"));
+    p = mlm_dry_default_params();
+    p.allowed_length = 0;
+    CHECK(mlm_dry_check(&p, &err) == MLM_ERR_INVALID_ARG && strstr(err.msg, "allowed_length"));
+    p = mlm_dry_default_params();
+    p.last_n = -3;
+    CHECK(mlm_dry_check(&p, &err) == MLM_ERR_INVALID_ARG && strstr(err.msg, "last_n"));
+}
+
 int main(void) {
     RUN(distributions_match_transformers);
     RUN(top_p_large_vocabulary_matches_transformers);
     RUN(greedy_ties_like_torch_argmax);
     RUN(seed_repeats_and_differs);
     RUN(bad_params);
+    RUN(dry_matches_llamacpp);
+    RUN(dry_breaks_a_greedy_loop);
+    RUN(dry_long_repeats_stay_finite);
+    RUN(dry_bad_params);
     return HARNESS_END();
 }

@@ -66,6 +66,8 @@ TEST(chat_minimal_has_defaults) {
     CHECK(!r.has_temperature && !r.has_top_p && !r.has_top_k && !r.has_seed);
     CHECK(r.n_stop == 0 && !r.stream && !r.include_usage && !r.logprobs && !r.top_logprobs);
     CHECK(r.presence_penalty == 0 && r.frequency_penalty == 0 && !r.ignore_eos);
+    CHECK(r.dry_multiplier == 0 && r.dry_base == 1.75 && r.dry_allowed_length == 2 &&
+          r.dry_penalty_last_n == -1); /* llama-server's defaults: the guard off */
     srv_request_deinit(&r);
     CHECK(all_zero(&r, sizeof r));
 }
@@ -342,6 +344,18 @@ TEST(seed_and_penalties) {
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"presence_penalty\":2.5"), "presence_penalty", "[-2, 2]");
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"frequency_penalty\":-3"), "frequency_penalty", "got -3");
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"frequency_penalty\":{}"), "frequency_penalty", "got an object");
+    srv_request w;
+    EXPECT_OK(SRV_CHAT,
+              CHAT(",\"dry_multiplier\":0.8,\"dry_base\":2,\"dry_allowed_length\":3,"
+                   "\"dry_penalty_last_n\":64"),
+              w);
+    CHECK(w.dry_multiplier == 0.8 && w.dry_base == 2 && w.dry_allowed_length == 3 &&
+          w.dry_penalty_last_n == 64);
+    srv_request_deinit(&w);
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"dry_multiplier\":-1"), "dry_multiplier", "[0, 5]");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"dry_base\":0.5"), "dry_base", "[1, 4]");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"dry_allowed_length\":0"), "dry_allowed_length", "got 0");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"dry_penalty_last_n\":-2"), "dry_penalty_last_n", "got -2");
     /* jansson rejects integers beyond int64: a malformed body, not a wrap-around */
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"seed\":18446744073709551616"), "", "parse");
 }

@@ -24,6 +24,11 @@
     "  /help           these commands\n"                                                           \
     "  /exit, /quit    quit (also Ctrl-D; Ctrl-C stops an answer)\n"
 
+/* The loop guard's strength in chat: the value DRY's author suggests and llama.cpp's and
+ * text-generation-webui's docs recommend (their samplers default to off, as meshlm's
+ * generate and server do; chat is where a person reads the output). */
+#define CHAT_DRY_MULTIPLIER 0.8f
+
 // clang-format off
 static void help(void) {
     printf("usage: meshlm chat [-m PATH] [options]\n"
@@ -43,6 +48,15 @@ static void help(void) {
            "      --seed S             RNG seed for sampling (default 0): every answer samples\n"
            "                           from it, as a server request with that seed does\n"
            "      --max-seq-len N      context in tokens, the whole conversation (default 4096)\n"
+           "      --dry-multiplier M   the loop guard, llama.cpp's DRY sampler: a token that would\n"
+           "                           extend a stretch already said loses M * base^(length -\n"
+           "                           allowed length) from its logit (default 0.8; 0 = off,\n"
+           "                           plain greedy or sampling). It looks over the whole\n"
+           "                           conversation; \"\\n\" \":\" \"\\\"\" \"*\" and the format's own\n"
+           "                           tags break a stretch\n"
+           "      --dry-base B         growth per repeated token (default 1.75)\n"
+           "      --dry-allowed-length N  repeats this long are free (default 2)\n"
+           "      --dry-last-n N       tokens looked back over (-1 = all, the default)\n"
            TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores)\n"
            "  -v, --verbose            a stats line per answer on stderr: tokens prefilled (of\n"
@@ -60,7 +74,12 @@ static void help(void) {
            "Answers stop at the chat format's end-of-turn ids, after -n tokens or at the end of\n"
            "the context. When a message plus room for an answer (-n tokens, at most half the\n"
            "context) would not fit in --max-seq-len, the oldest turns are dropped (a notice on\n"
-           "stderr) and the rest is read again. Exit status 1 if a message did not fit at all.\n");
+           "stderr) and the rest is read again. Exit status 1 if a message did not fit at all.\n"
+           "\n"
+           "Without --optimizations chat picks its own profile: the most precise of f32 and bf16\n"
+           "whose weights are under 0.4 GB (25 tok/s even at 10 GB/s, 4x reading speed), else\n"
+           "the model's default; -v and meshlm info say which and why. The same rule on every\n"
+           "machine, so the same answers.\n");
 }
 
 // clang-format on
@@ -70,6 +89,7 @@ typedef struct chat_opts {
     int n_threads, verbose;
     long long max_new, max_seq_len;
     mlm_sampler_params sp;
+    mlm_dry_params dry; /* breakers filled by chat_init */
     tool_precision prec;
 } chat_opts;
 
@@ -78,6 +98,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
     o->max_new = 512;
     o->max_seq_len = 4096;
     o->sp = mlm_sampler_default_params();
+    o->dry = mlm_dry_default_params();
+    o->dry.multiplier = CHAT_DRY_MULTIPLIER;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
@@ -104,6 +126,16 @@ static int parse(int argc, char **argv, chat_opts *o) {
             VALUE();
             if (!tool_int("chat", a, v, 1, 1024, &ll)) return TOOL_USAGE;
             o->n_threads = (int)ll;
+        } else if (!strcmp(a, "--dry-multiplier") || !strcmp(a, "--dry-base")) {
+            VALUE();
+            double d;
+            if (!tool_float("chat", a, v, !strcmp(a, "--dry-base"), 1e6, &d)) return TOOL_USAGE;
+            *(a[6] == 'm' ? &o->dry.multiplier : &o->dry.base) = (float)d;
+        } else if (!strcmp(a, "--dry-allowed-length") || !strcmp(a, "--dry-last-n")) {
+            VALUE();
+            int last_n = !strcmp(a, "--dry-last-n");
+            if (!tool_int("chat", a, v, last_n ? -1 : 1, 1 << 24, &ll)) return TOOL_USAGE;
+            *(last_n ? &o->dry.last_n : &o->dry.allowed_length) = (int32_t)ll;
         } else if (tool_is_sampling_flag(a)) {
             VALUE();
             if (!tool_sampling_flag("chat", a, v, &o->sp)) return TOOL_USAGE;
@@ -173,6 +205,7 @@ typedef struct chat {
                               with newlines: <|im_end|> "\n") */
     int64_t n_head;
     int32_t stop[8], n_stop;
+    uint8_t *breakers; /* owned: the loop guard's sequence breakers (one flag a token) */
     uint64_t salt; /* the prefix cache's salt: a new one when the dialog starts over */
     int turn_no;   /* answers since the last reset */
 } chat;
@@ -241,6 +274,7 @@ static mlm_status reset(chat *c, char *system, mlm_error *err) {
 
 static void chat_deinit(chat *c) {
     free(c->system);
+    free(c->breakers);
     mlm_tokens_deinit(&c->conv);
     mlm_tokens_deinit(&c->turns);
     mlm_tokens_deinit(&c->anchor);
@@ -277,6 +311,13 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
     if ((st = mlm_sched_create(c->model, &p, &c->sched, err))) return st;
     if (mesh && tool_rank() > 0) return MLM_OK;
     c->cfg = mlm_model_config(c->model);
+    if (o->dry.multiplier != 0) {
+        static const char *const breakers[] = MLM_DRY_BREAKERS;
+        if (!(c->breakers = malloc((size_t)mlm_tokenizer_n_vocab(c->tok))))
+            return mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
+        st = mlm_dry_breakers(c->tok, breakers, 4, c->breakers, err);
+        if (st) return st;
+    }
     c->n_stop = mlm_tokenizer_chat_stop_ids(c->tok, c->stop, 8);
     if (c->n_stop > 8) c->n_stop = 8;
     /* the head without a system message: the anchor's dialog less the anchor's share; the
@@ -416,6 +457,8 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     q.n_prompt = (int32_t)c->conv.n;
     q.max_new_tokens = (int32_t)(o->max_new < cap ? o->max_new : cap);
     q.sampling = o->sp;
+    q.dry = o->dry;
+    q.dry.breakers = c->breakers;
     q.stop_ids = c->stop;
     q.n_stop_ids = c->n_stop;
     q.cache_salt = c->salt;
@@ -603,6 +646,9 @@ int cmd_chat(int argc, char **argv) {
         if (!(default_model = tool_default_model("chat"))) return TOOL_USAGE;
         o.model = default_model;
     }
+    char why[256] = "named by --optimizations";
+    if (!o.prec.optimizations && !o.prec.decoder_config)
+        o.prec.optimizations = tool_chat_profile(o.model, why, sizeof why);
     tool_precision_resolve(&o.prec, o.model);
     if (o.prec.dp > 1)
         return tool_usage("chat",
@@ -633,13 +679,18 @@ int cmd_chat(int argc, char **argv) {
     if (!st && tool_mesh() && tool_mesh()->tp > 1 && tool_rank() > 0) { /* follow rank 0 */
         st = mlm_sched_follow(c.sched, &err);
     } else if (!st) {
+        char guard[96] = "off (--dry-multiplier 0)";
+        if (o.dry.multiplier != 0)
+            snprintf(guard, sizeof guard, "DRY (multiplier %g, base %g, allowed length %d)",
+                     o.dry.multiplier, o.dry.base, o.dry.allowed_length);
         if (tty || o.verbose)
             fprintf(stderr,
                     "meshlm chat: %s (%s chat format, %s, %s kernels), context %lld tokens%s, "
-                    "loaded in %.2f s\n",
+                    "loaded in %.2f s\n"
+                    "meshlm chat: profile %s: %s; loop guard %s\n",
                     o.model, mlm_tokenizer_chat_format(c.tok), mlm_model_profile(c.model),
                     mlm_model_kernels(c.model), o.max_seq_len, c.system ? ", a system message" : "",
-                    tool_now() - t0);
+                    tool_now() - t0, mlm_model_profile(c.model), why, guard);
         if (tty)
             fprintf(stderr, "/help for commands; Ctrl-C stops an answer; Ctrl-D or /exit quits\n");
         if (!catch_sigint()) fprintf(stderr, "meshlm chat: Ctrl-C will not stop answers\n");

@@ -17,7 +17,8 @@ static void help(void) {
            "torch.save, model.safetensors.index.json). Prints the detected format and family,\n"
            "the configuration, the parameter count, elements and bytes per type (the file's\n"
            "own: f32, bf16, q4_1, q6_k, ...), the files, and the profile the model runs in by\n"
-           "default with the type it gives each weight. Nothing is loaded beyond mapping.\n"
+           "default with the type it gives each weight, and the profile meshlm chat runs it\n"
+           "in and why. Nothing is loaded beyond mapping.\n"
            "\n"
            "  -m, --model PATH   model directory or checkpoint file\n"
            "      --system       this machine instead: the CPU, the features it and the OS\n"
@@ -47,6 +48,8 @@ typedef struct info {
     } types[48];
     const char *profile; /* the default profile and what it turns the weights into */
     char profile_types[1024];
+    const char *chat_profile; /* what `meshlm chat` runs it in (tool_chat_profile), and why */
+    char chat_why[256];
 } info;
 
 static void count_type(info *in, const mlm_tensor_view *t) {
@@ -137,6 +140,8 @@ static void print_text(const info *in) {
     if (in->profile)
         printf("profile:    %s by default, which runs them as: %s\n", in->profile,
                in->profile_types);
+    if (in->chat_profile)
+        printf("chat:       %s in meshlm chat: %s\n", in->chat_profile, in->chat_why);
     if (in->have_tok) printf("tokenizer:  %d tokens\n", mlm_tokenizer_n_vocab(in->tok));
 }
 
@@ -196,6 +201,10 @@ static void print_json(const info *in) {
     if (in->profile) {
         printf(",\"default_profile\":\"%s\",\"profile_types\":", in->profile);
         tool_json_string(stdout, in->profile_types, strlen(in->profile_types));
+    }
+    if (in->chat_profile) {
+        printf(",\"chat_profile\":\"%s\",\"chat_profile_why\":", in->chat_profile);
+        tool_json_string(stdout, in->chat_why, strlen(in->chat_why));
     }
     if (in->have_tok) printf(",\"tokenizer_vocab\":%d", mlm_tokenizer_n_vocab(in->tok));
     printf("}\n");
@@ -308,6 +317,8 @@ int cmd_info(int argc, char **argv) {
         if (mlm_profile_types_at(in.path, in.profile, NULL, in.profile_types,
                                  sizeof in.profile_types, &err) != MLM_OK)
             in.profile = NULL;
+        else
+            in.chat_profile = tool_chat_profile(in.path, in.chat_why, sizeof in.chat_why);
     }
     if (dir && !in.have_cfg && !in.have_ckpt) {
         fprintf(stderr, "meshlm: %s: no config.json, params.json or checkpoint files\n", in.path);

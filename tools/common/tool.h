@@ -80,6 +80,11 @@ static inline int tool_is_sampling_flag(const char *a) {
 /* Fills P's profile, when no flag named one, with the model's default
  * (mlm_model_default_profile: native for GGUF files, else performance). */
 void tool_precision_resolve(tool_precision *p, const char *dir);
+/* The profile `meshlm chat` runs the model at DIR in when no flag names one: f32, else bf16,
+ * when its weights are small enough that decode stays far above reading speed on any
+ * machine (0.4 GB: 25 tok/s at 10 GB/s), else the model's default. WHY (SIZE bytes) gets
+ * the reason, for chat -v and meshlm info. */
+const char *tool_chat_profile(const char *dir, char *why, size_t size);
 /* Whether FLAG is one of those. */
 static inline int tool_is_precision_flag(const char *a) {
     return !strcmp(a, "--optimizations") || !strcmp(a, "--dtype") ||

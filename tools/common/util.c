@@ -161,6 +161,41 @@ void tool_precision_resolve(tool_precision *p, const char *dir) {
     if (!p->optimizations) p->optimizations = mlm_model_default_profile(dir);
 }
 
+/* Chat's rule: the most precise profile whose weights a token reads stay under what decodes
+ * TOOL_CHAT_TOKS tokens a second at a low TOOL_CHAT_BANDWIDTH: a fast reader takes 5-7
+ * tokens a second, so the answer still streams 4x faster than anyone reads on a laptop with
+ * one memory channel. Fixed numbers, not this machine's speed: every machine picks the same
+ * profile, so gives the same answer. */
+#define TOOL_CHAT_BANDWIDTH 10e9 /* bytes a second */
+#define TOOL_CHAT_TOKS 25.0
+
+const char *tool_chat_profile(const char *dir, char *why, size_t size) {
+    const double budget = TOOL_CHAT_BANDWIDTH / TOOL_CHAT_TOKS, GB = 1e9;
+    const char *dflt = mlm_model_default_profile(dir);
+    static const char *const precise[] = {"f32", "bf16"};
+    double bf16 = -1;
+    for (int i = 0; i < 2; i++) {
+        mlm_memory_plan plan;
+        if (mlm_memory_plan_at(dir, 1, precise[i], NULL, NULL, &plan, NULL)) continue;
+        if (plan.weights <= budget) {
+            snprintf(why, size,
+                     "the most precise profile whose weights (%.2f GB) stay under the %.2f GB a "
+                     "token that decodes %.0f tok/s at %.0f GB/s",
+                     plan.weights / GB, budget / GB, TOOL_CHAT_TOKS, TOOL_CHAT_BANDWIDTH / GB);
+            return precise[i];
+        }
+        bf16 = plan.weights / GB;
+    }
+    if (bf16 >= 0)
+        snprintf(why, size,
+                 "the model's default: bf16 weights (%.2f GB) are over the %.2f GB a token that "
+                 "decodes %.0f tok/s at %.0f GB/s",
+                 bf16, budget / GB, TOOL_CHAT_TOKS, TOOL_CHAT_BANDWIDTH / GB);
+    else
+        snprintf(why, size, "the model's default");
+    return dflt;
+}
+
 char *tool_repo_path(const char *rel) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

@@ -276,6 +276,11 @@ static int submit_one(srv_job *j, const srv_request *r, prompt_ids *p, int i, sr
     q.sampling = sampling_for(srv, r, i % r->n);
     q.presence_penalty = (float)r->presence_penalty;
     q.frequency_penalty = (float)r->frequency_penalty;
+    q.dry.multiplier = (float)r->dry_multiplier;
+    q.dry.base = (float)r->dry_base;
+    q.dry.allowed_length = (int32_t)r->dry_allowed_length;
+    q.dry.last_n = (int32_t)r->dry_penalty_last_n;
+    q.dry.breakers = srv->dry_breakers;
     if (!r->ignore_eos) {
         q.stop_ids = r->kind == SRV_CHAT ? srv->stop_chat : srv->stop_base;
         q.n_stop_ids = r->kind == SRV_CHAT ? srv->n_stop_chat : srv->n_stop_base;

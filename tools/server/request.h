@@ -110,6 +110,12 @@ typedef struct srv_request {
     double presence_penalty;   /* [-2, 2], default 0 */
     double frequency_penalty;  /* [-2, 2], default 0 */
     int ignore_eos;            /* extension (vLLM) */
+    /* extension (llama-server's names): the DRY loop guard, off unless dry_multiplier > 0;
+     * the sequence breakers are llama.cpp's defaults */
+    double dry_multiplier;     /* [0, 5], default 0 */
+    double dry_base;           /* [1, 4], default 1.75 */
+    int64_t dry_allowed_length; /* [1, 1024], default 2 */
+    int64_t dry_penalty_last_n; /* -1 (the whole sequence, default) or [0, 2^30] */
     int n;                     /* choices, 1..8 (default 1) */
     json_t *tools;             /* owned reference: the tools array as sent (each
                                   {"type": "function", "function": {"name", "description",

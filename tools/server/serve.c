@@ -343,6 +343,7 @@ static void serve_free(serve_run *r) {
     }
     mlm_token_trie_free(r->srv.trie); /* after the scheduler: its matchers borrowed it */
     pthread_mutex_destroy(&r->srv.trie_mu);
+    free(r->srv.dry_breakers);
     mlm_tokenizer_free(r->tok);
     mlm_model_free(r->model);
     srv_metrics_deinit(&r->metrics);
@@ -441,7 +442,10 @@ static mlm_status start(serve_run *r) {
     srv->max_images = (int32_t)o->max_images;
     srv->image_token = mlm_model_image_token(r->model);
     stop_ids(srv, mlm_model_config(r->model));
-    return MLM_OK;
+    static const char *const breakers[] = MLM_DRY_BREAKERS;
+    if (!(srv->dry_breakers = malloc((size_t)mlm_tokenizer_n_vocab(r->tok))))
+        return mlm_error_set(&r->err, MLM_ERR_NOMEM, "out of memory");
+    return mlm_dry_breakers(r->tok, breakers, 4, srv->dry_breakers, &r->err);
 }
 
 /* The engine thread, the signal pipe and the HTTP listener; then serving until a signal. */

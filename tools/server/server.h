@@ -37,6 +37,8 @@ typedef struct srv_server {
     int32_t n_stop_base;
     int32_t stop_chat[SRV_MAX_STOP_IDS]; /* those plus the chat format's end-of-turn ids */
     int32_t n_stop_chat;
+    uint8_t *dry_breakers; /* owned by serve.c: DRY's default sequence breakers (a flag a
+                              token), for requests that ask for the loop guard */
     int n_threads;       /* --threads (0: all cores): the vision encoder's threads */
     int32_t max_images;  /* images per chat request (--max-images; 0: none are taken) */
     int32_t image_token; /* mlm_model_image_token: -1 for a model without vision */
