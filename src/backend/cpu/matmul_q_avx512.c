@@ -246,8 +246,12 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *w,
     for (int i = 0; i < np; i++) {
         int64_t r = r0 + i * MLM_QP_ROWS;
         int nr = r1 - r < MLM_QP_ROWS ? (int)(r1 - r) : MLM_QP_ROWS;
+        /* a masked vector store: a 64-byte memcpy call per token and panel cost 4% of
+         * batch-32 decode (perf, Zen 4) */
+        __mmask16 m = (__mmask16)((1u << nr) - 1);
         for (int t = 0; t < T; t++)
-            memcpy(out + (t0 + t) * out_stride + r, acc[i] + 16 * t, (size_t)nr * sizeof(float));
+            _mm512_mask_storeu_ps(out + (t0 + t) * out_stride + r, m,
+                                  _mm512_loadu_ps(acc[i] + 16 * t));
     }
 }
 
