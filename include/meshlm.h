@@ -539,6 +539,10 @@ mlm_status mlm_exec_step(mlm_exec *exec, const mlm_batch *batch, float *out, mlm
 
 /* Forgets sequence SEQ (its KV blocks return to the pool); its next position is START. */
 mlm_status mlm_exec_seq_reset(mlm_exec *exec, int32_t seq, int32_t start, mlm_error *err);
+/* Forgets SEQ's positions from POS on (speculative tokens that were not accepted): its next
+ * position is POS, and pages past it return to the pool. Nothing is copied. INVALID_ARG for a
+ * POS outside the sequence's positions or at or before one of its images. */
+mlm_status mlm_exec_seq_truncate(mlm_exec *exec, int32_t seq, int32_t pos, mlm_error *err);
 /* Gives sequence SEQ (after a reset) the pages BLOCKS[0..N) in that order instead of taking
  * free blocks as it grows, like the demos' random page tables. The blocks must be free. */
 mlm_status mlm_exec_seq_set_pages(mlm_exec *exec, int32_t seq, const int32_t *blocks, int32_t n,
@@ -774,6 +778,20 @@ mlm_status mlm_exec_generate(mlm_exec *exec, const mlm_gen_user *users, int32_t 
  * loop). Callbacks run on the engine loop's thread, inside mlm_sched_step. */
 typedef struct mlm_sched mlm_sched;
 
+/* Speculative decoding by prompt lookup (llama.cpp's lookup, vLLM's n-gram proposer): each
+ * decode step of a greedy request drafts the tokens that followed the latest earlier
+ * occurrence of the sequence's last N tokens (N from ngram_max down to ngram_min, prompt and
+ * generated text alike) and verifies them in the same step, keeping the ones the model
+ * itself picks, and its own token after them. The steps are batch-invariant, so the ids, the
+ * logprobs and the text equal plain decoding's bit for bit; only the speed changes.
+ * Requests that sample (temperature > 0) or hold images decode one token a step. */
+typedef struct mlm_draft_params {
+    int32_t max;       /* tokens drafted per step at most (0 = off, the default; capped by
+                          the scheduler's max_draft) */
+    int32_t ngram_min; /* shortest suffix that may match (default 2) */
+    int32_t ngram_max; /* longest suffix tried first (default 4) */
+} mlm_draft_params;
+
 typedef struct mlm_sched_params {
     int32_t max_batch;     /* running sequences at once (default 32) */
     int32_t max_seq_len;   /* positions per sequence, prompt included (default 4096) */
@@ -788,6 +806,8 @@ typedef struct mlm_sched_params {
     int32_t max_images;    /* Llama 3.2 Vision: images per request (default 1) */
     int32_t image_tiles;   /* its image K/V pool in tiles (0: min(max_batch, 4) x max_images x
                               the model's max tiles); a request waits for free tiles */
+    int32_t max_draft;     /* speculative tokens a sequence may verify in one step (default 0:
+                              requests cannot speculate; mlm_request_params.draft) */
     /* Under TP: this rank (0) leads the other ranks of the group, which create their
      * scheduler with the same parameters and run mlm_sched_follow (mlm_exec_params.lead). */
     int lead;
@@ -837,6 +857,7 @@ typedef struct mlm_request_params {
      * request's whole sequence, prompt and tokens generated (its breakers borrowed until the
      * final event). */
     mlm_dry_params dry;
+    mlm_draft_params draft; /* speculative decoding (off by default) */
     const int32_t *stop_ids; /* generating one ends the request (copied; NULL: none) */
     int32_t n_stop_ids;
     int32_t logprobs;        /* -1: none; K >= 0: each token's logprob and the top K */
@@ -904,6 +925,8 @@ typedef struct mlm_sched_stats {
     int64_t generated_tokens;
     int64_t preemptions;
     int64_t steps;
+    int64_t draft_tokens;      /* speculative tokens verified */
+    int64_t draft_accepted;    /* of them, the ones kept (each saves a step) */
     int64_t finished[5];       /* by mlm_finish */
 } mlm_sched_stats;
 

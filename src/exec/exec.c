@@ -184,6 +184,21 @@ mlm_status mlm_exec_seq_set_pages(mlm_exec *e, int32_t seq, const int32_t *block
     return mlm_kv_set_pages(&e->kv, seq, blocks, n, err);
 }
 
+mlm_status mlm_exec_seq_truncate(mlm_exec *e, int32_t seq, int32_t pos, mlm_error *err) {
+    mlm_status st = check_seq(e, seq, err);
+    if (st) return st;
+    const mlm_kv_seq *s = &e->kv.seqs[seq];
+    if (pos < s->start || pos > s->start + s->len)
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: sequence %d holds positions [%d, %d); cannot cut it at %d",
+                             seq, s->start, s->start + s->len, pos);
+    if (e->images && e->images[seq].n && e->images[seq].pos[e->images[seq].n - 1] >= pos)
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "executor: sequence %d has an image at or after position %d", seq, pos);
+    mlm_kv_truncate(&e->kv, seq, pos - s->start);
+    return MLM_OK;
+}
+
 int32_t mlm_exec_seq_len(const mlm_exec *e, int32_t seq) {
     if (seq < 0 || seq >= e->p.max_seqs) return -1;
     return e->kv.seqs[seq].start + e->kv.seqs[seq].len;

@@ -25,6 +25,9 @@ typedef struct req {
     int32_t logprobs;
     float presence, frequency;
     mlm_dry_params dry;
+    mlm_draft_params draft; /* max capped to the scheduler's max_draft; 0 = no speculation */
+    int32_t *drafted;       /* owned (draft.max): this step's speculative tokens */
+    int32_t n_drafted;      /* how many this step verifies (0: a plain step) */
     mlm_image **images; /* owned array of borrowed images (Llama 3.2 Vision) */
     int32_t *image_pos; /* owned: their positions (the prompt's image tokens) */
     int32_t n_images, image_tiles;
@@ -58,7 +61,8 @@ struct mlm_sched {
     /* one step's batch and outputs, sized at creation */
     int32_t *b_tok, *b_seq, *b_pos;
     int8_t *b_want;
-    req **row_req;          /* (max_batch) request of each logits row */
+    req **row_req;          /* (max_batch x (1 + max_draft)) request of each logits row */
+    int32_t *row_k;         /* the same rows: 0, or the speculative token the row verifies */
     int32_t *fed;           /* (max_batch) tokens each slot feeds this step */
     float *logits;          /* (max_batch, n_vocab) */
     uint32_t *mask;         /* (n_vocab / 32 rounded up) a structured request's allowed tokens */
@@ -113,8 +117,9 @@ void mlm_sched_exec_params(const mlm_config *cfg, const mlm_sched_params *p, mlm
     xp->max_seq_len = p->max_seq_len;
     xp->block_size = p->block_size;
     xp->max_num_blocks = p->kv_blocks;
-    xp->max_step_tokens = p->max_batch + p->prefill_chunk;
-    xp->max_step_logits = p->max_batch;
+    int32_t draft = p->max_draft > 0 ? p->max_draft : 0;
+    xp->max_step_tokens = p->max_batch * (1 + draft) + p->prefill_chunk;
+    xp->max_step_logits = p->max_batch * (1 + draft);
     xp->kv_dtype = p->kv_dtype;
     xp->n_threads = p->n_threads;
     xp->lead = p->lead;
@@ -132,10 +137,12 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     *out = NULL;
     mlm_sched_params p = params ? *params : mlm_sched_default_params();
     if (p.max_batch < 1 || p.max_seq_len < 2 || p.block_size < 1 || p.prefill_chunk < 1 ||
-        p.max_queue < 0 || p.kv_blocks < 0 || p.max_logprobs < 0 || p.max_logprobs > MAX_TOP)
+        p.max_queue < 0 || p.kv_blocks < 0 || p.max_logprobs < 0 || p.max_logprobs > MAX_TOP ||
+        p.max_draft < 0 || p.max_draft > 64)
         return mlm_error_set(err, MLM_ERR_INVALID_ARG,
                              "scheduler: max_batch, block_size and prefill_chunk must be positive, "
-                             "max_seq_len at least 2, max_logprobs at most %d",
+                             "max_seq_len at least 2, max_logprobs at most %d, max_draft in "
+                             "[0, 64]",
                              MAX_TOP);
     int32_t per_seq = (p.max_seq_len + p.block_size - 1) / p.block_size;
     if (!p.kv_blocks) p.kv_blocks = p.max_batch * per_seq;
@@ -167,17 +174,18 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
         mlm_sched_free(s);
         return st;
     }
-    size_t T = (size_t)xp.max_step_tokens, B = (size_t)p.max_batch, V = (size_t)s->n_vocab;
+    size_t T = (size_t)xp.max_step_tokens, B = (size_t)xp.max_step_logits, V = (size_t)s->n_vocab;
     s->slots = calloc(B, sizeof *s->slots);
     s->b_tok = malloc(T * sizeof(int32_t)), s->b_seq = malloc(T * sizeof(int32_t));
     s->b_pos = malloc(T * sizeof(int32_t)), s->b_want = malloc(T);
-    s->row_req = malloc(B * sizeof *s->row_req), s->fed = malloc(B * sizeof *s->fed);
+    s->row_req = malloc(B * sizeof *s->row_req), s->row_k = malloc(B * sizeof *s->row_k);
+    s->fed = malloc((size_t)p.max_batch * sizeof *s->fed);
     s->logits = malloc(B * V * sizeof(float)), s->penalized = malloc(V * sizeof(float));
     s->counts = calloc(V, sizeof(int32_t));
     s->mask = malloc((V + 31) / 32 * sizeof *s->mask);
     s->top_ids = malloc(MAX_TOP * sizeof(int32_t)), s->top_lp = malloc(MAX_TOP * sizeof(double));
     s->share = malloc((size_t)s->kv->max_blocks_per_seq * sizeof(int32_t));
-    if (!s->slots || !s->b_tok || !s->b_seq || !s->b_pos || !s->b_want || !s->row_req ||
+    if (!s->slots || !s->b_tok || !s->b_seq || !s->b_pos || !s->b_want || !s->row_req || !s->row_k ||
         !s->fed || !s->logits || !s->penalized || !s->counts || !s->top_ids || !s->top_lp ||
         !s->share || !s->mask) {
         mlm_sched_free(s);
@@ -192,6 +200,7 @@ static void req_free(req *r) {
     if (!r) return;
     free(r->tokens);
     free(r->stop_ids);
+    free(r->drafted);
     free(r->images);
     free(r->image_pos);
     mlm_sampler_deinit(&r->sampler);
@@ -309,6 +318,12 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     if (!isfinite(q->presence_penalty) || !isfinite(q->frequency_penalty))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: penalties must be finite");
     if ((st = mlm_dry_check(&q->dry, err))) return st;
+    if (q->draft.max < 0 || (q->draft.max > 0 && (q->draft.ngram_min < 1 ||
+                                                  q->draft.ngram_max < q->draft.ngram_min)))
+        return mlm_error_set(err, MLM_ERR_INVALID_ARG,
+                             "request: draft max %d must be >= 0, ngram_min %d >= 1 and "
+                             "ngram_max %d >= ngram_min",
+                             q->draft.max, q->draft.ngram_min, q->draft.ngram_max);
     if (q->n_stop_ids < 0 || (q->n_stop_ids && !q->stop_ids))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "request: bad stop ids");
     if (q->matcher && mlm_matcher_n_vocab(q->matcher) > s->n_vocab)
@@ -349,6 +364,12 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     r->presence = q->presence_penalty;
     r->frequency = q->frequency_penalty;
     r->dry = q->dry;
+    r->draft = q->draft;
+    if (r->draft.max > s->p.max_draft) r->draft.max = s->p.max_draft;
+    if (r->draft.max > 0 && !(r->drafted = malloc((size_t)r->draft.max * sizeof *r->drafted))) {
+        req_free(r);
+        return mlm_error_set(err, MLM_ERR_NOMEM, "request: out of memory");
+    }
     r->cb = q->on_event;
     r->user = q->user;
     r->matcher = q->matcher;
@@ -561,14 +582,47 @@ static void preempt(mlm_sched *s, req *r) {
 
 // ---- the step ----
 
-/* Tokens each running sequence feeds this step: its one decode token, or a prompt chunk from
- * the shared budget (oldest admissions first). */
+/* Prompt lookup: up to MAX tokens that followed the latest earlier occurrence of R's last N
+ * tokens (N from ngram_max down to ngram_min) into r->drafted; returns how many. */
+static int32_t propose(req *r, int32_t max) {
+    const int32_t *t = r->tokens;
+    int32_t n = r->n_tokens;
+    for (int32_t g = r->draft.ngram_max; g >= r->draft.ngram_min; g--) {
+        if (g >= n) continue;
+        const int32_t *suffix = t + n - g;
+        for (int32_t j = n - g - 1; j >= 0; j--) {
+            if (memcmp(t + j, suffix, (size_t)g * sizeof *t)) continue;
+            int32_t from = j + g, k = n - from < max ? n - from : max;
+            memcpy(r->drafted, t + from, (size_t)k * sizeof *t);
+            return k;
+        }
+    }
+    return 0;
+}
+
+/* Speculative tokens R may verify this step: greedy, text-only, decoding, and within its
+ * token budget (it emits up to one more than it drafts) and the context. */
+static int32_t draft_for(const mlm_sched *s, req *r) {
+    if (r->draft.max <= 0 || r->sampler.params.temperature != 0 || r->n_images) return 0;
+    int32_t max = r->draft.max, left = r->max_new - (r->n_tokens - r->n_prompt) - 1,
+            room = s->p.max_seq_len - 1 - r->n_tokens;
+    if (left < max) max = left;
+    if (room < max) max = room;
+    return max > 0 ? propose(r, max) : 0;
+}
+
+/* Tokens each running sequence feeds this step: its one decode token (and the tokens it
+ * drafts), or a prompt chunk from the shared budget (oldest admissions first). */
 static void plan_step(mlm_sched *s) {
     int32_t budget = s->p.prefill_chunk;
     for (int32_t i = 0; i < s->p.max_batch; i++) {
         req *r = s->slots[i];
         s->fed[i] = 0;
-        if (r && r->n_tokens - r->n_computed == 1) s->fed[i] = 1;
+        if (r) r->n_drafted = 0;
+        if (r && r->n_tokens - r->n_computed == 1) {
+            r->n_drafted = draft_for(s, r);
+            s->fed[i] = 1 + r->n_drafted;
+        }
     }
     for (;;) { /* prompt chunks by admission order */
         req *best = NULL;
@@ -736,18 +790,17 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
         req *r = s->slots[i];
         if (!r || !s->fed[i]) continue;
         for (int32_t j = 0; j < s->fed[i]; j++) {
-            s->b_tok[n] = r->tokens[r->n_computed + j];
+            /* the decode token, then the drafted ones, each wanting its logits */
+            int32_t d = j - (s->fed[i] - 1 - r->n_drafted);
+            s->b_tok[n] = d > 0 ? r->drafted[d - 1] : r->tokens[r->n_computed + j];
             s->b_seq[n] = i;
             s->b_pos[n] = r->n_computed + j;
-            s->b_want[n] = 0;
+            s->b_want[n] = d >= 0 && r->n_computed + s->fed[i] - r->n_drafted == r->n_tokens;
+            if (s->b_want[n]) s->row_req[n_rows] = r, s->row_k[n_rows++] = d;
             n++;
         }
-        if (r->n_computed + s->fed[i] == r->n_tokens) {
-            s->b_want[n - 1] = 1;
-            s->row_req[n_rows++] = r;
-        }
         /* all but a generating sequence's decode token are prompt (or recomputed) tokens */
-        int decode = s->fed[i] == 1 && r->n_tokens - r->n_computed == 1 && r->n_tokens > r->n_prompt;
+        int decode = r->n_tokens - r->n_computed == 1 && r->n_tokens > r->n_prompt;
         if (!decode) computed += s->fed[i];
     }
     if (!n) { /* nothing fits even alone: cannot happen while a lone sequence fits the pool */
@@ -766,22 +819,33 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
         update_gauges(s, 0, 0);
         return MLM_OK;
     }
+    /* a speculating sequence counts its positions row by row below, as they are accepted */
     for (int32_t i = 0; i < s->p.max_batch; i++)
-        if (s->slots[i]) {
+        if (s->slots[i] && !s->slots[i]->n_drafted) {
             s->slots[i]->n_computed += s->fed[i];
             cache_full_blocks(s, s->slots[i]);
         }
-    int64_t generated = 0;
+    int64_t generated = 0, drafted = 0, accepted = 0;
     for (int32_t k = 0; k < n_rows; k++) {
         req *r = s->row_req[k];
+        /* a speculating sequence's rows: row J has the decode token and J drafted ones in its
+         * context; REST rows follow it */
+        int32_t j = s->row_k[k], nd = r->n_drafted, rest = nd - j;
+        if (nd) {
+            r->n_computed++;
+            cache_full_blocks(s, r);
+            if (j == 0) drafted += nd;
+        }
         const float *lg = s->logits + (size_t)k * s->n_vocab;
         int32_t id = sample(s, r, lg);
         if (id == -2) {
             finish(s, r, MLM_FINISH_ERROR, "sampling: out of memory (the loop guard's scratch)");
+            k += rest;
             continue;
         }
         if (id < 0) { /* a whole document and no stop id to write */
             finish(s, r, MLM_FINISH_STOP, NULL);
+            k += rest;
             continue;
         }
         r->tokens[r->n_tokens++] = id;
@@ -794,10 +858,22 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
         int ask_stop = emit(r, id, stop, f, lg, s, NULL);
         if (f != MLM_FINISH_NONE) { /* the token's event was the final one */
             end(s, r, f);
+            k += rest;
         } else if (ask_stop) {
             finish(s, r, MLM_FINISH_STOP, NULL);
+            k += rest;
+        } else if (rest && id == r->drafted[j]) { /* accepted: the next row goes on from it */
+            accepted++;
+        } else if (nd) { /* the rest of the draft is wrong: its positions are forgotten */
+            mlm_exec_seq_truncate(s->exec, r->slot, r->n_computed, NULL);
+            r->n_drafted = 0;
+            k += rest;
         }
     }
+    pthread_mutex_lock(&s->mu);
+    s->stats.draft_tokens += drafted;
+    s->stats.draft_accepted += accepted;
+    pthread_mutex_unlock(&s->mu);
     update_gauges(s, generated, computed);
     return MLM_OK;
 }
@@ -817,7 +893,7 @@ void mlm_sched_free(mlm_sched *s) {
     mlm_prefix_deinit(&s->prefix);
     mlm_exec_free(s->exec);
     free(s->slots), free(s->b_tok), free(s->b_seq), free(s->b_pos), free(s->b_want);
-    free(s->row_req), free(s->fed), free(s->logits), free(s->penalized), free(s->counts);
+    free(s->row_req), free(s->row_k), free(s->fed), free(s->logits), free(s->penalized), free(s->counts);
     free(s->mask);
     free(s->top_ids), free(s->top_lp), free(s->share);
     pthread_mutex_destroy(&s->mu);

@@ -121,6 +121,14 @@ void mlm_kv_grow(mlm_kv *kv, int32_t seq, int32_t len) {
     }
 }
 
+void mlm_kv_truncate(mlm_kv *kv, int32_t seq, int32_t len) {
+    mlm_kv_seq *s = &kv->seqs[seq];
+    MLM_ASSERT(len >= 0 && len <= s->len);
+    s->len = len;
+    int32_t pages = (len + kv->block_size - 1) / kv->block_size;
+    while (s->n_blocks > pages) mlm_kv_unref(kv, s->blocks[--s->n_blocks]);
+}
+
 void mlm_kv_ref(mlm_kv *kv, int32_t b) { kv->refs[b]++; }
 
 void mlm_kv_unref(mlm_kv *kv, int32_t b) {

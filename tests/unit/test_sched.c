@@ -4,7 +4,8 @@
  * greedy continuation of the fixture; logprobs equal the log-softmax of transformers' logits;
  * cancelling frees blocks; a callback can stop a request; the queue bound and bad requests
  * are refused with messages naming the limit; submitting while an engine thread steps is
- * safe. */
+ * safe; speculative decoding by prompt lookup keeps transformers' greedy tokens and plain
+ * decoding's logprobs. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -61,8 +62,12 @@ static int on_event(void *user, const mlm_sched_event *ev) {
     return g->stop_after && g->n >= g->stop_after;
 }
 
+/* Speculative decoding by prompt lookup for the requests of the tests that set it (0: off). */
+static int32_t draft_max;
+
 static mlm_sched *sched_for(const mlm_model *m, int32_t batch, int32_t blocks, int32_t queue) {
     mlm_sched_params sp = mlm_sched_default_params();
+    sp.max_draft = draft_max;
     sp.max_batch = batch;
     sp.max_seq_len = 128;
     sp.block_size = 4;
@@ -82,6 +87,7 @@ static void submit_salted(mlm_sched *s, const int32_t *prompt, int32_t n, int32_
     q.prompt = prompt, q.n_prompt = n, q.max_new_tokens = max_new;
     q.logprobs = logprobs;
     q.cache_salt = salt;
+    if (draft_max) q.draft = (mlm_draft_params){.max = draft_max, .ngram_min = 1, .ngram_max = 3};
     q.on_event = on_event, q.user = g;
     uint64_t id;
     mlm_error err;
@@ -142,6 +148,12 @@ static void check_greedy(const char *profile, int check_tokens) {
            st.waiting);
     CHECK(st.finished[MLM_FINISH_LENGTH] == 7);
     CHECK(st.generated_tokens >= 48 * 3 + 40 + 28 + 50 + 20);
+    if (draft_max)
+        CHECKF(st.draft_tokens > st.draft_accepted && st.draft_accepted > 0,
+               "speculation: %lld drafted, %lld accepted (both kinds of rows must be seen)",
+               (long long)st.draft_tokens, (long long)st.draft_accepted);
+    else
+        CHECK(st.draft_tokens == 0 && st.draft_accepted == 0);
     mlm_sched_free(s);
     mlm_model_free(m);
 }
@@ -183,6 +195,31 @@ TEST(a_continuation_reuses_the_tail) {
     mlm_model_free(m);
 }
 TEST(scheduling_completes_performance) { check_greedy("performance", 0); }
+
+/* Speculative decoding by prompt lookup changes nothing but the speed: the same seven
+ * requests (batched, preempted, sharing cached prefixes) drafting up to 6 tokens a step
+ * give transformers' greedy tokens, and the logprobs stay log_softmax of its logits. */
+TEST(speculation_keeps_transformers_greedy) {
+    draft_max = 6;
+    check_greedy("f32", 1);
+    draft_max = 0;
+    /* and its logprobs are plain decoding's, bit for bit (the steps are batch-invariant) */
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", "f32", NULL, &harness_case_failed);
+    static got g[2];
+    memset(g, 0, sizeof g);
+    for (int k = 0; m && k < 2; k++) {
+        draft_max = k ? 6 : 0;
+        mlm_sched *s = sched_for(m, 1, 64, 4);
+        if (s) submit(s, ref_prompt, n_ref_prompt, 48, &g[k], 5), run_all(s);
+        mlm_sched_free(s);
+    }
+    draft_max = 0;
+    CHECKF(m && g[0].n == 48 && g[1].n == 48 && !memcmp(g[0].tokens, g[1].tokens, sizeof g[0].tokens) &&
+               !memcmp(g[0].logprob, g[1].logprob, sizeof g[0].logprob) &&
+               !memcmp(g[0].top, g[1].top, sizeof g[0].top),
+           "speculation changed the tokens or logprobs (%d and %d tokens)", g[0].n, g[1].n);
+    mlm_model_free(m);
+}
 
 /* The chosen token's logprob and the top logprob equal log_softmax of transformers' logits
  * (teacher forced on the fixture's tokens) for prompts that end at several positions. */
@@ -362,6 +399,7 @@ int main(void) {
     RUN(greedy_matches_transformers_f32);
     RUN(a_continuation_reuses_the_tail);
     RUN(scheduling_completes_performance);
+    RUN(speculation_keeps_transformers_greedy);
     RUN(logprobs_match_transformers);
     RUN(cancel_stop_and_refusals);
     RUN(submit_while_the_engine_runs);

@@ -68,6 +68,7 @@ TEST(chat_minimal_has_defaults) {
     CHECK(r.presence_penalty == 0 && r.frequency_penalty == 0 && !r.ignore_eos);
     CHECK(r.dry_multiplier == 0 && r.dry_base == 1.75 && r.dry_allowed_length == 2 &&
           r.dry_penalty_last_n == -1); /* llama-server's defaults: the guard off */
+    CHECK(r.spec_n_max == -1);   /* the server's --draft-max */
     srv_request_deinit(&r);
     CHECK(all_zero(&r, sizeof r));
 }
@@ -356,6 +357,11 @@ TEST(seed_and_penalties) {
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"dry_base\":0.5"), "dry_base", "[1, 4]");
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"dry_allowed_length\":0"), "dry_allowed_length", "got 0");
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"dry_penalty_last_n\":-2"), "dry_penalty_last_n", "got -2");
+    srv_request x;
+    EXPECT_OK(SRV_CHAT, CHAT(",\"speculative.n_max\":0"), x);
+    CHECK(x.spec_n_max == 0);
+    srv_request_deinit(&x);
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"speculative.n_max\":65"), "speculative.n_max", "got 65");
     /* jansson rejects integers beyond int64: a malformed body, not a wrap-around */
     EXPECT_FAIL(SRV_CHAT, CHAT(",\"seed\":18446744073709551616"), "", "parse");
 }

@@ -57,6 +57,10 @@ static void help(void) {
            "      --dry-base B         growth per repeated token (default 1.75)\n"
            "      --dry-allowed-length N  repeats this long are free (default 2)\n"
            "      --dry-last-n N       tokens looked back over (-1 = all, the default)\n"
+           "      --draft-ngram        speculative decoding by prompt lookup (greedy answers):\n"
+           "                           the same answers, fewer steps where they repeat the\n"
+           "                           conversation; -v shows drafted and accepted tokens\n"
+           "      --draft-max N        tokens drafted per step at most (1..64, default 8)\n"
            TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores)\n"
            "  -v, --verbose            a stats line per answer on stderr: tokens prefilled (of\n"
@@ -90,6 +94,8 @@ typedef struct chat_opts {
     long long max_new, max_seq_len;
     mlm_sampler_params sp;
     mlm_dry_params dry; /* breakers filled by chat_init */
+    int draft_ngram;
+    long long draft_max;
     tool_precision prec;
 } chat_opts;
 
@@ -100,6 +106,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
     o->sp = mlm_sampler_default_params();
     o->dry = mlm_dry_default_params();
     o->dry.multiplier = CHAT_DRY_MULTIPLIER;
+    o->draft_max = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
@@ -136,6 +143,11 @@ static int parse(int argc, char **argv, chat_opts *o) {
             int last_n = !strcmp(a, "--dry-last-n");
             if (!tool_int("chat", a, v, last_n ? -1 : 1, 1 << 24, &ll)) return TOOL_USAGE;
             *(last_n ? &o->dry.last_n : &o->dry.allowed_length) = (int32_t)ll;
+        } else if (!strcmp(a, "--draft-ngram")) {
+            o->draft_ngram = 1;
+        } else if (!strcmp(a, "--draft-max")) {
+            VALUE();
+            if (!tool_int("chat", a, v, 1, 64, &o->draft_max)) return TOOL_USAGE;
         } else if (tool_is_sampling_flag(a)) {
             VALUE();
             if (!tool_sampling_flag("chat", a, v, &o->sp)) return TOOL_USAGE;
@@ -459,6 +471,8 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     q.sampling = o->sp;
     q.dry = o->dry;
     q.dry.breakers = c->breakers;
+    if (o->draft_ngram)
+        q.draft = (mlm_draft_params){.max = (int32_t)o->draft_max, .ngram_min = 2, .ngram_max = 4};
     q.stop_ids = c->stop;
     q.n_stop_ids = c->n_stop;
     q.cache_salt = c->salt;
@@ -467,6 +481,8 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     double t0 = tool_now();
     uint64_t id;
     int cancelled = 0;
+    mlm_sched_stats before, after;
+    mlm_sched_get_stats(c->sched, &before);
     st = mlm_sched_submit(c->sched, &q, &id, err);
     while (!st && !a.finish) {
         if (interrupted && !a.n_gen && !cancelled) { /* Ctrl-C while the dialog is read */
@@ -497,13 +513,19 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     fflush(stdout);
     double t2 = tool_now();
     c->turn_no++;
+    mlm_sched_get_stats(c->sched, &after);
+    char draft[96] = "";
+    if (o->draft_ngram)
+        snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld",
+                 (long long)(after.draft_tokens - before.draft_tokens),
+                 (long long)(after.draft_accepted - before.draft_accepted));
     if (o->verbose)
         fprintf(stderr,
                 "[turn %d: prefilled %lld tokens (%lld new) in %.3f s, generated %lld tokens, "
-                "%.1f tok/s, context %lld/%lld, stop: %s]\n",
+                "%.1f tok/s, context %lld/%lld, stop: %s%s]\n",
                 c->turn_no, (long long)(a.n_prompt - a.n_cached), (long long)n_new, t1 - t0,
                 (long long)a.n_gen, t2 > t1 ? (double)a.n_gen / (t2 - t1) : 0.0,
-                (long long)c->conv.n, (long long)max, why);
+                (long long)c->conv.n, (long long)max, why, draft);
     return st;
 }
 
@@ -665,6 +687,7 @@ int cmd_chat(int argc, char **argv) {
     sp.prefill_chunk = (int32_t)(o.max_seq_len < 2048 ? o.max_seq_len : 2048);
     sp.n_threads = o.n_threads;
     sp.max_logprobs = 0;
+    sp.max_draft = o.draft_ngram ? (int32_t)o.draft_max : 0;
     mlm_exec_params xp;
     mlm_sched_exec_params(NULL, &sp, &xp);
     if (!tool_memory_fits("chat", o.model, &o.prec, &xp)) {

@@ -36,6 +36,12 @@ static void help(void) {
            "                           image token id binds the next --image in order\n"
            "  -n, --max-new-tokens N   tokens to generate at most (default 128)\n"
            "      --ignore-eos         do not stop at the stop ids: exactly N tokens\n"
+           "      --draft-ngram        speculative decoding by prompt lookup: each step drafts\n"
+           "                           the tokens that followed the last 4, 3 or 2 tokens'\n"
+           "                           latest earlier occurrence and checks them in the same\n"
+           "                           step; greedy ids, logprobs and text stay exactly those\n"
+           "                           of plain decoding (sampling decodes one token a step)\n"
+           "      --draft-max N        tokens drafted per step at most (1..64, default 8)\n"
            "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
            "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
@@ -65,8 +71,8 @@ typedef struct gen_opts {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system;
     const char *images[MLM_MAX_IMAGES];
     int n_images;
-    int instruct, json, n_threads, ignore_eos;
-    long long max_new, max_seq_len, prefill_chunk;
+    int instruct, json, n_threads, ignore_eos, draft_ngram;
+    long long max_new, max_seq_len, prefill_chunk, draft_max;
     int logprobs; /* -1: off, else the number of top tokens per entry (0..LOGPROBS_MAX) */
     mlm_sampler_params sp;
     tool_precision prec;
@@ -78,6 +84,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     o->max_seq_len = 4096;
     o->prefill_chunk = 2048;
     o->logprobs = -1;
+    o->draft_max = 8;
     o->sp = mlm_sampler_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -112,6 +119,11 @@ static int parse(int argc, char **argv, gen_opts *o) {
             o->images[o->n_images++] = v;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--draft-ngram")) {
+            o->draft_ngram = 1;
+        } else if (!strcmp(a, "--draft-max")) {
+            VALUE();
+            if (!tool_int("generate", a, v, 1, 64, &o->draft_max)) return TOOL_USAGE;
         } else if (!strcmp(a, "--ignore-eos")) {
             o->ignore_eos = 1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
@@ -432,6 +444,7 @@ static mlm_sched_params sched_params(const gen_opts *o) {
     sp.max_images = o->n_images;
     sp.image_tiles = 0;
     sp.lead = tool_mesh() && tool_mesh()->tp > 1;
+    sp.max_draft = o->draft_ngram ? (int32_t)o->draft_max : 0;
     return sp;
 }
 
@@ -490,6 +503,8 @@ static mlm_status run(gen_state *g, int32_t max_new, mlm_error *err) {
     q.stop_ids = stops;
     q.n_stop_ids = stop_ids(g, stops, 16);
     q.logprobs = g->o->logprobs;
+    if (g->o->draft_ngram)
+        q.draft = (mlm_draft_params){.max = (int32_t)g->o->draft_max, .ngram_min = 2, .ngram_max = 4};
     q.images = g->imgs;
     q.n_images = g->o->n_images;
     q.on_event = on_event;
@@ -539,14 +554,23 @@ static void report(const gen_state *g, const char *stop_reason, double load_s, d
                  cs.allreduce_s, (long long)cs.gather_calls, (long long)cs.gather_bytes,
                  cs.gather_s);
     }
+    mlm_sched_stats ss;
+    mlm_sched_get_stats(g->sched, &ss);
+    char draft[96] = "", draft_json[96] = "";
+    if (o->draft_ngram) {
+        snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld", (long long)ss.draft_tokens,
+                 (long long)ss.draft_accepted);
+        snprintf(draft_json, sizeof draft_json, ",\"draft_tokens\":%lld,\"draft_accepted\":%lld",
+                 (long long)ss.draft_tokens, (long long)ss.draft_accepted);
+    }
     if (!o->json) {
         printf("\n");
         fflush(stdout); /* the text ends before the stats line, also when both are piped */
         fprintf(stderr,
                 "[load %.2f s (cache: %s)%s | prompt %lld tokens | TTFT %.1f ms | %lld "
-                "tokens, decode %.2f tok/s | %s, %s, stop: %s%s]\n",
+                "tokens, decode %.2f tok/s%s | %s, %s, stop: %s%s]\n",
                 load_s, cache, vision, (long long)g->prompt.n, ttft_ms, (long long)g->out.n, tps,
-                mlm_model_kernels(g->model), mlm_model_profile(g->model), stop_reason, mesh);
+                draft, mlm_model_kernels(g->model), mlm_model_profile(g->model), stop_reason, mesh);
         return;
     }
     printf("{\"prompt_ids\":[");
@@ -558,10 +582,10 @@ static void report(const gen_state *g, const char *stop_reason, double load_s, d
     if (o->logprobs >= 0) lp_print_list(&g->lp, o->logprobs);
     printf(",\"stop_reason\":\"%s\",\"stats\":{\"load_s\":%.3f,\"prompt_tokens\":%lld,"
            "\"generated_tokens\":%lld,\"ttft_ms\":%.1f,\"decode_tok_s\":%.2f,"
-           "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"%s%s}}\n",
+           "\"kernels\":\"%s\",\"optimizations\":\"%s\",\"cache\":\"%s\"%s%s%s}}\n",
            stop_reason, load_s, (long long)g->prompt.n, (long long)g->out.n, ttft_ms, tps,
            mlm_model_kernels(g->model), mlm_model_profile(g->model), cache, mesh_json,
-           vision_json);
+           vision_json, draft_json);
 }
 
 /* Steps, each of which may end the run: the model and tokenizer, then (on a mesh's other

@@ -193,6 +193,11 @@ static void sched_metrics(buf *b, const mlm_sched_stats *s) {
             (unsigned long long)(s->computed_tokens > 0 ? s->computed_tokens : 0));
     counter(b, "meshlm_preemptions_total", "Sequences preempted to free KV cache.",
             (unsigned long long)(s->preemptions > 0 ? s->preemptions : 0));
+    counter(b, "meshlm_draft_tokens_total",
+            "Speculative tokens verified (serve --draft-ngram).",
+            (unsigned long long)(s->draft_tokens > 0 ? s->draft_tokens : 0));
+    counter(b, "meshlm_draft_accepted_tokens_total", "Speculative tokens accepted.",
+            (unsigned long long)(s->draft_accepted > 0 ? s->draft_accepted : 0));
     counter(b, "meshlm_steps_total", "Scheduler steps run.",
             (unsigned long long)(s->steps > 0 ? s->steps : 0));
     counter(b, "meshlm_scheduler_generated_tokens_total", "Tokens sampled by the scheduler.",

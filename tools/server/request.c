@@ -534,15 +534,17 @@ static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
 
 // ---- sampling and output options ----
 
-/* The DRY loop guard, llama-server's fields (an extension: OpenAI's API has none). */
-static int parse_dry(const json_t *root, srv_request *r, srv_error *e) {
+/* llama-server's extensions: the DRY loop guard and speculative.n_max. */
+static int parse_llama_server_fields(const json_t *root, srv_request *r, srv_error *e) {
     r->dry_base = 1.75;
     r->dry_allowed_length = 2;
     r->dry_penalty_last_n = -1;
+    r->spec_n_max = -1;
     return get_number(root, "dry_multiplier", 0, 5, 0, &r->dry_multiplier, NULL, e) &&
            get_number(root, "dry_base", 1, 4, 0, &r->dry_base, NULL, e) &&
            get_int(root, "dry_allowed_length", 1, 1024, &r->dry_allowed_length, NULL, e) &&
-           get_int(root, "dry_penalty_last_n", -1, 1 << 30, &r->dry_penalty_last_n, NULL, e);
+           get_int(root, "dry_penalty_last_n", -1, 1 << 30, &r->dry_penalty_last_n, NULL, e) &&
+           get_int(root, "speculative.n_max", 0, 64, &r->spec_n_max, NULL, e);
 }
 
 static int parse_stop(const json_t *root, srv_request *r, srv_error *e) {
@@ -635,7 +637,7 @@ static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
     }
     if (!parse_stop(root, r, e)) return 0;
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, e)) return 0;
-    if (!parse_dry(root, r, e)) return 0;
+    if (!parse_llama_server_fields(root, r, e)) return 0;
     return parse_logprobs(root, r, e);
 }
 

@@ -116,6 +116,9 @@ typedef struct srv_request {
     double dry_base;           /* [1, 4], default 1.75 */
     int64_t dry_allowed_length; /* [1, 1024], default 2 */
     int64_t dry_penalty_last_n; /* -1 (the whole sequence, default) or [0, 2^30] */
+    int64_t spec_n_max;        /* extension (llama-server's "speculative.n_max"): the most
+                                  tokens drafted a step under serve --draft-ngram, 0 = none;
+                                  -1 (absent): the server's */
     int n;                     /* choices, 1..8 (default 1) */
     json_t *tools;             /* owned reference: the tools array as sent (each
                                   {"type": "function", "function": {"name", "description",

@@ -46,6 +46,11 @@ static void help(void) {
            "      --prefill-chunk N    prompt tokens per step over all sequences (default 256)\n"
            "      --max-queue N        waiting requests before 503 (default 64)\n"
            "      --no-prefix-cache    do not share KV blocks between requests by prefix\n"
+           "      --draft-ngram        speculative decoding by prompt lookup for every greedy\n"
+           "                           request (a request's \"speculative.n_max\": 0 turns it\n"
+           "                           off): the same tokens, fewer steps where the answer\n"
+           "                           repeats the prompt or itself\n"
+           "      --draft-max N        tokens drafted per step at most (1..64, default 8)\n"
            TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores); the vision encoder uses\n"
            "                           as many\n"
@@ -73,7 +78,8 @@ typedef struct serve_opts {
     const char *model, *host, *api_key, *alias;
     long long port, max_batch, max_seq_len, kv_blocks, block_size, prefill_chunk, max_queue;
     long long threads, max_body, timeout, drain_timeout, max_images, image_tiles;
-    int max_seq_len_given, no_prefix_cache;
+    int max_seq_len_given, no_prefix_cache, draft_ngram;
+    long long draft_max;
     tool_precision prec;
 } serve_opts;
 
@@ -90,6 +96,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     o->timeout = 60;
     o->drain_timeout = 30;
     o->max_images = 1;
+    o->draft_max = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         struct {
@@ -107,7 +114,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
                     {"--timeout", &o->timeout, 1, 86400},
                     {"--drain-timeout", &o->drain_timeout, 0, 86400},
                     {"--max-images", &o->max_images, 0, MLM_MAX_IMAGES},
-                    {"--image-tiles", &o->image_tiles, 0, 1 << 20}};
+                    {"--image-tiles", &o->image_tiles, 0, 1 << 20},
+                    {"--draft-max", &o->draft_max, 1, 64}};
         int n_ints = (int)(sizeof ints / sizeof ints[0]), k = 0;
         while (k < n_ints && strcmp(a, ints[k].flag)) k++;
 #define VALUE()                                                                                    \
@@ -134,6 +142,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
             o->alias = v;
         } else if (!strcmp(a, "--no-prefix-cache")) {
             o->no_prefix_cache = 1;
+        } else if (!strcmp(a, "--draft-ngram")) {
+            o->draft_ngram = 1;
         } else if (tool_is_precision_flag(a)) {
             VALUE();
             if (!tool_precision_flag("serve", a, v, &o->prec)) return TOOL_USAGE;
@@ -382,6 +392,7 @@ static int plan(serve_run *r) {
     sp->n_threads = (int)o->threads;
     sp->max_images = (int32_t)o->max_images;
     sp->image_tiles = (int32_t)o->image_tiles;
+    sp->max_draft = o->draft_ngram ? (int32_t)o->draft_max : 0;
     mlm_exec_params xp; /* what the scheduler's executor will hold, for the memory check */
     mlm_sched_exec_params(have_cfg ? &cfg : NULL, sp, &xp);
     if ((!o->alias && !r->alias) || !tool_memory_fits("serve", o->model, &o->prec, &xp))
@@ -440,6 +451,7 @@ static mlm_status start(serve_run *r) {
     srv->start_time = (int64_t)time(NULL);
     srv->n_threads = (int)o->threads;
     srv->max_images = (int32_t)o->max_images;
+    srv->draft_max = o->draft_ngram ? (int32_t)o->draft_max : 0;
     srv->image_token = mlm_model_image_token(r->model);
     stop_ids(srv, mlm_model_config(r->model));
     static const char *const breakers[] = MLM_DRY_BREAKERS;

@@ -40,6 +40,7 @@ typedef struct srv_server {
     uint8_t *dry_breakers; /* owned by serve.c: DRY's default sequence breakers (a flag a
                               token), for requests that ask for the loop guard */
     int n_threads;       /* --threads (0: all cores): the vision encoder's threads */
+    int32_t draft_max;   /* --draft-ngram's tokens per step (0: no speculation) */
     int32_t max_images;  /* images per chat request (--max-images; 0: none are taken) */
     int32_t image_token; /* mlm_model_image_token: -1 for a model without vision */
 
