@@ -28,6 +28,9 @@ typedef struct req {
     mlm_draft_params draft; /* max capped to the scheduler's max_draft; 0 = no speculation */
     int32_t *drafted;       /* owned (draft.max): this step's speculative tokens */
     int32_t n_drafted;      /* how many this step verifies (0: a plain step) */
+    int32_t draft_cap;      /* adaptive: tokens the next draft may have (1..draft.max) */
+    int32_t draft_misses;   /* verifications in a row that kept nothing */
+    int32_t draft_skip;     /* steps to decode plainly before drafting again */
     mlm_image **images; /* owned array of borrowed images (Llama 3.2 Vision) */
     int32_t *image_pos; /* owned: their positions (the prompt's image tokens) */
     int32_t n_images, image_tiles;
@@ -366,6 +369,7 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     r->dry = q->dry;
     r->draft = q->draft;
     if (r->draft.max > s->p.max_draft) r->draft.max = s->p.max_draft;
+    r->draft_cap = r->draft.max < 2 ? r->draft.max : 2; /* grows by doubling as drafts pay */
     if (r->draft.max > 0 && !(r->drafted = malloc((size_t)r->draft.max * sizeof *r->drafted))) {
         req_free(r);
         return mlm_error_set(err, MLM_ERR_NOMEM, "request: out of memory");
@@ -600,11 +604,33 @@ static int32_t propose(req *r, int32_t max) {
     return 0;
 }
 
+/* After a verification that kept ACCEPTED of R's N drafted tokens: the next draft may be
+ * twice as long after a full acceptance, as long as what was kept plus one after a partial
+ * one, and half as long after none, when R also decodes plainly for as many steps as it has
+ * missed in a row (up to 8): a verified token that is not kept costs compute (on a CPU a
+ * 9-token step is not free), so a request that copies nothing soon drafts nothing. */
+static void adapt_draft(req *r, int32_t n, int32_t accepted) {
+    if (accepted == 0) {
+        r->draft_cap = r->draft_cap > 1 ? r->draft_cap / 2 : 1;
+        r->draft_misses++;
+        r->draft_skip = r->draft_misses < 8 ? r->draft_misses : 8;
+        return;
+    }
+    r->draft_misses = 0;
+    int32_t cap = accepted == n ? 2 * r->draft_cap : accepted + 1;
+    if (cap < r->draft_cap && accepted < n) cap = r->draft_cap;
+    r->draft_cap = cap < r->draft.max ? cap : r->draft.max;
+}
+
 /* Speculative tokens R may verify this step: greedy, text-only, decoding, and within its
  * token budget (it emits up to one more than it drafts) and the context. */
 static int32_t draft_for(const mlm_sched *s, req *r) {
     if (r->draft.max <= 0 || r->sampler.params.temperature != 0 || r->n_images) return 0;
-    int32_t max = r->draft.max, left = r->max_new - (r->n_tokens - r->n_prompt) - 1,
+    if (r->draft_skip > 0) {
+        r->draft_skip--;
+        return 0;
+    }
+    int32_t max = r->draft_cap, left = r->max_new - (r->n_tokens - r->n_prompt) - 1,
             room = s->p.max_seq_len - 1 - r->n_tokens;
     if (left < max) max = left;
     if (room < max) max = room;
@@ -866,6 +892,7 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
             accepted++;
         } else if (nd) { /* the rest of the draft is wrong: its positions are forgotten */
             mlm_exec_seq_truncate(s->exec, r->slot, r->n_computed, NULL);
+            adapt_draft(r, nd, j);
             r->n_drafted = 0;
             k += rest;
         }
