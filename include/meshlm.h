@@ -625,14 +625,12 @@ mlm_status mlm_dry_check(const mlm_dry_params *p, mlm_error *err);
 mlm_status mlm_dry_apply(const mlm_dry_params *p, const int32_t *tokens, int32_t n,
                          float *logits, int32_t n_vocab, mlm_error *err);
 /* Fills OUT (mlm_tokenizer_n_vocab bytes) with the sequence breakers of TOK: the tokens whose
- * text holds one of the N strings STRS, and the special tokens (a chat format's own tags,
- * which repeat by design). llama.cpp's DRY also matches a multi-character breaker split over
- * several tokens; here a breaker is one token that holds it whole. INVALID_ARG for an empty
- * string. */
+ * text holds one of the N strings STRS (STRS NULL: llama.cpp's defaults "\n", ":", "\"",
+ * "*"), and the special tokens (a chat format's own tags, which repeat by design).
+ * llama.cpp's DRY also matches a multi-character breaker split over several tokens; here a
+ * breaker is one token that holds it whole. INVALID_ARG for an empty string. */
 mlm_status mlm_dry_breakers(const mlm_tokenizer *tok, const char *const *strs, int32_t n,
                             uint8_t *out, mlm_error *err);
-/* llama.cpp's default sequence breakers: "\n", ":", "\"", "*". */
-#define MLM_DRY_BREAKERS {"\n", ":", "\"", "*"}
 
 /* Log-probabilities from raw logits, as OpenAI's logprobs report them: the log-softmax of
  * LOGITS (N_VOCAB floats; the max subtracted, the sum taken in double) at TOKEN into
@@ -791,6 +789,9 @@ typedef struct mlm_draft_params {
     int32_t ngram_min; /* shortest suffix that may match (default 2) */
     int32_t ngram_max; /* longest suffix tried first (default 4) */
 } mlm_draft_params;
+
+/* Off (max 0), suffixes of 4 down to 2 tokens; mlm_request_default_params holds these. */
+mlm_draft_params mlm_draft_default_params(void);
 
 typedef struct mlm_sched_params {
     int32_t max_batch;     /* running sequences at once (default 32) */

@@ -67,7 +67,7 @@ struct mlm_sched {
     req **row_req;          /* (max_batch x (1 + max_draft)) request of each logits row */
     int32_t *row_k;         /* the same rows: 0, or the speculative token the row verifies */
     int32_t *fed;           /* (max_batch) tokens each slot feeds this step */
-    float *logits;          /* (max_batch, n_vocab) */
+    float *logits;          /* (max_batch x (1 + max_draft), n_vocab) */
     uint32_t *mask;         /* (n_vocab / 32 rounded up) a structured request's allowed tokens */
     float *penalized;       /* (n_vocab) */
     int32_t *counts;        /* (n_vocab) zeroed between uses */
@@ -102,6 +102,11 @@ mlm_sched_params mlm_sched_default_params(void) {
     return p;
 }
 
+mlm_draft_params mlm_draft_default_params(void) {
+    mlm_draft_params p = {.max = 0, .ngram_min = 2, .ngram_max = 4};
+    return p;
+}
+
 mlm_request_params mlm_request_default_params(void) {
     mlm_request_params r;
     memset(&r, 0, sizeof r);
@@ -109,6 +114,7 @@ mlm_request_params mlm_request_default_params(void) {
     r.sampling = mlm_sampler_default_params();
     r.logprobs = -1;
     r.dry = mlm_dry_default_params();
+    r.draft = mlm_draft_default_params();
     return r;
 }
 
@@ -178,7 +184,7 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
         return st;
     }
     size_t T = (size_t)xp.max_step_tokens, B = (size_t)xp.max_step_logits, V = (size_t)s->n_vocab;
-    s->slots = calloc(B, sizeof *s->slots);
+    s->slots = calloc((size_t)p.max_batch, sizeof *s->slots);
     s->b_tok = malloc(T * sizeof(int32_t)), s->b_seq = malloc(T * sizeof(int32_t));
     s->b_pos = malloc(T * sizeof(int32_t)), s->b_want = malloc(T);
     s->row_req = malloc(B * sizeof *s->row_req), s->row_k = malloc(B * sizeof *s->row_k);
@@ -605,10 +611,10 @@ static int32_t propose(req *r, int32_t max) {
 }
 
 /* After a verification that kept ACCEPTED of R's N drafted tokens: the next draft may be
- * twice as long after a full acceptance, as long as what was kept plus one after a partial
- * one, and half as long after none, when R also decodes plainly for as many steps as it has
- * missed in a row (up to 8): a verified token that is not kept costs compute (on a CPU a
- * 9-token step is not free), so a request that copies nothing soon drafts nothing. */
+ * twice as long after a full acceptance, as long as now after a partial one, and half as long
+ * after none, when R also decodes plainly for as many steps as it has missed in a row (up to
+ * 8): a verified token that is not kept costs compute (on a CPU a 9-token step is not free),
+ * so a request that copies nothing soon drafts nothing. */
 static void adapt_draft(req *r, int32_t n, int32_t accepted) {
     if (accepted == 0) {
         r->draft_cap = r->draft_cap > 1 ? r->draft_cap / 2 : 1;
@@ -617,9 +623,7 @@ static void adapt_draft(req *r, int32_t n, int32_t accepted) {
         return;
     }
     r->draft_misses = 0;
-    int32_t cap = accepted == n ? 2 * r->draft_cap : accepted + 1;
-    if (cap < r->draft_cap && accepted < n) cap = r->draft_cap;
-    r->draft_cap = cap < r->draft.max ? cap : r->draft.max;
+    if (accepted == n) r->draft_cap = 2 * r->draft_cap < r->draft.max ? 2 * r->draft_cap : r->draft.max;
 }
 
 /* Speculative tokens R may verify this step: greedy, text-only, decoding, and within its
@@ -890,8 +894,8 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
             k += rest;
         } else if (rest && id == r->drafted[j]) { /* accepted: the next row goes on from it */
             accepted++;
-        } else if (nd) { /* the rest of the draft is wrong: its positions are forgotten */
-            mlm_exec_seq_truncate(s->exec, r->slot, r->n_computed, NULL);
+        } else if (nd) { /* the draft ends here: the positions of a wrong rest are forgotten */
+            if (rest) mlm_exec_seq_truncate(s->exec, r->slot, r->n_computed, NULL);
             adapt_draft(r, nd, j);
             r->n_drafted = 0;
             k += rest;

@@ -54,11 +54,11 @@ void mlm_kv_adopt(mlm_kv *kv, int32_t seq, int32_t block, int32_t n_valid);
  * the prefix cache, or another sequence's image) to SEQ, whose entries fill whole pages (an
  * empty SEQ, say): each gets one more holder, and SEQ holds its pages' entries. */
 void mlm_kv_share(mlm_kv *kv, int32_t seq, const int32_t *blocks, int32_t n);
-/* One more / one less holder of block B (the prefix cache's hold). Unref returns the block
- * to the free list when it was the last holder. */
 /* Forgets SEQ's entries from LEN on (LEN <= its length): speculative tokens that were not
  * accepted. Pages past the new length go back (a page's other holders keep it). */
 void mlm_kv_truncate(mlm_kv *kv, int32_t seq, int32_t len);
+/* One more / one less holder of block B (the prefix cache's hold). Unref returns the block
+ * to the free list when it was the last holder. */
 void mlm_kv_ref(mlm_kv *kv, int32_t b);
 void mlm_kv_unref(mlm_kv *kv, int32_t b);
 /* Pages needed for SEQ to hold LEN entries beyond what it holds now. */

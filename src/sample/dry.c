@@ -90,6 +90,8 @@ mlm_status mlm_dry_apply(const mlm_dry_params *p, const int32_t *tokens, int32_t
 
 mlm_status mlm_dry_breakers(const mlm_tokenizer *tok, const char *const *strs, int32_t n,
                             uint8_t *out, mlm_error *err) {
+    static const char *const defaults[] = {"\n", ":", "\"", "*"};
+    if (!strs) strs = defaults, n = (int32_t)(sizeof defaults / sizeof *defaults);
     int32_t n_vocab = mlm_tokenizer_n_vocab(tok);
     for (int32_t i = 0; i < n; i++)
         if (!strs[i] || !strs[i][0])

@@ -137,7 +137,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
             VALUE();
             double d;
             if (!tool_float("chat", a, v, !strcmp(a, "--dry-base"), 1e6, &d)) return TOOL_USAGE;
-            *(a[6] == 'm' ? &o->dry.multiplier : &o->dry.base) = (float)d;
+            *(!strcmp(a, "--dry-base") ? &o->dry.base : &o->dry.multiplier) = (float)d;
         } else if (!strcmp(a, "--dry-allowed-length") || !strcmp(a, "--dry-last-n")) {
             VALUE();
             int last_n = !strcmp(a, "--dry-last-n");
@@ -324,10 +324,9 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
     if (mesh && tool_rank() > 0) return MLM_OK;
     c->cfg = mlm_model_config(c->model);
     if (o->dry.multiplier != 0) {
-        static const char *const breakers[] = MLM_DRY_BREAKERS;
         if (!(c->breakers = malloc((size_t)mlm_tokenizer_n_vocab(c->tok))))
             return mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
-        st = mlm_dry_breakers(c->tok, breakers, 4, c->breakers, err);
+        st = mlm_dry_breakers(c->tok, NULL, 0, c->breakers, err);
         if (st) return st;
     }
     c->n_stop = mlm_tokenizer_chat_stop_ids(c->tok, c->stop, 8);
@@ -471,8 +470,7 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     q.sampling = o->sp;
     q.dry = o->dry;
     q.dry.breakers = c->breakers;
-    if (o->draft_ngram)
-        q.draft = (mlm_draft_params){.max = (int32_t)o->draft_max, .ngram_min = 2, .ngram_max = 4};
+    if (o->draft_ngram) q.draft.max = (int32_t)o->draft_max;
     q.stop_ids = c->stop;
     q.n_stop_ids = c->n_stop;
     q.cache_salt = c->salt;

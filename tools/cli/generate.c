@@ -503,8 +503,7 @@ static mlm_status run(gen_state *g, int32_t max_new, mlm_error *err) {
     q.stop_ids = stops;
     q.n_stop_ids = stop_ids(g, stops, 16);
     q.logprobs = g->o->logprobs;
-    if (g->o->draft_ngram)
-        q.draft = (mlm_draft_params){.max = (int32_t)g->o->draft_max, .ngram_min = 2, .ngram_max = 4};
+    if (g->o->draft_ngram) q.draft.max = (int32_t)g->o->draft_max;
     q.images = g->imgs;
     q.n_images = g->o->n_images;
     q.on_event = on_event;

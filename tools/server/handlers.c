@@ -281,9 +281,8 @@ static int submit_one(srv_job *j, const srv_request *r, prompt_ids *p, int i, sr
     q.dry.allowed_length = (int32_t)r->dry_allowed_length;
     q.dry.last_n = (int32_t)r->dry_penalty_last_n;
     q.dry.breakers = srv->dry_breakers;
-    int32_t draft = r->spec_n_max >= 0 && r->spec_n_max < srv->draft_max ? (int32_t)r->spec_n_max
-                                                                          : srv->draft_max;
-    if (draft > 0) q.draft = (mlm_draft_params){.max = draft, .ngram_min = 2, .ngram_max = 4};
+    q.draft.max = r->spec_n_max >= 0 && r->spec_n_max < srv->draft_max ? (int32_t)r->spec_n_max
+                                                                       : srv->draft_max;
     if (!r->ignore_eos) {
         q.stop_ids = r->kind == SRV_CHAT ? srv->stop_chat : srv->stop_base;
         q.n_stop_ids = r->kind == SRV_CHAT ? srv->n_stop_chat : srv->n_stop_base;

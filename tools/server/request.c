@@ -536,9 +536,10 @@ static int parse_prompts(const json_t *root, srv_request *r, srv_error *e) {
 
 /* llama-server's extensions: the DRY loop guard and speculative.n_max. */
 static int parse_llama_server_fields(const json_t *root, srv_request *r, srv_error *e) {
-    r->dry_base = 1.75;
-    r->dry_allowed_length = 2;
-    r->dry_penalty_last_n = -1;
+    mlm_dry_params d = mlm_dry_default_params();
+    r->dry_base = d.base;
+    r->dry_allowed_length = d.allowed_length;
+    r->dry_penalty_last_n = d.last_n;
     r->spec_n_max = -1;
     return get_number(root, "dry_multiplier", 0, 5, 0, &r->dry_multiplier, NULL, e) &&
            get_number(root, "dry_base", 1, 4, 0, &r->dry_base, NULL, e) &&

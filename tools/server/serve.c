@@ -454,10 +454,9 @@ static mlm_status start(serve_run *r) {
     srv->draft_max = o->draft_ngram ? (int32_t)o->draft_max : 0;
     srv->image_token = mlm_model_image_token(r->model);
     stop_ids(srv, mlm_model_config(r->model));
-    static const char *const breakers[] = MLM_DRY_BREAKERS;
     if (!(srv->dry_breakers = malloc((size_t)mlm_tokenizer_n_vocab(r->tok))))
         return mlm_error_set(&r->err, MLM_ERR_NOMEM, "out of memory");
-    return mlm_dry_breakers(r->tok, breakers, 4, srv->dry_breakers, &r->err);
+    return mlm_dry_breakers(r->tok, NULL, 0, srv->dry_breakers, &r->err);
 }
 
 /* The engine thread, the signal pipe and the HTTP listener; then serving until a signal. */
