@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""bench/speculate.py: speculative decoding by prompt lookup against plain decoding, in one run.
+"""bench/speculate.py: speculative decoding against plain decoding, in one run.
 
-For each prompt, `meshlm generate --instruct --json` greedy with and without --draft-ngram on the
+For each prompt, `meshlm generate --instruct --json` greedy with and without speculation on the
 same model and profile: whether the ids and logprobs are equal (they must be), decode tok/s of
-each and their ratio, and the drafted and accepted tokens. The prompts are six chat questions
-and two whose answers copy their input (where prompt lookup pays).
+each and their ratio, and the drafted and accepted tokens. The drafts come from prompt lookup
+(--draft-ngram), or with --draft-model from a draft model (e.g. SmolLM2's Q4_1 file in `native`
+drafting for the same file in `f32`). The prompts are six chat questions and two whose answers
+copy their input (where prompt lookup pays).
 
     bench/speculate.py [-m MODEL] [--optimizations P] [-n N] [--draft-max K] [--runs R]
+                       [--draft-model PATH [--draft-optimizations P] [--draft-p-min P]]
 
 The better of R runs (default 3) of each is kept: the machines are shared and noisy.
 """
@@ -38,7 +41,10 @@ def run(meshlm, a, prompt, draft):
     cmd = [meshlm, "generate", "--instruct", "--json", "--logprobs", "1", "-n", str(a.n),
            "-p", prompt] + (["-m", a.model] if a.model else []) + \
           (["--optimizations", a.optimizations] if a.optimizations else []) + \
-          (["--draft-ngram", "--draft-max", str(a.draft_max)] if draft else [])
+          (["--draft-max", str(a.draft_max)] if draft else []) + \
+          ([] if not draft else ["--draft-ngram"] if not a.draft_model else
+           ["--draft-model", a.draft_model, "--draft-p-min", str(a.draft_p_min)] +
+           (["--draft-optimizations", a.draft_optimizations] if a.draft_optimizations else []))
     best = None
     for _ in range(a.runs):
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -57,11 +63,18 @@ def main():
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--draft-max", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--draft-model")
+    ap.add_argument("--draft-optimizations")
+    ap.add_argument("--draft-p-min", type=float, default=0.0)
     a = ap.parse_args()
     meshlm = os.path.join(ROOT, "build", "meshlm")
     print(f"model {a.model or 'the default'}, profile {a.optimizations or 'its default'}, "
           f"-n {a.n}, --draft-max {a.draft_max}, best of {a.runs}")
-    print("| prompt | kind | tokens | same ids and logprobs | plain tok/s | prompt lookup tok/s "
+    if a.draft_model:
+        print(f"draft model {a.draft_model}, profile {a.draft_optimizations or 'its default'}, "
+              f"--draft-p-min {a.draft_p_min}")
+    method = "draft model" if a.draft_model else "prompt lookup"
+    print(f"| prompt | kind | tokens | same ids and logprobs | plain tok/s | {method} tok/s "
           "| speed-up | drafted | accepted |")
     print("|---|---|---|---|---|---|---|---|---|")
     for i, (kind, p) in enumerate(PROMPTS):

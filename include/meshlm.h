@@ -776,13 +776,19 @@ mlm_status mlm_exec_generate(mlm_exec *exec, const mlm_gen_user *users, int32_t 
  * loop). Callbacks run on the engine loop's thread, inside mlm_sched_step. */
 typedef struct mlm_sched mlm_sched;
 
-/* Speculative decoding by prompt lookup (llama.cpp's lookup, vLLM's n-gram proposer): each
- * decode step of a greedy request drafts the tokens that followed the latest earlier
- * occurrence of the sequence's last N tokens (N from ngram_max down to ngram_min, prompt and
- * generated text alike) and verifies them in the same step, keeping the ones the model
- * itself picks, and its own token after them. The steps are batch-invariant, so the ids, the
- * logprobs and the text equal plain decoding's bit for bit; only the speed changes.
- * Requests that sample (temperature > 0) or hold images decode one token a step. */
+/* Speculative decoding: each decode step of a request drafts a few tokens and verifies them
+ * in the same step, keeping the ones the model itself picks, and its own token after them.
+ * The drafts come from the scheduler's draft model (mlm_sched_params.draft_model: a smaller
+ * model, or the same one at a cheaper profile, sharing the tokenizer) or, without one, from
+ * prompt lookup (llama.cpp's lookup, vLLM's n-gram proposer): the tokens that followed the
+ * latest earlier occurrence of the sequence's last N tokens (N from ngram_max down to
+ * ngram_min, prompt and generated text alike). The steps are batch-invariant, so greedy ids,
+ * logprobs and text equal plain decoding's bit for bit; only the speed changes. A request
+ * that samples (temperature > 0) speculates with a draft model only, by the rejection scheme
+ * that keeps the model's distribution exactly (Leviathan et al. 2023): the tokens are then
+ * distributed as plain sampling's, though not the same draws for a seed. Requests with
+ * presence or frequency penalties, the loop guard or structured output when they sample, and
+ * requests holding images, decode one token a step. */
 typedef struct mlm_draft_params {
     int32_t max;       /* tokens drafted per step at most (0 = off, the default; capped by
                           the scheduler's max_draft) */
@@ -809,6 +815,13 @@ typedef struct mlm_sched_params {
                               the model's max tiles); a request waits for free tiles */
     int32_t max_draft;     /* speculative tokens a sequence may verify in one step (default 0:
                               requests cannot speculate; mlm_request_params.draft) */
+    /* The draft model (borrowed; it must outlive the scheduler; NULL, the default: prompt
+     * lookup): same vocabulary as the model, text only, run without TP (under TP only the
+     * leading rank has one). It keeps its own paged KV cache (kv_blocks plus each slot's
+     * drafted tokens). Drafting stops where its most likely token's probability is under
+     * draft_p_min (default 0: never, as llama.cpp's --draft-p-min). Needs max_draft >= 1. */
+    const mlm_model *draft_model;
+    float draft_p_min;
     /* Under TP: this rank (0) leads the other ranks of the group, which create their
      * scheduler with the same parameters and run mlm_sched_follow (mlm_exec_params.lead). */
     int lead;

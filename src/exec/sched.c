@@ -11,8 +11,10 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "exec/draft.h"
 #include "exec/exec.h"
 #include "exec/prefix.h"
+#include "sample/speculative.h"
 
 #define MAX_TOP 64
 
@@ -31,6 +33,11 @@ typedef struct req {
     int32_t draft_cap;      /* adaptive: tokens the next draft may have (1..draft.max) */
     int32_t draft_misses;   /* verifications in a row that kept nothing */
     int32_t draft_skip;     /* steps to decode plainly before drafting again */
+    int draft_model;        /* this step's draft is the draft model's (planned: n_drafted is
+                               its most until the drafter has run) */
+    int draft_sampled;      /* its drafts were sampled: Q holds their distributions */
+    float *q;               /* owned (draft.max, n_vocab): a sampling request's draft
+                               distributions, allocated at its first sampled draft */
     mlm_image **images; /* owned array of borrowed images (Llama 3.2 Vision) */
     int32_t *image_pos; /* owned: their positions (the prompt's image tokens) */
     int32_t n_images, image_tiles;
@@ -57,6 +64,9 @@ struct mlm_sched {
     mlm_exec *exec;         /* owned */
     mlm_kv *kv;             /* borrowed from exec */
     mlm_prefix prefix;
+    mlm_drafter *drafter;   /* owned; NULL without a draft model */
+    mlm_draft_ask *asks;    /* (max_batch) one step's draft requests */
+    float *target_p;        /* (n_vocab) the target's distribution while verifying a sample */
     int32_t n_vocab;
     req **slots;            /* (max_batch) running requests, NULL = free */
     int32_t n_running;
@@ -98,7 +108,8 @@ mlm_sched_params mlm_sched_default_params(void) {
                           .kv_dtype = MLM_KV_FROM_PROFILE,
                           .n_threads = 0,
                           .max_images = 1,
-                          .image_tiles = 0};
+                          .image_tiles = 0,
+                          .draft_p_min = 0};
     return p;
 }
 
@@ -147,11 +158,11 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     mlm_sched_params p = params ? *params : mlm_sched_default_params();
     if (p.max_batch < 1 || p.max_seq_len < 2 || p.block_size < 1 || p.prefill_chunk < 1 ||
         p.max_queue < 0 || p.kv_blocks < 0 || p.max_logprobs < 0 || p.max_logprobs > MAX_TOP ||
-        p.max_draft < 0 || p.max_draft > 64)
+        p.max_draft < 0 || p.max_draft > 64 || (p.draft_model && p.max_draft < 1))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG,
                              "scheduler: max_batch, block_size and prefill_chunk must be positive, "
                              "max_seq_len at least 2, max_logprobs at most %d, max_draft in "
-                             "[0, 64]",
+                             "[0, 64] (at least 1 with a draft model)",
                              MAX_TOP);
     int32_t per_seq = (p.max_seq_len + p.block_size - 1) / p.block_size;
     if (!p.kv_blocks) p.kv_blocks = p.max_batch * per_seq;
@@ -179,6 +190,11 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
         return st;
     }
     s->kv = mlm_exec_kv(s->exec);
+    if (p.draft_model &&
+        (st = mlm_drafter_create(p.draft_model, &s->p, s->n_vocab, p.draft_p_min, &s->drafter, err))) {
+        mlm_sched_free(s);
+        return st;
+    }
     if ((st = mlm_prefix_init(&s->prefix, s->kv, err))) {
         mlm_sched_free(s);
         return st;
@@ -194,9 +210,11 @@ mlm_status mlm_sched_create(const mlm_model *model, const mlm_sched_params *para
     s->mask = malloc((V + 31) / 32 * sizeof *s->mask);
     s->top_ids = malloc(MAX_TOP * sizeof(int32_t)), s->top_lp = malloc(MAX_TOP * sizeof(double));
     s->share = malloc((size_t)s->kv->max_blocks_per_seq * sizeof(int32_t));
+    s->asks = malloc((size_t)p.max_batch * sizeof *s->asks);
+    s->target_p = malloc(V * sizeof(float));
     if (!s->slots || !s->b_tok || !s->b_seq || !s->b_pos || !s->b_want || !s->row_req || !s->row_k ||
         !s->fed || !s->logits || !s->penalized || !s->counts || !s->top_ids || !s->top_lp ||
-        !s->share || !s->mask) {
+        !s->share || !s->mask || !s->asks || !s->target_p) {
         mlm_sched_free(s);
         return mlm_error_set(err, MLM_ERR_NOMEM, "scheduler: out of memory");
     }
@@ -210,6 +228,7 @@ static void req_free(req *r) {
     free(r->tokens);
     free(r->stop_ids);
     free(r->drafted);
+    free(r->q);
     free(r->images);
     free(r->image_pos);
     mlm_sampler_deinit(&r->sampler);
@@ -375,7 +394,8 @@ mlm_status mlm_sched_submit(mlm_sched *s, const mlm_request_params *q, uint64_t 
     r->dry = q->dry;
     r->draft = q->draft;
     if (r->draft.max > s->p.max_draft) r->draft.max = s->p.max_draft;
-    r->draft_cap = r->draft.max < 2 ? r->draft.max : 2; /* grows by doubling as drafts pay */
+    /* prompt lookup's drafts grow by doubling as they pay; a draft model's stop by its p_min */
+    r->draft_cap = s->drafter || r->draft.max < 2 ? r->draft.max : 2;
     if (r->draft.max > 0 && !(r->drafted = malloc((size_t)r->draft.max * sizeof *r->drafted))) {
         req_free(r);
         return mlm_error_set(err, MLM_ERR_NOMEM, "request: out of memory");
@@ -471,6 +491,7 @@ static void release_slot(mlm_sched *s, req *r) {
                                r->n_computed - full * bs);
     memcpy(s->share, q->blocks, (size_t)n * sizeof *s->share);
     mlm_exec_seq_reset(s->exec, r->slot, 0, NULL); /* its KV blocks and its images */
+    mlm_drafter_keep(s->drafter, r->slot, 0);
     for (int32_t i = 0; i < n; i++) mlm_prefix_release(&s->prefix, s->share[i]);
     s->slots[r->slot] = NULL;
     r->slot = -1;
@@ -541,6 +562,7 @@ static void admit(mlm_sched *s) {
         pthread_mutex_unlock(&s->mu);
         for (int32_t i = 0; i < hits; i++) mlm_prefix_take(&s->prefix, s->share[i]);
         mlm_exec_seq_reset(s->exec, slot, 0, NULL);
+        mlm_drafter_keep(s->drafter, slot, 0);
         mlm_kv_share(s->kv, slot, s->share, hits);
         r->slot = slot;
         r->n_computed = hits * s->p.block_size;
@@ -626,10 +648,25 @@ static void adapt_draft(req *r, int32_t n, int32_t accepted) {
     if (accepted == n) r->draft_cap = 2 * r->draft_cap < r->draft.max ? 2 * r->draft_cap : r->draft.max;
 }
 
-/* Speculative tokens R may verify this step: greedy, text-only, decoding, and within its
- * token budget (it emits up to one more than it drafts) and the context. */
+/* Whether R drafts with the draft model: greedy, or sampling plainly (the rejection scheme
+ * verifies the sampler's own distribution, so no penalties, loop guard or mask), text only. */
+static int model_drafts(const mlm_sched *s, const req *r) {
+    if (!s->drafter || r->draft.max <= 0 || r->n_images) return 0;
+    if (r->sampler.params.temperature == 0) return 1;
+    return r->presence == 0 && r->frequency == 0 && !(r->dry.multiplier != 0 && r->dry.last_n != 0) &&
+           !r->matcher;
+}
+
+/* Speculative tokens R may verify this step: decoding, and within its token budget (it emits
+ * up to one more than it drafts) and the context. Prompt lookup's are proposed here (greedy
+ * requests only); a draft model's count is the most it may draft, filled by run_drafter once
+ * the step's room is made. */
 static int32_t draft_for(const mlm_sched *s, req *r) {
-    if (r->draft.max <= 0 || r->sampler.params.temperature != 0 || r->n_images) return 0;
+    int model = model_drafts(s, r);
+    r->draft_model = 0;
+    if (!model && (s->drafter || r->draft.max <= 0 || r->sampler.params.temperature != 0 ||
+                   r->n_images))
+        return 0;
     if (r->draft_skip > 0) {
         r->draft_skip--;
         return 0;
@@ -638,7 +675,42 @@ static int32_t draft_for(const mlm_sched *s, req *r) {
             room = s->p.max_seq_len - 1 - r->n_tokens;
     if (left < max) max = left;
     if (room < max) max = room;
-    return max > 0 ? propose(r, max) : 0;
+    if (max <= 0) return 0;
+    if (!model) return propose(r, max);
+    r->draft_model = 1;
+    return max;
+}
+
+/* The draft model drafts for every sequence planned to (draft_for), in one batched call; each
+ * then feeds its decode token and the drafts it got. A failing draft step only costs this
+ * step its drafts. */
+static void run_drafter(mlm_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->p.max_batch; i++) {
+        req *r = s->slots[i];
+        if (!r || !r->draft_model) continue;
+        int sampled = r->sampler.params.temperature != 0;
+        if (sampled && !r->q && !(r->q = malloc((size_t)r->draft.max * s->n_vocab * sizeof *r->q))) {
+            r->draft_model = 0, r->n_drafted = 0, s->fed[i] = 1;
+            continue;
+        }
+        s->asks[n++] = (mlm_draft_ask){.slot = i,
+                                       .tokens = r->tokens,
+                                       .n_tokens = r->n_tokens,
+                                       .max = r->n_drafted,
+                                       .sampler = sampled ? &r->sampler : NULL,
+                                       .q = r->q,
+                                       .out = r->drafted};
+    }
+    if (!n) return;
+    mlm_error e;
+    mlm_drafter_propose(s->drafter, s->asks, n, &e); /* on failure every ask holds none */
+    for (int32_t k = 0; k < n; k++) {
+        req *r = s->slots[s->asks[k].slot];
+        r->n_drafted = s->asks[k].n_out;
+        r->draft_sampled = s->asks[k].sampler != NULL;
+        s->fed[r->slot] = 1 + r->n_drafted;
+    }
 }
 
 /* Tokens each running sequence feeds this step: its one decode token (and the tokens it
@@ -813,6 +885,7 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
     *did_work = 1;
     plan_step(s);
     make_room(s);
+    if (s->drafter) run_drafter(s);
     /* the flat batch: slot order; each slot's tokens in position order */
     int32_t n = 0, n_rows = 0;
     int64_t computed = 0;
@@ -867,7 +940,11 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
             if (j == 0) drafted += nd;
         }
         const float *lg = s->logits + (size_t)k * s->n_vocab;
-        int32_t id = sample(s, r, lg);
+        int accepted_draft = 0;
+        int32_t id = rest && r->draft_sampled
+                         ? mlm_spec_verify(&r->sampler, lg, r->q + (size_t)j * s->n_vocab,
+                                           r->drafted[j], s->target_p, &accepted_draft)
+                         : sample(s, r, lg);
         if (id == -2) {
             finish(s, r, MLM_FINISH_ERROR, "sampling: out of memory (the loop guard's scratch)");
             k += rest;
@@ -896,11 +973,14 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
             accepted++;
         } else if (nd) { /* the draft ends here: the positions of a wrong rest are forgotten */
             if (rest) mlm_exec_seq_truncate(s->exec, r->slot, r->n_computed, NULL);
-            adapt_draft(r, nd, j);
+            if (!r->draft_model) adapt_draft(r, nd, j);
             r->n_drafted = 0;
             k += rest;
         }
     }
+    if (s->drafter) /* the draft model's KV keeps what verification kept */
+        for (int32_t i = 0; i < s->p.max_batch; i++)
+            if (s->slots[i]) mlm_drafter_keep(s->drafter, i, s->slots[i]->n_tokens - 1);
     pthread_mutex_lock(&s->mu);
     s->stats.draft_tokens += drafted;
     s->stats.draft_accepted += accepted;
@@ -922,11 +1002,12 @@ void mlm_sched_free(mlm_sched *s) {
         finish(s, r, MLM_FINISH_CANCELLED, NULL);
     }
     mlm_prefix_deinit(&s->prefix);
+    mlm_drafter_free(s->drafter);
     mlm_exec_free(s->exec);
     free(s->slots), free(s->b_tok), free(s->b_seq), free(s->b_pos), free(s->b_want);
     free(s->row_req), free(s->row_k), free(s->fed), free(s->logits), free(s->penalized), free(s->counts);
     free(s->mask);
-    free(s->top_ids), free(s->top_lp), free(s->share);
+    free(s->top_ids), free(s->top_lp), free(s->share), free(s->asks), free(s->target_p);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

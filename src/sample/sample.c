@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "meshlm.h"
+#include "sample/speculative.h"
 
 mlm_sampler_params mlm_sampler_default_params(void) {
     mlm_sampler_params p = {.temperature = 0, .top_k = 0, .top_p = 1, .seed = 0};
@@ -226,6 +227,83 @@ int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
     }
     return s->idx[m - 1];
 }
+
+/* P[ids of the kept set IDX[0..m)] = PROBS[0..m) / SUM, 0 elsewhere. */
+static void spread(float *p, int32_t n, const int32_t *idx, const float *probs, int32_t m, double sum) {
+    memset(p, 0, (size_t)n * sizeof *p);
+    for (int32_t i = 0; i < m; i++) p[idx[i]] = (float)(probs[i] / sum);
+}
+
+/* The same kept sets as mlm_sampler_sample (and sample_top_p_windowed), as dense
+ * probabilities. */
+void mlm_sampler_dist(mlm_sampler *s, const float *logits, float *p) {
+    const mlm_sampler_params *q = &s->params;
+    int32_t n = s->n_vocab;
+    if (q->temperature == 0) {
+        memset(p, 0, (size_t)n * sizeof *p);
+        p[argmax(logits, n)] = 1;
+        return;
+    }
+    if (q->top_p < 1 && (q->top_k == 0 || q->top_k >= n)) {
+        float max = logits[0];
+        for (int32_t i = 1; i < n; i++)
+            if (logits[i] > max) max = logits[i];
+        double total = 0;
+        for (int32_t i = 0; i < n; i++) total += expf((logits[i] - max) / q->temperature);
+        for (int32_t w = 64; w <= 4096 && w < n / 2; w *= 8) {
+            top_window(s->idx, w, logits, n, s->probs);
+            double cum = 0;
+            int32_t keep = 0;
+            while (keep < w && (keep == 0 || cum < q->top_p * total)) {
+                s->probs[keep] = expf((logits[s->idx[keep]] - max) / q->temperature);
+                cum += s->probs[keep++];
+            }
+            if (keep == w && cum < q->top_p * total) continue;
+            spread(p, n, s->idx, s->probs, keep, cum);
+            return;
+        }
+    }
+    int32_t m = n;
+    if (q->top_k > 0 && q->top_k < n) {
+        m = q->top_k;
+        top_window(s->idx, m, logits, n, s->probs);
+    } else {
+        for (int32_t i = 0; i < n; i++) s->idx[i] = i;
+        if (q->top_p < 1) sort_by(s->idx, n, logits);
+    }
+    float max = logits[s->idx[0]];
+    for (int32_t i = 1; i < m; i++)
+        if (logits[s->idx[i]] > max) max = logits[s->idx[i]];
+    double sum = 0;
+    for (int32_t i = 0; i < m; i++) {
+        s->probs[i] = expf((logits[s->idx[i]] - max) / q->temperature);
+        sum += s->probs[i];
+    }
+    if (q->top_p < 1) {
+        double cum = 0;
+        int32_t keep = 0;
+        while (keep < m && (keep == 0 || cum < q->top_p * sum)) cum += s->probs[keep++];
+        m = keep;
+        sum = cum;
+    }
+    spread(p, n, s->idx, s->probs, m, sum);
+}
+
+int32_t mlm_sampler_draw(mlm_sampler *s, const float *p) {
+    int32_t n = s->n_vocab, last = 0;
+    double total = 0;
+    for (int32_t i = 0; i < n; i++) total += p[i];
+    double r = next_unit(s->rng) * total, acc = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (p[i] <= 0) continue;
+        acc += p[i];
+        last = i;
+        if (r < acc) return i;
+    }
+    return last;
+}
+
+double mlm_sampler_unit(mlm_sampler *s) { return next_unit(s->rng); }
 
 int32_t mlm_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k,
                      double *logprob, int32_t *top_ids, double *top_logprobs) {

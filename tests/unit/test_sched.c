@@ -5,7 +5,8 @@
  * cancelling frees blocks; a callback can stop a request; the queue bound and bad requests
  * are refused with messages naming the limit; submitting while an engine thread steps is
  * safe; speculative decoding by prompt lookup keeps transformers' greedy tokens and plain
- * decoding's logprobs. */
+ * decoding's logprobs, as does a draft model; speculative sampling with a draft model keeps
+ * the model's distribution (a chi-square test) and a seed's tokens. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,6 +17,7 @@
 #include "meshlm.h"
 
 #define FIXTURE "tests/data/llama/gqa4_hd64_tied_r32"
+#define OTHER "tests/data/llama/mha_hd128_untied_r8" /* another random model, same vocabulary */
 
 static int32_t ref_prompt[64], ref_gen[128], ref_tokens[64];
 static int n_ref_prompt, n_ref_gen, n_ref_tokens;
@@ -62,12 +64,17 @@ static int on_event(void *user, const mlm_sched_event *ev) {
     return g->stop_after && g->n >= g->stop_after;
 }
 
-/* Speculative decoding by prompt lookup for the requests of the tests that set it (0: off). */
+/* Speculative decoding for the requests of the tests that set it (0: off): by prompt lookup,
+ * or with DRAFT_MODEL by that model. */
 static int32_t draft_max;
+static const mlm_model *draft_model;
+static mlm_sched_stats last_stats; /* check_greedy's */
 
 static mlm_sched *sched_for(const mlm_model *m, int32_t batch, int32_t blocks, int32_t queue) {
     mlm_sched_params sp = mlm_sched_default_params();
     sp.max_draft = draft_max;
+    sp.draft_model = draft_model;
+    sp.draft_p_min = 0;
     sp.max_batch = batch;
     sp.max_seq_len = 128;
     sp.block_size = 4;
@@ -148,7 +155,10 @@ static void check_greedy(const char *profile, int check_tokens) {
            st.waiting);
     CHECK(st.finished[MLM_FINISH_LENGTH] == 7);
     CHECK(st.generated_tokens >= 48 * 3 + 40 + 28 + 50 + 20);
-    if (draft_max)
+    last_stats = st;
+    if (draft_model)
+        CHECKF(st.draft_tokens > 0, "the draft model drafted nothing");
+    else if (draft_max)
         CHECKF(st.draft_tokens > st.draft_accepted && st.draft_accepted > 0,
                "speculation: %lld drafted, %lld accepted (both kinds of rows must be seen)",
                (long long)st.draft_tokens, (long long)st.draft_accepted);
@@ -218,6 +228,228 @@ TEST(speculation_keeps_transformers_greedy) {
                !memcmp(g[0].logprob, g[1].logprob, sizeof g[0].logprob) &&
                !memcmp(g[0].top, g[1].top, sizeof g[0].top),
            "speculation changed the tokens or logprobs (%d and %d tokens)", g[0].n, g[1].n);
+    mlm_model_free(m);
+}
+
+/* A draft model changes nothing but the speed: with the other random model drafting (its
+ * drafts wrong) and with the same weights in BFP drafting (right about half the time), the seven
+ * requests give transformers' greedy tokens, batched, preempted and prefix-cached. */
+TEST(draft_model_keeps_transformers_greedy) {
+    const char *drafts[2][2] = {{OTHER "/hf", "f32"}, {FIXTURE "/hf", "performance"}};
+    int64_t drafted[2] = {0}, accepted[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        mlm_model *d = helper_load_or_fail(drafts[k][0], drafts[k][1], NULL, &harness_case_failed);
+        if (!d) return;
+        draft_model = d, draft_max = 4;
+        check_greedy("f32", 1);
+        draft_model = NULL, draft_max = 0;
+        drafted[k] = last_stats.draft_tokens, accepted[k] = last_stats.draft_accepted;
+        mlm_model_free(d);
+    }
+    CHECKF(accepted[0] < drafted[0] && accepted[1] > 0 && accepted[1] < drafted[1],
+           "the other model: %lld of %lld drafts kept; BFP: %lld of %lld (both outcomes "
+           "expected)",
+           (long long)accepted[0], (long long)drafted[0], (long long)accepted[1], (long long)drafted[1]);
+}
+
+/* Speculative sampling keeps the model's distribution (Leviathan et al. 2023): the fixture
+ * model samples 4 tokens with the other random model drafting 3 a step (accepted about a
+ * quarter of the time), 6000 times with different seeds from the fixture's prompt. The first
+ * token comes from the prefill, so the tokens verified start at the second: the counts of
+ * (first, second) pairs are tested against the model's joint distribution (chi-square,
+ * p = 0.001), under plain temperature and under temperature, top-k and top-p together (kept
+ * sets computed here from those definitions, HF's order). The first token's distribution
+ * is transformers' logits'; the second's, for each of the TOP_FIRST likeliest first tokens,
+ * the model's logits after prompt + that token (the executor's, which test_llama checks
+ * against transformers): the scheme is what is tested. A scheme that keeps every draft, or
+ * draws a rejected position from the model's own distribution, fails it by far. Same seed,
+ * same tokens. */
+enum { TOP_FIRST = 24, N_SAMPLED = 6000 };
+
+typedef struct sampled {
+    int32_t first, second;
+    int n;
+} sampled;
+
+static int on_sampled(void *user, const mlm_sched_event *ev) {
+    sampled *g = user;
+    if (ev->token >= 0) {
+        if (g->n == 0) g->first = ev->token;
+        if (g->n == 1) g->second = ev->token;
+        g->n++;
+    }
+    return 0;
+}
+
+/* HF's filtering of LOGITS (512): temperature T, the TOP_K best (0: all), then the smallest
+ * prefix by probability whose mass reaches TOP_P; P = the kept set's softmax. */
+static void hf_dist(const float *logits, double t, int top_k, double top_p, double *p) {
+    int idx[512];
+    for (int i = 0; i < 512; i++) idx[i] = i;
+    for (int i = 1; i < 512; i++) /* descending, ties to the lower id */
+        for (int j = i; j > 0 && logits[idx[j]] > logits[idx[j - 1]]; j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1], idx[j - 1] = x;
+        }
+    int m = top_k > 0 ? top_k : 512;
+    double sum = 0, e[512];
+    for (int i = 0; i < m; i++) sum += e[i] = exp(((double)logits[idx[i]] - logits[idx[0]]) / t);
+    int keep = 0;
+    double cum = 0;
+    while (keep < m && (keep == 0 || cum < top_p)) cum += e[keep++] / sum;
+    memset(p, 0, 512 * sizeof *p);
+    for (int i = 0; i < keep; i++) p[idx[i]] = e[i] / sum / cum;
+}
+
+/* Pearson's chi-square of COUNTS (N bins, TOTAL draws) against P, bins expected under 5
+ * pooled (a count in a bin of probability 0 fails outright); *DOF the degrees of freedom. */
+static double chi_square(const int *counts, const double *p, int n, int total, int *dof) {
+    double stat = 0, pool_e = 0;
+    int pool_c = 0, bins = 0;
+    *dof = 0;
+    for (int i = 0; i < n; i++) {
+        double e = p[i] * total;
+        if (p[i] == 0 && counts[i]) return INFINITY;
+        if (e < 5) {
+            pool_e += e, pool_c += counts[i];
+            continue;
+        }
+        stat += (counts[i] - e) * (counts[i] - e) / e, bins++;
+    }
+    if (pool_e > 0) stat += (pool_c - pool_e) * (pool_c - pool_e) / pool_e, bins++;
+    *dof = bins - 1;
+    return stat;
+}
+
+/* The chi-square value a correct scheme exceeds with probability 0.001 (Wilson-Hilferty). */
+static double chi_critical(int dof) {
+    double k = dof, z = 3.09, c = 1 - 2 / (9 * k) + z * sqrt(2 / (9 * k));
+    return k * c * c * c;
+}
+
+/* The model's logits (512 each) after the fixture's prompt and each of FIRST[0..n). */
+static int logits_after(mlm_model *m, const int32_t *first, int n, float *out) {
+    mlm_exec_params ep = mlm_exec_default_params();
+    ep.max_seq_len = 16;
+    mlm_exec *e = NULL;
+    mlm_error err;
+    CHECK_OK(mlm_exec_create(m, &ep, &e, &err), &err);
+    int ok = e != NULL;
+    for (int k = 0; ok && k < n; k++) {
+        int32_t toks[9], seq[9] = {0}, pos[9];
+        int8_t want[9] = {0};
+        memcpy(toks, ref_tokens, 8 * sizeof *toks);
+        toks[8] = first[k], want[8] = 1;
+        for (int i = 0; i < 9; i++) pos[i] = i;
+        mlm_batch b = {.n = 9, .tokens = toks, .seq = seq, .pos = pos, .logits = want};
+        ok = !mlm_exec_seq_reset(e, 0, 0, &err) && !mlm_exec_step(e, &b, out + (size_t)k * 512, &err);
+        CHECKF(ok, "executor: %s", err.msg);
+    }
+    mlm_exec_free(e);
+    return ok;
+}
+
+static void check_sampling(mlm_model *m, mlm_model *d, mlm_sampler_params sp) {
+    static sampled g[N_SAMPLED];
+    static float after[TOP_FIRST * 512];
+    static double p1[512], p2[512], joint[TOP_FIRST * 512 + 1];
+    static int counts[TOP_FIRST * 512 + 1];
+    /* the expected joint distribution: P(first) P(second | first) for the likeliest firsts,
+     * the rest in one bin */
+    hf_dist(ref_logits + 7 * 512, sp.temperature, sp.top_k, sp.top_p, p1);
+    int32_t first[TOP_FIRST];
+    for (int k = 0; k < TOP_FIRST; k++) {
+        first[k] = -1;
+        for (int i = 0; i < 512; i++) {
+            int taken = 0;
+            for (int j = 0; j < k; j++) taken |= first[j] == i;
+            if (!taken && p1[i] > 0 && (first[k] < 0 || p1[i] > p1[first[k]])) first[k] = i;
+        }
+    }
+    CHECK(first[TOP_FIRST - 1] >= 0);
+    if (first[TOP_FIRST - 1] < 0 || !logits_after(m, first, TOP_FIRST, after)) return;
+    double rest = 1;
+    for (int k = 0; k < TOP_FIRST; k++) {
+        hf_dist(after + (size_t)k * 512, sp.temperature, sp.top_k, sp.top_p, p2);
+        for (int i = 0; i < 512; i++) joint[k * 512 + i] = p1[first[k]] * p2[i];
+        rest -= p1[first[k]];
+    }
+    joint[TOP_FIRST * 512] = rest;
+    /* the draws */
+    memset(g, 0, sizeof g);
+    draft_model = d, draft_max = 3;
+    mlm_sched *s = sched_for(m, 32, 32 * 4, N_SAMPLED);
+    draft_model = NULL, draft_max = 0;
+    if (!s) return;
+    mlm_error err;
+    for (int k = 0; k < N_SAMPLED; k++) {
+        mlm_request_params q = mlm_request_default_params();
+        q.prompt = ref_tokens, q.n_prompt = 8, q.max_new_tokens = 4;
+        q.sampling = sp;
+        q.sampling.seed = (uint64_t)k + 1;
+        q.draft.max = 3;
+        q.on_event = on_sampled, q.user = &g[k];
+        uint64_t id;
+        CHECK_OK(mlm_sched_submit(s, &q, &id, &err), &err);
+        if (k % 512 == 511) run_all(s);
+    }
+    run_all(s);
+    mlm_sched_stats st;
+    mlm_sched_get_stats(s, &st);
+    mlm_sched_free(s);
+    memset(counts, 0, sizeof counts);
+    int total = 0;
+    for (int k = 0; k < N_SAMPLED; k++) {
+        if (g[k].n != 4) continue;
+        int bin = TOP_FIRST * 512;
+        for (int j = 0; j < TOP_FIRST; j++)
+            if (first[j] == g[k].first) bin = j * 512 + g[k].second;
+        counts[bin]++, total++;
+    }
+    int dof = 0;
+    double chi = chi_square(counts, joint, TOP_FIRST * 512 + 1, total, &dof);
+    CHECKF(total == N_SAMPLED && dof > 20 && chi < chi_critical(dof),
+           "T %g top-k %d top-p %g: %d runs, chi-square %.1f over %d degrees of freedom "
+           "(critical %.1f)",
+           sp.temperature, sp.top_k, sp.top_p, total, chi, dof, dof > 0 ? chi_critical(dof) : 0);
+    CHECKF(st.draft_tokens > st.draft_accepted && st.draft_accepted > st.draft_tokens / 10,
+           "%lld drafted, %lld accepted: both outcomes must be common", (long long)st.draft_tokens,
+           (long long)st.draft_accepted);
+}
+
+TEST(draft_sampling_keeps_the_distribution) {
+    mlm_model *m = helper_load_or_fail(FIXTURE "/hf", "f32", NULL, &harness_case_failed);
+    mlm_model *d = m ? helper_load_or_fail(OTHER "/hf", "f32", NULL, &harness_case_failed) : NULL;
+    if (!d) {
+        mlm_model_free(m);
+        return;
+    }
+    mlm_sampler_params plain = {.temperature = 1.5f, .top_k = 0, .top_p = 1};
+    mlm_sampler_params cut = {.temperature = 1.5f, .top_k = 200, .top_p = 0.97f};
+    check_sampling(m, d, plain);
+    check_sampling(m, d, cut);
+    /* the same seed gives the same tokens */
+    static got r[2];
+    memset(r, 0, sizeof r);
+    mlm_error err;
+    for (int k = 0; k < 2; k++) {
+        draft_model = d, draft_max = 3;
+        mlm_sched *s = sched_for(m, 1, 64, 1);
+        draft_model = NULL, draft_max = 0;
+        mlm_request_params q = mlm_request_default_params();
+        q.prompt = ref_tokens, q.n_prompt = 8, q.max_new_tokens = 24;
+        q.sampling = cut, q.sampling.seed = 7, q.draft.max = 3;
+        q.on_event = on_event, q.user = &r[k];
+        uint64_t id;
+        if (s) {
+            CHECK_OK(mlm_sched_submit(s, &q, &id, &err), &err);
+            run_all(s);
+        }
+        mlm_sched_free(s);
+    }
+    CHECKF(r[0].n == 24 && r[1].n == 24 && !memcmp(r[0].tokens, r[1].tokens, sizeof r[0].tokens),
+           "seed 7 gave different tokens (%d and %d)", r[0].n, r[1].n);
+    mlm_model_free(d);
     mlm_model_free(m);
 }
 
@@ -400,6 +632,8 @@ int main(void) {
     RUN(a_continuation_reuses_the_tail);
     RUN(scheduling_completes_performance);
     RUN(speculation_keeps_transformers_greedy);
+    RUN(draft_model_keeps_transformers_greedy);
+    RUN(draft_sampling_keeps_the_distribution);
     RUN(logprobs_match_transformers);
     RUN(cancel_stop_and_refusals);
     RUN(submit_while_the_engine_runs);

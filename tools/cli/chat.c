@@ -57,10 +57,8 @@ static void help(void) {
            "      --dry-base B         growth per repeated token (default 1.75)\n"
            "      --dry-allowed-length N  repeats this long are free (default 2)\n"
            "      --dry-last-n N       tokens looked back over (-1 = all, the default)\n"
-           "      --draft-ngram        speculative decoding by prompt lookup (greedy answers):\n"
-           "                           the same answers, fewer steps where they repeat the\n"
-           "                           conversation; -v shows drafted and accepted tokens\n"
-           "      --draft-max N        tokens drafted per step at most (1..64, default 8)\n"
+           TOOL_DRAFT_HELP
+           "                           (-v shows drafted and accepted tokens per answer)\n"
            TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores)\n"
            "  -v, --verbose            a stats line per answer on stderr: tokens prefilled (of\n"
@@ -94,8 +92,7 @@ typedef struct chat_opts {
     long long max_new, max_seq_len;
     mlm_sampler_params sp;
     mlm_dry_params dry; /* breakers filled by chat_init */
-    int draft_ngram;
-    long long draft_max;
+    tool_draft draft;
     tool_precision prec;
 } chat_opts;
 
@@ -106,7 +103,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
     o->sp = mlm_sampler_default_params();
     o->dry = mlm_dry_default_params();
     o->dry.multiplier = CHAT_DRY_MULTIPLIER;
-    o->draft_max = 8;
+    tool_draft_init(&o->draft);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
@@ -144,10 +141,10 @@ static int parse(int argc, char **argv, chat_opts *o) {
             if (!tool_int("chat", a, v, last_n ? -1 : 1, 1 << 24, &ll)) return TOOL_USAGE;
             *(last_n ? &o->dry.last_n : &o->dry.allowed_length) = (int32_t)ll;
         } else if (!strcmp(a, "--draft-ngram")) {
-            o->draft_ngram = 1;
-        } else if (!strcmp(a, "--draft-max")) {
+            o->draft.ngram = 1;
+        } else if (tool_is_draft_flag(a)) {
             VALUE();
-            if (!tool_int("chat", a, v, 1, 64, &o->draft_max)) return TOOL_USAGE;
+            if (!tool_draft_flag("chat", a, v, &o->draft)) return TOOL_USAGE;
         } else if (tool_is_sampling_flag(a)) {
             VALUE();
             if (!tool_sampling_flag("chat", a, v, &o->sp)) return TOOL_USAGE;
@@ -159,7 +156,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         }
 #undef VALUE
     }
-    return 0;
+    return tool_draft_check("chat", &o->draft) ? 0 : TOOL_USAGE;
 }
 
 // ---- the conversation ----
@@ -219,6 +216,7 @@ typedef struct chat {
     int32_t stop[8], n_stop;
     uint8_t *breakers; /* owned: the loop guard's sequence breakers (one flag a token) */
     uint64_t salt; /* the prefix cache's salt: a new one when the dialog starts over */
+    tool_draft draft; /* --draft-* and the draft model, loaded (rank 0) */
     int turn_no;   /* answers since the last reset */
 } chat;
 
@@ -293,6 +291,7 @@ static void chat_deinit(chat *c) {
     mlm_tokens_deinit(&c->nosys);
     mlm_tokens_deinit(&c->close);
     mlm_sched_free(c->sched);
+    tool_draft_free(&c->draft);
     mlm_tokenizer_free(c->tok);
     mlm_model_free(c->model);
 }
@@ -320,6 +319,10 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
     mlm_sched_params p = *sp;
     int mesh = tool_mesh() && tool_mesh()->tp > 1;
     p.lead = mesh && tool_rank() == 0; /* rank 0 leads, the others follow (cmd_chat) */
+    c->draft = o->draft; /* rank 0 drafts; the others verify what it sends */
+    if (!(mesh && tool_rank() > 0) && (st = tool_draft_load("chat", &c->draft, c->tok, o->n_threads, err)))
+        return st;
+    tool_draft_params(&c->draft, &p);
     if ((st = mlm_sched_create(c->model, &p, &c->sched, err))) return st;
     if (mesh && tool_rank() > 0) return MLM_OK;
     c->cfg = mlm_model_config(c->model);
@@ -470,7 +473,7 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     q.sampling = o->sp;
     q.dry = o->dry;
     q.dry.breakers = c->breakers;
-    if (o->draft_ngram) q.draft.max = (int32_t)o->draft_max;
+    if (o->draft.model || o->draft.ngram) q.draft.max = (int32_t)o->draft.max;
     q.stop_ids = c->stop;
     q.n_stop_ids = c->n_stop;
     q.cache_salt = c->salt;
@@ -512,11 +515,15 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     double t2 = tool_now();
     c->turn_no++;
     mlm_sched_get_stats(c->sched, &after);
-    char draft[96] = "";
-    if (o->draft_ngram)
-        snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld",
-                 (long long)(after.draft_tokens - before.draft_tokens),
-                 (long long)(after.draft_accepted - before.draft_accepted));
+    char draft[128] = "";
+    int64_t drafted = after.draft_tokens - before.draft_tokens,
+            accepted = after.draft_accepted - before.draft_accepted;
+    if (o->draft.model || o->draft.ngram)
+        snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld (%.0f%%), %.2f tokens a step",
+                 (long long)drafted, (long long)accepted,
+                 drafted ? 100.0 * (double)accepted / (double)drafted : 0.0,
+                 after.steps > before.steps ? (double)a.n_gen / (double)(after.steps - before.steps)
+                                            : 0.0);
     if (o->verbose)
         fprintf(stderr,
                 "[turn %d: prefilled %lld tokens (%lld new) in %.3f s, generated %lld tokens, "
@@ -685,7 +692,7 @@ int cmd_chat(int argc, char **argv) {
     sp.prefill_chunk = (int32_t)(o.max_seq_len < 2048 ? o.max_seq_len : 2048);
     sp.n_threads = o.n_threads;
     sp.max_logprobs = 0;
-    sp.max_draft = o.draft_ngram ? (int32_t)o.draft_max : 0;
+    tool_draft_params(&o.draft, &sp);
     mlm_exec_params xp;
     mlm_sched_exec_params(NULL, &sp, &xp);
     if (!tool_memory_fits("chat", o.model, &o.prec, &xp)) {

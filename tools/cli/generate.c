@@ -36,12 +36,7 @@ static void help(void) {
            "                           image token id binds the next --image in order\n"
            "  -n, --max-new-tokens N   tokens to generate at most (default 128)\n"
            "      --ignore-eos         do not stop at the stop ids: exactly N tokens\n"
-           "      --draft-ngram        speculative decoding by prompt lookup: each step drafts\n"
-           "                           the tokens that followed the last 4, 3 or 2 tokens'\n"
-           "                           latest earlier occurrence and checks them in the same\n"
-           "                           step; greedy ids, logprobs and text stay exactly those\n"
-           "                           of plain decoding (sampling decodes one token a step)\n"
-           "      --draft-max N        tokens drafted per step at most (1..64, default 8)\n"
+           TOOL_DRAFT_HELP
            "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
            "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
            "      --top-p P            keep the smallest set with probability mass P (1 = off)\n"
@@ -71,8 +66,9 @@ typedef struct gen_opts {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system;
     const char *images[MLM_MAX_IMAGES];
     int n_images;
-    int instruct, json, n_threads, ignore_eos, draft_ngram;
-    long long max_new, max_seq_len, prefill_chunk, draft_max;
+    int instruct, json, n_threads, ignore_eos;
+    long long max_new, max_seq_len, prefill_chunk;
+    tool_draft draft;
     int logprobs; /* -1: off, else the number of top tokens per entry (0..LOGPROBS_MAX) */
     mlm_sampler_params sp;
     tool_precision prec;
@@ -84,7 +80,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     o->max_seq_len = 4096;
     o->prefill_chunk = 2048;
     o->logprobs = -1;
-    o->draft_max = 8;
+    tool_draft_init(&o->draft);
     o->sp = mlm_sampler_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -120,10 +116,10 @@ static int parse(int argc, char **argv, gen_opts *o) {
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--draft-ngram")) {
-            o->draft_ngram = 1;
-        } else if (!strcmp(a, "--draft-max")) {
+            o->draft.ngram = 1;
+        } else if (tool_is_draft_flag(a)) {
             VALUE();
-            if (!tool_int("generate", a, v, 1, 64, &o->draft_max)) return TOOL_USAGE;
+            if (!tool_draft_flag("generate", a, v, &o->draft)) return TOOL_USAGE;
         } else if (!strcmp(a, "--ignore-eos")) {
             o->ignore_eos = 1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
@@ -161,6 +157,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         return tool_usage("generate", "--instruct needs a text prompt, not --prompt-ids");
     if (o->system && !o->instruct) return tool_usage("generate", "--system needs --instruct");
     if (o->logprobs >= 0 && !o->json) return tool_usage("generate", "--logprobs needs --json");
+    if (!tool_draft_check("generate", &o->draft)) return TOOL_USAGE;
     return 0;
 }
 
@@ -346,6 +343,7 @@ typedef struct gen_state {
     char *text; /* generated text for --json */
     size_t text_len, text_cap;
     char *default_model;
+    tool_draft draft; /* the options' --draft-* and the draft model, loaded */
     /* the run, filled by on_event */
     const gen_opts *o;
     mlm_detok dt;
@@ -359,6 +357,7 @@ static void gen_free(gen_state *g) {
     free(g->lp.e);
     free(g->text);
     mlm_sched_free(g->sched);
+    tool_draft_free(&g->draft);
     for (int i = 0; i < MLM_MAX_IMAGES; i++) mlm_image_free(g->imgs[i]);
     mlm_tokens_deinit(&g->prompt);
     mlm_tokens_deinit(&g->out);
@@ -444,7 +443,7 @@ static mlm_sched_params sched_params(const gen_opts *o) {
     sp.max_images = o->n_images;
     sp.image_tiles = 0;
     sp.lead = tool_mesh() && tool_mesh()->tp > 1;
-    sp.max_draft = o->draft_ngram ? (int32_t)o->draft_max : 0;
+    tool_draft_params(&o->draft, &sp);
     return sp;
 }
 
@@ -503,7 +502,7 @@ static mlm_status run(gen_state *g, int32_t max_new, mlm_error *err) {
     q.stop_ids = stops;
     q.n_stop_ids = stop_ids(g, stops, 16);
     q.logprobs = g->o->logprobs;
-    if (g->o->draft_ngram) q.draft.max = (int32_t)g->o->draft_max;
+    if (g->o->draft.model || g->o->draft.ngram) q.draft.max = (int32_t)g->o->draft.max;
     q.images = g->imgs;
     q.n_images = g->o->n_images;
     q.on_event = on_event;
@@ -555,10 +554,11 @@ static void report(const gen_state *g, const char *stop_reason, double load_s, d
     }
     mlm_sched_stats ss;
     mlm_sched_get_stats(g->sched, &ss);
-    char draft[96] = "", draft_json[96] = "";
-    if (o->draft_ngram) {
-        snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld", (long long)ss.draft_tokens,
-                 (long long)ss.draft_accepted);
+    char draft[128] = "", draft_json[96] = "";
+    if (o->draft.model || o->draft.ngram) {
+        snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld (%.0f%%)",
+                 (long long)ss.draft_tokens, (long long)ss.draft_accepted,
+                 ss.draft_tokens ? 100.0 * (double)ss.draft_accepted / (double)ss.draft_tokens : 0.0);
         snprintf(draft_json, sizeof draft_json, ",\"draft_tokens\":%lld,\"draft_accepted\":%lld",
                  (long long)ss.draft_tokens, (long long)ss.draft_accepted);
     }
@@ -603,10 +603,14 @@ static int generate(gen_state *g) {
             st = mlm_sched_follow(g->sched, &err);
         return st ? tool_fail(&err) : TOOL_OK;
     }
-    if (!st) st = mlm_sched_create(g->model, &sp, &g->sched, &err);
     /* Raw ids need no tokenizer: without one, the output is ids too. */
     if (!st && (!o->prompt_ids || mlm_tokenizer_present(o->model)))
         st = mlm_tokenizer_load(o->model, &g->tok, &err);
+    g->draft = o->draft;
+    if (!st && !(st = tool_draft_load("generate", &g->draft, g->tok, o->n_threads, &err))) {
+        tool_draft_params(&g->draft, &sp);
+        st = mlm_sched_create(g->model, &sp, &g->sched, &err);
+    }
     int rc = st ? 0 : encode_prompt(g, &st, &err);
     if (!st && !rc && g->prompt.n >= o->max_seq_len) {
         fprintf(stderr,

@@ -153,12 +153,11 @@ int32_t tool_largest_seq_len(const char *dir, const tool_precision *p, const mlm
     return (int32_t)(blocks * bs);
 }
 
-mlm_status tool_load_model(const char *cmd, const char *dir, const tool_precision *p, int n_threads,
-                           mlm_model **model, mlm_error *err) {
+/* Loads DIR in P's profile with TP (NULL: whole), with the cache's messages and progress. */
+static mlm_status load(const char *cmd, const char *dir, const tool_precision *p, int n_threads,
+                       mlm_comm *tp, mlm_model **model, mlm_error *err) {
     static progress pr;
     pr = (progress){.cmd = cmd, .tty = isatty(2)};
-    mlm_status st = tool_mesh_setup(cmd, dir, p, err);
-    if (st) return st;
     mlm_model_params mp = mlm_model_default_params();
     mp.optimizations = p->optimizations;
     mp.decoder_config = p->decoder_config;
@@ -166,7 +165,19 @@ mlm_status tool_load_model(const char *cmd, const char *dir, const tool_precisio
     mp.on_message = on_message;
     mp.on_progress = on_progress;
     mp.user = &pr;
-    mp.tp = tool_mesh_tp();
+    mp.tp = tp;
     mp.tp_reduce = p->tp_reduce;
     return mlm_model_load(dir, &mp, model, err);
+}
+
+mlm_status tool_load_model(const char *cmd, const char *dir, const tool_precision *p, int n_threads,
+                           mlm_model **model, mlm_error *err) {
+    mlm_status st = tool_mesh_setup(cmd, dir, p, err);
+    if (st) return st;
+    return load(cmd, dir, p, n_threads, tool_mesh_tp(), model, err);
+}
+
+mlm_status tool_load_whole(const char *cmd, const char *dir, const tool_precision *p, int n_threads,
+                           mlm_model **model, mlm_error *err) {
+    return load(cmd, dir, p, n_threads, NULL, model, err);
 }

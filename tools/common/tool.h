@@ -133,6 +133,53 @@ int32_t tool_largest_seq_len(const char *dir, const tool_precision *p, const mlm
 mlm_status tool_load_model(const char *cmd, const char *dir, const tool_precision *p, int n_threads,
                            mlm_model **model, mlm_error *err);
 
+/* Loads the model in DIR whole on this rank (no TP: a draft model beside a mesh's shards). */
+mlm_status tool_load_whole(const char *cmd, const char *dir, const tool_precision *p, int n_threads,
+                           mlm_model **model, mlm_error *err);
+
+/* ---- speculative decoding (draft.c) ---- */
+
+typedef struct tool_draft {
+    const char *model;         /* --draft-model PATH, or NULL */
+    const char *optimizations; /* --draft-optimizations; NULL: the draft's default profile */
+    long long max;             /* --draft-max (default 8) */
+    float p_min;               /* --draft-p-min (default the scheduler's, 0) */
+    int ngram;                 /* --draft-ngram */
+    mlm_model *model_loaded;   /* tool_draft_load's; NULL without --draft-model */
+} tool_draft;
+
+#define TOOL_DRAFT_HELP                                                                            \
+    "      --draft-model PATH   speculative decoding with a draft model sharing the model's\n"     \
+    "                           tokenizer (a smaller one, or the same at a cheaper profile):\n"   \
+    "                           it drafts tokens that the model checks in one step. Greedy\n"     \
+    "                           ids, logprobs and text stay exactly plain decoding's;\n"          \
+    "                           sampling keeps the model's distribution (rejection scheme)\n"    \
+    "      --draft-optimizations P  the draft's profile (default: its own default)\n"            \
+    "      --draft-p-min P      stop drafting where the draft's best token is less likely\n"      \
+    "                           than P (0..1, default 0: draft --draft-max tokens)\n"                                     \
+    "      --draft-ngram        speculative decoding by prompt lookup: each step drafts\n"        \
+    "                           the tokens that followed the last 4, 3 or 2 tokens'\n"            \
+    "                           latest earlier occurrence (greedy requests only)\n"               \
+    "      --draft-max N        tokens drafted per step at most (1..64, default 8)\n"
+
+void tool_draft_init(tool_draft *d);
+/* Whether A is one of the flags that take a value (--draft-ngram takes none). */
+static inline int tool_is_draft_flag(const char *a) {
+    return !strcmp(a, "--draft-model") || !strcmp(a, "--draft-optimizations") ||
+           !strcmp(a, "--draft-max") || !strcmp(a, "--draft-p-min");
+}
+/* Handles one of those with VALUE; 0 after a usage error. */
+int tool_draft_flag(const char *cmd, const char *flag, const char *value, tool_draft *d);
+/* The flags agree with each other; 0 after a usage error. */
+int tool_draft_check(const char *cmd, const tool_draft *d);
+/* Loads --draft-model whole (after checking that its tokenizer's every token equals TOK's,
+ * when TOK and a draft tokenizer are there). Nothing to do without one. */
+mlm_status tool_draft_load(const char *cmd, tool_draft *d, const mlm_tokenizer *tok, int n_threads,
+                           mlm_error *err);
+/* The scheduler's max_draft, draft_model and draft_p_min from D. */
+void tool_draft_params(const tool_draft *d, mlm_sched_params *sp);
+void tool_draft_free(tool_draft *d);
+
 /* The model CMD runs without -m: the SmolLM2-135M-Instruct GGUF that scripts/setup.sh puts
  * in models/smollm2/ (beside the build folder), else the tiny embedded model (models/default,
  * with a notice on stderr that it babbles and how to get the real one). Malloc'd; NULL, after

@@ -46,11 +46,9 @@ static void help(void) {
            "      --prefill-chunk N    prompt tokens per step over all sequences (default 256)\n"
            "      --max-queue N        waiting requests before 503 (default 64)\n"
            "      --no-prefix-cache    do not share KV blocks between requests by prefix\n"
-           "      --draft-ngram        speculative decoding by prompt lookup for every greedy\n"
-           "                           request (a request's \"speculative.n_max\": 0 turns it\n"
-           "                           off): the same tokens, fewer steps where the answer\n"
-           "                           repeats the prompt or itself\n"
-           "      --draft-max N        tokens drafted per step at most (1..64, default 8)\n"
+           TOOL_DRAFT_HELP
+           "                           Every request speculates; its \"speculative.n_max\" caps\n"
+           "                           its drafts (0 turns them off)\n"
            TOOL_PRECISION_HELP
            "      --threads N          threads (default: all cores); the vision encoder uses\n"
            "                           as many\n"
@@ -78,8 +76,8 @@ typedef struct serve_opts {
     const char *model, *host, *api_key, *alias;
     long long port, max_batch, max_seq_len, kv_blocks, block_size, prefill_chunk, max_queue;
     long long threads, max_body, timeout, drain_timeout, max_images, image_tiles;
-    int max_seq_len_given, no_prefix_cache, draft_ngram;
-    long long draft_max;
+    int max_seq_len_given, no_prefix_cache;
+    tool_draft draft;
     tool_precision prec;
 } serve_opts;
 
@@ -96,7 +94,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     o->timeout = 60;
     o->drain_timeout = 30;
     o->max_images = 1;
-    o->draft_max = 8;
+    tool_draft_init(&o->draft);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         struct {
@@ -114,8 +112,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
                     {"--timeout", &o->timeout, 1, 86400},
                     {"--drain-timeout", &o->drain_timeout, 0, 86400},
                     {"--max-images", &o->max_images, 0, MLM_MAX_IMAGES},
-                    {"--image-tiles", &o->image_tiles, 0, 1 << 20},
-                    {"--draft-max", &o->draft_max, 1, 64}};
+                    {"--image-tiles", &o->image_tiles, 0, 1 << 20}};
         int n_ints = (int)(sizeof ints / sizeof ints[0]), k = 0;
         while (k < n_ints && strcmp(a, ints[k].flag)) k++;
 #define VALUE()                                                                                    \
@@ -143,7 +140,10 @@ static int parse(int argc, char **argv, serve_opts *o) {
         } else if (!strcmp(a, "--no-prefix-cache")) {
             o->no_prefix_cache = 1;
         } else if (!strcmp(a, "--draft-ngram")) {
-            o->draft_ngram = 1;
+            o->draft.ngram = 1;
+        } else if (tool_is_draft_flag(a)) {
+            VALUE();
+            if (!tool_draft_flag("serve", a, v, &o->draft)) return TOOL_USAGE;
         } else if (tool_is_precision_flag(a)) {
             VALUE();
             if (!tool_precision_flag("serve", a, v, &o->prec)) return TOOL_USAGE;
@@ -157,7 +157,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
         if (env && *env) o->api_key = env;
     }
     if (o->api_key && !*o->api_key) return tool_usage("serve", "--api-key must not be empty");
-    return 0;
+    return tool_draft_check("serve", &o->draft) ? 0 : TOOL_USAGE;
 }
 
 /* The base name of PATH, a trailing '/' stripped (malloc'd). */
@@ -308,6 +308,7 @@ typedef struct serve_run {
     serve_opts o;
     char *default_model, *alias; /* owned */
     mlm_sched_params sp;
+    tool_draft draft; /* the options' --draft-* and the draft model, loaded */
     mlm_error err;
     mlm_model *model;   /* owned */
     mlm_tokenizer *tok; /* owned */
@@ -340,6 +341,7 @@ static void serve_free(serve_run *r) {
         pthread_join(r->eng.thread, NULL);
     }
     mlm_sched_free(r->sched); /* final events for anything left free the last jobs */
+    tool_draft_free(&r->draft);
     if (r->masked) pthread_sigmask(SIG_SETMASK, &r->old_mask, NULL);
     if (r->pipe_fds[0] >= 0) {
         struct sigaction sa;
@@ -392,7 +394,7 @@ static int plan(serve_run *r) {
     sp->n_threads = (int)o->threads;
     sp->max_images = (int32_t)o->max_images;
     sp->image_tiles = (int32_t)o->image_tiles;
-    sp->max_draft = o->draft_ngram ? (int32_t)o->draft_max : 0;
+    tool_draft_params(&o->draft, sp);
     mlm_exec_params xp; /* what the scheduler's executor will hold, for the memory check */
     mlm_sched_exec_params(have_cfg ? &cfg : NULL, sp, &xp);
     if ((!o->alias && !r->alias) || !tool_memory_fits("serve", o->model, &o->prec, &xp))
@@ -435,7 +437,11 @@ static mlm_status start(serve_run *r) {
     sigaddset(&stop_sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_sigs, &r->old_mask);
     r->masked = 1;
-    if (!st) st = mlm_sched_create(r->model, &r->sp, &r->sched, &r->err);
+    r->draft = o->draft;
+    if (!st && !(st = tool_draft_load("serve", &r->draft, r->tok, (int)o->threads, &r->err))) {
+        tool_draft_params(&r->draft, &r->sp);
+        st = mlm_sched_create(r->model, &r->sp, &r->sched, &r->err);
+    }
     if (st) return st;
     srv->model = r->model;
     srv->tok = r->tok;
@@ -451,7 +457,7 @@ static mlm_status start(serve_run *r) {
     srv->start_time = (int64_t)time(NULL);
     srv->n_threads = (int)o->threads;
     srv->max_images = (int32_t)o->max_images;
-    srv->draft_max = o->draft_ngram ? (int32_t)o->draft_max : 0;
+    srv->draft_max = o->draft.model || o->draft.ngram ? (int32_t)o->draft.max : 0;
     srv->image_token = mlm_model_image_token(r->model);
     stop_ids(srv, mlm_model_config(r->model));
     if (!(srv->dry_breakers = malloc((size_t)mlm_tokenizer_n_vocab(r->tok))))
