@@ -8,8 +8,9 @@ streams, 32 concurrent streams against their results alone, prefix-cache hits ag
 classes; and images, as the client's typed image_url content parts with data: URLs, on a tiny
 Llama 3.2 Vision model made by `meshlm synth` (random weights, the real Llama 3 tokenizer)
 against `meshlm generate --image`. Expected values come from `meshlm generate` or from the
-same server's alone runs; serve --draft-ngram (speculative decoding by prompt lookup) under 8
-concurrent streams against the plain server's texts, with its /metrics counters.
+same server's alone runs; serve --draft-ngram (speculative decoding by prompt lookup) and
+serve --draft-model (the model drafting for itself in bf16) under 8 concurrent streams against
+the plain server's texts, with their /metrics counters, and a sampled request's seed repeating.
 Run from the repository root (tests/server/test_openai.sh does); MESHLM names the binary.
 Prints "ok - NAME" / "not ok - NAME: DETAILS" and closes with "N passed, N failed".
 """
@@ -321,9 +322,10 @@ def test_loop_guard():
           f"a 4-word stretch {a} times plain, {b} times guarded: {guarded.choices[0].text!r}")
 
 
-def test_speculation(draft):
+def test_speculation(draft, how="--draft-ngram"):
     # serve --draft-ngram: 8 concurrent greedy streams give the plain server's texts; the
     # tiny model's loops are what prompt lookup drafts, so /metrics counts accepted drafts.
+    # The same with --draft-model (the model drafting for itself in another profile).
     prompts, n = varied_prompts(8), 48
     dcli = draft.client()
 
@@ -336,18 +338,30 @@ def test_speculation(draft):
     with concurrent.futures.ThreadPoolExecutor(len(prompts)) as ex:
         spec = list(ex.map(lambda i: one(dcli, i), range(len(prompts))))
     diff = [(i, plain[i], spec[i]) for i in range(len(prompts)) if plain[i] != spec[i]]
-    check("speculation: 8 concurrent streams under --draft-ngram equal the plain server's",
+    check(f"speculation: 8 concurrent streams under {how} equal the plain server's",
           not diff, f"{len(diff)} differ, e.g. {diff[:1]}")
     drafted = draft.metric("meshlm_draft_tokens_total")
     accepted = draft.metric("meshlm_draft_accepted_tokens_total")
-    check("speculation: /metrics counts drafted and accepted tokens",
+    check(f"speculation ({how}): /metrics counts drafted and accepted tokens",
           drafted and accepted and 0 < accepted <= drafted, f"{drafted} drafted, {accepted} accepted")
     r = dcli.completions.create(model=ALIAS, prompt=prompts[0], max_tokens=n, temperature=0,
                                 extra_body={"speculative.n_max": 0})
-    check("speculation: a request's speculative.n_max 0 turns it off (same text, no drafts)",
+    check(f"speculation ({how}): a request's speculative.n_max 0 turns it off (same text, "
+          "no drafts)",
           r.choices[0].text == plain[0] and
           draft.metric("meshlm_draft_tokens_total") == drafted,
           f"{r.choices[0].text!r}, drafted {draft.metric('meshlm_draft_tokens_total')}")
+    if how == "--draft-ngram":
+        return
+
+    def sampled(seed):
+        return dcli.completions.create(model=ALIAS, prompt=prompts[1], max_tokens=24,
+                                       temperature=1.0, seed=seed).choices[0].text
+
+    before = draft.metric("meshlm_draft_tokens_total")
+    a, b = sampled(99), sampled(99)
+    check(f"speculation ({how}): a sampled request speculates and its seed repeats its text",
+          a == b and draft.metric("meshlm_draft_tokens_total") > before, f"{a!r} vs {b!r}")
 
 
 def test_seed():
@@ -758,6 +772,8 @@ def main_():
     nocache = Server(MODEL, ALIAS, "--max-seq-len", str(MAX_SEQ), "--no-prefix-cache")
     keyed = Server(MODEL, ALIAS, "--api-key", KEY, "--max-seq-len", "256")
     draft = Server(MODEL, ALIAS, "--max-seq-len", str(MAX_SEQ), "--draft-ngram")
+    drafter = Server(MODEL, ALIAS, "--max-seq-len", str(MAX_SEQ), "--draft-model", MODEL,
+                     "--draft-optimizations", "bf16")
     smol = Server(SMOL, "smol", "--max-seq-len", "1024", "--max-batch", "4") \
         if os.path.exists(SMOL) else None
     # a tiny Llama 3.2 Vision model, its weight cache in the same temporary folder
@@ -790,6 +806,10 @@ def main_():
         run_test(test_speculation, draft)
     else:
         not_ok("speculation: serve --draft-ngram starts", draft.stderr_tail())
+    if drafter.wait():
+        run_test(test_speculation, drafter, "--draft-model")
+    else:
+        not_ok("speculation: serve --draft-model starts", drafter.stderr_tail())
     if vis is None:
         not_ok("vision: meshlm synth --preset tiny-mllama-llama3", synth.stderr[-300:])
     elif not vis.wait():
