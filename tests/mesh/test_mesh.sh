@@ -7,7 +7,8 @@
 #     byte-identical to one
 #     process and against transformers' logits and greedy tokens; from Meta's 8-shard checkpoint;
 #     data-parallel lanes; and TP2 over MPI's TCP transport on loopback (--mca btl self,tcp);
-#   - `meshlm generate` on a mesh: transformers' greedy tokens under --tp 2, --mesh N300 and
+#   - `meshlm generate` on a mesh: transformers' greedy tokens under --tp 2 (also speculating,
+#     with a draft model on rank 0 or by prompt lookup), --mesh N300 and
 #     a fake device, per-rank weight cache files in the mesh's folder;
 #   - refusals (world size, heads, unknown mesh, no mpirun), each non-zero with a message
 #     and no hang, and a rank killed mid-run ending the job.
@@ -92,6 +93,8 @@ else
     gen "generate --mesh N300 gives transformers' greedy tokens" "" "-np 2" --mesh N300
     gen "generate --tp 2 --tp-reduce sum (the plain all-reduce) gives them too" "" "-np 2" \
         --tp 2 --tp-reduce sum
+    gen "generate --tp 2 with a draft model on rank 0 (the same weights in bf16) gives them too" "" "-np 2" --tp 2 --draft-model $HF --draft-optimizations bf16
+    gen "generate --tp 2 --draft-ngram gives them too" "" "-np 2" --tp 2 --draft-ngram
     gen "mpirun -np 4 without mesh flags runs TP 4" "" "-np 4"
     gen "generate --mesh T3K (TP 8) gives transformers' greedy tokens" "" "-np 8" --mesh T3K
     gen "MESHLM_FAKE_DEVICE=N300 on 4 ranks: TP 2, ranks 2 and 3 sit out" \
