@@ -154,9 +154,9 @@ static void top_window(int32_t *idx, int32_t w, const float *logits, int32_t n, 
 
 /* Top-p over the whole vocabulary (no top-k): the nucleus is almost always within the few
  * best tokens, so they are found in windows of 64, 512, 4096 ids before falling back to a
- * full sort. The kept set and the draw are those of the full sort (the same sorted prefix);
- * the total mass is summed in id order. Returns the token, or -1 to fall back. */
-static int32_t sample_top_p_windowed(mlm_sampler *s, const float *logits) {
+ * full sort. The kept set is that of the full sort (the same sorted prefix); the total mass
+ * is summed in id order. Returns the kept count (as kept_set), or 0 to fall back. */
+static int32_t top_p_windowed(mlm_sampler *s, const float *logits, double *mass) {
     const mlm_sampler_params *p = &s->params;
     int32_t n = s->n_vocab;
     float max = logits[0];
@@ -173,23 +173,21 @@ static int32_t sample_top_p_windowed(mlm_sampler *s, const float *logits) {
             cum += s->probs[keep++];
         }
         if (keep == w && cum < p->top_p * total) continue; /* the nucleus may go on */
-        double r = next_unit(s->rng) * cum, acc = 0;
-        for (int32_t i = 0; i < keep; i++) {
-            acc += s->probs[i];
-            if (r < acc) return s->idx[i];
-        }
-        return s->idx[keep - 1];
+        *mass = cum;
+        return keep;
     }
-    return -1;
+    return 0;
 }
 
-int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
+/* The ids a draw at temperature > 0 chooses from, in S's scratch: IDX[0..m) and their
+ * weights PROBS[0..m) (exp of logit / temperature, less the largest), *MASS their sum in
+ * that order; returns m. HF's order: temperature, then top-k, then top-p. */
+static int32_t kept_set(mlm_sampler *s, const float *logits, double *mass) {
     const mlm_sampler_params *p = &s->params;
     int32_t n = s->n_vocab;
-    if (p->temperature == 0) return argmax(logits, n);
     if (p->top_p < 1 && (p->top_k == 0 || p->top_k >= n)) {
-        int32_t id = sample_top_p_windowed(s, logits);
-        if (id >= 0) return id;
+        int32_t m = top_p_windowed(s, logits, mass);
+        if (m > 0) return m;
     }
     /* Candidates: all ids, or the top k (by logit; ties to lower ids, like torch.topk in
      * practice). Selection keeps a sorted window instead of sorting the whole vocabulary. */
@@ -220,7 +218,15 @@ int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
         m = keep;
         sum = cum;
     }
-    double r = next_unit(s->rng) * sum, acc = 0;
+    *mass = sum;
+    return m;
+}
+
+int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
+    if (s->params.temperature == 0) return argmax(logits, s->n_vocab);
+    double mass;
+    int32_t m = kept_set(s, logits, &mass);
+    double r = next_unit(s->rng) * mass, acc = 0;
     for (int32_t i = 0; i < m; i++) {
         acc += s->probs[i];
         if (r < acc) return s->idx[i];
@@ -228,65 +234,16 @@ int32_t mlm_sampler_sample(mlm_sampler *s, const float *logits) {
     return s->idx[m - 1];
 }
 
-/* P[ids of the kept set IDX[0..m)] = PROBS[0..m) / SUM, 0 elsewhere. */
-static void spread(float *p, int32_t n, const int32_t *idx, const float *probs, int32_t m, double sum) {
-    memset(p, 0, (size_t)n * sizeof *p);
-    for (int32_t i = 0; i < m; i++) p[idx[i]] = (float)(probs[i] / sum);
-}
-
-/* The same kept sets as mlm_sampler_sample (and sample_top_p_windowed), as dense
- * probabilities. */
 void mlm_sampler_dist(mlm_sampler *s, const float *logits, float *p) {
-    const mlm_sampler_params *q = &s->params;
     int32_t n = s->n_vocab;
-    if (q->temperature == 0) {
-        memset(p, 0, (size_t)n * sizeof *p);
+    memset(p, 0, (size_t)n * sizeof *p);
+    if (s->params.temperature == 0) {
         p[argmax(logits, n)] = 1;
         return;
     }
-    if (q->top_p < 1 && (q->top_k == 0 || q->top_k >= n)) {
-        float max = logits[0];
-        for (int32_t i = 1; i < n; i++)
-            if (logits[i] > max) max = logits[i];
-        double total = 0;
-        for (int32_t i = 0; i < n; i++) total += expf((logits[i] - max) / q->temperature);
-        for (int32_t w = 64; w <= 4096 && w < n / 2; w *= 8) {
-            top_window(s->idx, w, logits, n, s->probs);
-            double cum = 0;
-            int32_t keep = 0;
-            while (keep < w && (keep == 0 || cum < q->top_p * total)) {
-                s->probs[keep] = expf((logits[s->idx[keep]] - max) / q->temperature);
-                cum += s->probs[keep++];
-            }
-            if (keep == w && cum < q->top_p * total) continue;
-            spread(p, n, s->idx, s->probs, keep, cum);
-            return;
-        }
-    }
-    int32_t m = n;
-    if (q->top_k > 0 && q->top_k < n) {
-        m = q->top_k;
-        top_window(s->idx, m, logits, n, s->probs);
-    } else {
-        for (int32_t i = 0; i < n; i++) s->idx[i] = i;
-        if (q->top_p < 1) sort_by(s->idx, n, logits);
-    }
-    float max = logits[s->idx[0]];
-    for (int32_t i = 1; i < m; i++)
-        if (logits[s->idx[i]] > max) max = logits[s->idx[i]];
-    double sum = 0;
-    for (int32_t i = 0; i < m; i++) {
-        s->probs[i] = expf((logits[s->idx[i]] - max) / q->temperature);
-        sum += s->probs[i];
-    }
-    if (q->top_p < 1) {
-        double cum = 0;
-        int32_t keep = 0;
-        while (keep < m && (keep == 0 || cum < q->top_p * sum)) cum += s->probs[keep++];
-        m = keep;
-        sum = cum;
-    }
-    spread(p, n, s->idx, s->probs, m, sum);
+    double mass;
+    int32_t m = kept_set(s, logits, &mass);
+    for (int32_t i = 0; i < m; i++) p[s->idx[i]] = (float)(s->probs[i] / mass);
 }
 
 int32_t mlm_sampler_draw(mlm_sampler *s, const float *p) {
