@@ -131,15 +131,18 @@ static mlm_status catch_up(mlm_drafter *d, mlm_draft_ask *asks, int32_t n_asks, 
     }
 }
 
-/* The probability of the most likely token under LOGITS (softmax at temperature 1), its id
- * in *BEST. */
-static float top_prob(const float *logits, int32_t n, int32_t *best) {
+/* The most likely token under LOGITS (ties to the lowest id). */
+static int32_t best_of(const float *logits, int32_t n) {
     int32_t b = 0;
     for (int32_t i = 1; i < n; i++)
         if (logits[i] > logits[b]) b = i;
+    return b;
+}
+
+/* The probability of token BEST, the most likely, under LOGITS (softmax at temperature 1). */
+static float top_prob(const float *logits, int32_t n, int32_t best) {
     double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)logits[i] - (double)logits[b]);
-    *best = b;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)logits[i] - (double)logits[best]);
     return (float)(1.0 / sum);
 }
 
@@ -168,8 +171,9 @@ mlm_status mlm_drafter_propose(mlm_drafter *d, mlm_draft_ask *asks, int32_t n_as
         for (int32_t r = 0; r < rows; r++) {
             mlm_draft_ask *a = &asks[d->row_ask[r]];
             const float *lg = d->logits + (size_t)r * d->n_vocab;
-            int32_t best;
-            if (top_prob(lg, d->n_vocab, &best) < d->p_min) continue; /* not confident: stop */
+            int32_t best = best_of(lg, d->n_vocab);
+            /* not confident: stop (the softmax only when a p_min asks for it) */
+            if (d->p_min > 0 && top_prob(lg, d->n_vocab, best) < d->p_min) continue;
             if (!a->sampler) {
                 a->out[a->n_out++] = best;
                 continue;

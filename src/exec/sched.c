@@ -34,8 +34,8 @@ typedef struct req {
     int32_t draft_misses;   /* verifications in a row that kept nothing */
     int32_t draft_skip;     /* steps to decode plainly before drafting again */
     int draft_model;        /* this step's draft is the draft model's (planned: n_drafted is
-                               its most until the drafter has run) */
-    int draft_sampled;      /* its drafts were sampled: Q holds their distributions */
+                               its most until the drafter has run); sampled by a request that
+                               samples, Q then holding their distributions */
     float *q;               /* owned (draft.max, n_vocab): a sampling request's draft
                                distributions, allocated at its first sampled draft */
     mlm_image **images; /* owned array of borrowed images (Llama 3.2 Vision) */
@@ -648,13 +648,20 @@ static void adapt_draft(req *r, int32_t n, int32_t accepted) {
     if (accepted == n) r->draft_cap = 2 * r->draft_cap < r->draft.max ? 2 * r->draft_cap : r->draft.max;
 }
 
+/* Whether R's loop guard is on. */
+static int dry_on(const req *r) { return r->dry.multiplier != 0 && r->dry.last_n != 0; }
+
 /* Whether R drafts with the draft model: greedy, or sampling plainly (the rejection scheme
  * verifies the sampler's own distribution, so no penalties, loop guard or mask), text only. */
 static int model_drafts(const mlm_sched *s, const req *r) {
     if (!s->drafter || r->draft.max <= 0 || r->n_images) return 0;
     if (r->sampler.params.temperature == 0) return 1;
-    return r->presence == 0 && r->frequency == 0 && !(r->dry.multiplier != 0 && r->dry.last_n != 0) &&
-           !r->matcher;
+    return r->presence == 0 && r->frequency == 0 && !dry_on(r) && !r->matcher;
+}
+
+/* Whether this step's drafts of R were sampled from the draft model (verified by rejection). */
+static int sampled_draft(const req *r) {
+    return r->draft_model && r->sampler.params.temperature != 0;
 }
 
 /* Speculative tokens R may verify this step: decoding, and within its token budget (it emits
@@ -663,10 +670,9 @@ static int model_drafts(const mlm_sched *s, const req *r) {
  * the step's room is made. */
 static int32_t draft_for(const mlm_sched *s, req *r) {
     int model = model_drafts(s, r);
+    int lookup = !s->drafter && r->draft.max > 0 && r->sampler.params.temperature == 0 && !r->n_images;
     r->draft_model = 0;
-    if (!model && (s->drafter || r->draft.max <= 0 || r->sampler.params.temperature != 0 ||
-                   r->n_images))
-        return 0;
+    if (!model && !lookup) return 0;
     if (r->draft_skip > 0) {
         r->draft_skip--;
         return 0;
@@ -689,7 +695,7 @@ static void run_drafter(mlm_sched *s) {
     for (int32_t i = 0; i < s->p.max_batch; i++) {
         req *r = s->slots[i];
         if (!r || !r->draft_model) continue;
-        int sampled = r->sampler.params.temperature != 0;
+        int sampled = sampled_draft(r);
         if (sampled && !r->q && !(r->q = malloc((size_t)r->draft.max * s->n_vocab * sizeof *r->q))) {
             r->draft_model = 0, r->n_drafted = 0, s->fed[i] = 1;
             continue;
@@ -708,7 +714,6 @@ static void run_drafter(mlm_sched *s) {
     for (int32_t k = 0; k < n; k++) {
         req *r = s->slots[s->asks[k].slot];
         r->n_drafted = s->asks[k].n_out;
-        r->draft_sampled = s->asks[k].sampler != NULL;
         s->fed[r->slot] = 1 + r->n_drafted;
     }
 }
@@ -837,7 +842,7 @@ static int apply_mask(mlm_sched *s, req *r) {
  * when the mask allows nothing (the document is whole and there is no stop id to end it
  * with); -2 when the guard's scratch cannot be had. */
 static int32_t sample(mlm_sched *s, req *r, const float *logits) {
-    int dry = r->dry.multiplier != 0 && r->dry.last_n != 0;
+    int dry = dry_on(r);
     if (r->presence == 0 && r->frequency == 0 && !dry && !r->matcher)
         return mlm_sampler_sample(&r->sampler, logits);
     memcpy(s->penalized, logits, (size_t)s->n_vocab * sizeof *logits);
@@ -940,10 +945,9 @@ mlm_status mlm_sched_step(mlm_sched *s, int *did_work, mlm_error *err) {
             if (j == 0) drafted += nd;
         }
         const float *lg = s->logits + (size_t)k * s->n_vocab;
-        int accepted_draft = 0;
-        int32_t id = rest && r->draft_sampled
+        int32_t id = rest && sampled_draft(r)
                          ? mlm_spec_verify(&r->sampler, lg, r->q + (size_t)j * s->n_vocab,
-                                           r->drafted[j], s->target_p, &accepted_draft)
+                                           r->drafted[j], s->target_p)
                          : sample(s, r, lg);
         if (id == -2) {
             finish(s, r, MLM_FINISH_ERROR, "sampling: out of memory (the loop guard's scratch)");

@@ -19,9 +19,9 @@ double mlm_sampler_unit(mlm_sampler *s);
 /* Verifies draft token X, drawn from Q (the draft model's distribution under S's parameters),
  * against the target's LOGITS: with P the target's distribution (mlm_sampler_dist, into
  * SCRATCH, n_vocab floats), X is kept with probability min(1, P[X] / Q[X]); otherwise the
- * token is drawn from max(0, P - Q) renormalized. Either way the result is distributed as P.
- * Returns the token; *ACCEPTED says whether it is X. */
+ * token is drawn from max(0, P - Q) renormalized, which never gives X. Either way the result
+ * is distributed as P, and it is X exactly when X is kept. */
 int32_t mlm_spec_verify(mlm_sampler *s, const float *logits, const float *q, int32_t x,
-                        float *scratch, int *accepted);
+                        float *scratch);
 
 #endif

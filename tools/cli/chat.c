@@ -473,7 +473,7 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     q.sampling = o->sp;
     q.dry = o->dry;
     q.dry.breakers = c->breakers;
-    if (o->draft.model || o->draft.ngram) q.draft.max = (int32_t)o->draft.max;
+    q.draft.max = tool_draft_max(&o->draft);
     q.stop_ids = c->stop;
     q.n_stop_ids = c->n_stop;
     q.cache_salt = c->salt;
@@ -518,7 +518,7 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     char draft[128] = "";
     int64_t drafted = after.draft_tokens - before.draft_tokens,
             accepted = after.draft_accepted - before.draft_accepted;
-    if (o->draft.model || o->draft.ngram)
+    if (tool_draft_max(&o->draft))
         snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld (%.0f%%), %.2f tokens a step",
                  (long long)drafted, (long long)accepted,
                  drafted ? 100.0 * (double)accepted / (double)drafted : 0.0,

@@ -502,7 +502,7 @@ static mlm_status run(gen_state *g, int32_t max_new, mlm_error *err) {
     q.stop_ids = stops;
     q.n_stop_ids = stop_ids(g, stops, 16);
     q.logprobs = g->o->logprobs;
-    if (g->o->draft.model || g->o->draft.ngram) q.draft.max = (int32_t)g->o->draft.max;
+    q.draft.max = tool_draft_max(&g->o->draft);
     q.images = g->imgs;
     q.n_images = g->o->n_images;
     q.on_event = on_event;
@@ -555,7 +555,7 @@ static void report(const gen_state *g, const char *stop_reason, double load_s, d
     mlm_sched_stats ss;
     mlm_sched_get_stats(g->sched, &ss);
     char draft[128] = "", draft_json[96] = "";
-    if (o->draft.model || o->draft.ngram) {
+    if (tool_draft_max(&o->draft)) {
         snprintf(draft, sizeof draft, " | drafted %lld, accepted %lld (%.0f%%)",
                  (long long)ss.draft_tokens, (long long)ss.draft_accepted,
                  ss.draft_tokens ? 100.0 * (double)ss.draft_accepted / (double)ss.draft_tokens : 0.0);

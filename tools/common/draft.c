@@ -46,7 +46,7 @@ int tool_draft_check(const char *cmd, const tool_draft *d) {
 }
 
 void tool_draft_params(const tool_draft *d, mlm_sched_params *sp) {
-    sp->max_draft = d->model || d->ngram ? (int32_t)d->max : 0;
+    sp->max_draft = tool_draft_max(d);
     sp->draft_model = d->model_loaded;
     sp->draft_p_min = d->p_min;
 }

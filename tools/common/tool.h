@@ -176,6 +176,10 @@ int tool_draft_check(const char *cmd, const tool_draft *d);
  * when TOK and a draft tokenizer are there). Nothing to do without one. */
 mlm_status tool_draft_load(const char *cmd, tool_draft *d, const mlm_tokenizer *tok, int n_threads,
                            mlm_error *err);
+/* Tokens a request drafts per step at most: --draft-max with a method, else 0 (off). */
+static inline int32_t tool_draft_max(const tool_draft *d) {
+    return d->model || d->ngram ? (int32_t)d->max : 0;
+}
 /* The scheduler's max_draft, draft_model and draft_p_min from D. */
 void tool_draft_params(const tool_draft *d, mlm_sched_params *sp);
 void tool_draft_free(tool_draft *d);

@@ -457,7 +457,7 @@ static mlm_status start(serve_run *r) {
     srv->start_time = (int64_t)time(NULL);
     srv->n_threads = (int)o->threads;
     srv->max_images = (int32_t)o->max_images;
-    srv->draft_max = o->draft.model || o->draft.ngram ? (int32_t)o->draft.max : 0;
+    srv->draft_max = tool_draft_max(&o->draft);
     srv->image_token = mlm_model_image_token(r->model);
     stop_ids(srv, mlm_model_config(r->model));
     if (!(srv->dry_breakers = malloc((size_t)mlm_tokenizer_n_vocab(r->tok))))
