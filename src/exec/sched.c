@@ -671,7 +671,6 @@ static int sampled_draft(const req *r) {
 static int32_t draft_for(const mlm_sched *s, req *r) {
     int model = model_drafts(s, r);
     int lookup = !s->drafter && r->draft.max > 0 && r->sampler.params.temperature == 0 && !r->n_images;
-    r->draft_model = 0;
     if (!model && !lookup) return 0;
     if (r->draft_skip > 0) {
         r->draft_skip--;
@@ -725,7 +724,7 @@ static void plan_step(mlm_sched *s) {
     for (int32_t i = 0; i < s->p.max_batch; i++) {
         req *r = s->slots[i];
         s->fed[i] = 0;
-        if (r) r->n_drafted = 0;
+        if (r) r->n_drafted = 0, r->draft_model = 0; /* a prompt chunk drafts nothing */
         if (r && r->n_tokens - r->n_computed == 1) {
             r->n_drafted = draft_for(s, r);
             s->fed[i] = 1 + r->n_drafted;
