@@ -168,6 +168,14 @@ TEST(generate_greedy_and_errors) {
            "%s", out);
     /* the default profile (performance) fits: the config-only folder fails at the checkpoint */
     EXPECT("generate -m tests/data/configs/phi-4 -p hi", 1, "no checkpoint");
+    /* ... but not beside a bf16 draft of itself (29 GB more), on a machine under 40 GB */
+    EXPECT("generate -m tests/data/configs/phi-4 -p hi --draft-model tests/data/configs/phi-4 "
+           "--draft-optimizations bf16",
+           1, "tests/data/configs/phi-4");
+    CHECKF((strstr(out, "and --draft-model tests/data/configs/phi-4 needs 31.") &&
+            strstr(out, "in all")) ||
+               strstr(out, "no checkpoint"),
+           "%s", out);
 }
 
 /* The embedded default model (no -m) generates what transformers generated from it. */

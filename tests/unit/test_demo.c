@@ -154,6 +154,43 @@ TEST(expect_targets) {
     EXPECT(args, 0, "decode total");
 }
 
+/* The speculative pass (--draft-model, --draft-ngram). The model drafting for itself in its
+ * own profile has every draft kept: verification computes each token as plain decoding does
+ * (llama.cpp's verification, batched differently, keeps 54% of such drafts on the synthetic
+ * 1B). Greedy users are compared with the plain pass (anchored to transformers by the tests
+ * above and test_sched's); sampled users are counted, not compared. */
+TEST(speculative_pass) {
+    char args[1024];
+    snprintf(args, sizeof args,
+             "demo -m models/default --batch-size 4 --sampling-params 0,1 --stop-at-eos 0 "
+             "--max-generated-tokens 24 --quiet --optimizations bf16 --draft-model models/default "
+             "--draft-optimizations bf16 --report %s/spec.json",
+             tmp);
+    EXPECT(args, 0, "4 greedy outputs compared, all identical");
+    json_t *r = report("spec.json");
+    json_t *sp = json_object_get(json_object_get(r, "metrics"), "speculative");
+    CHECKF(json_is_object(sp), "the report lacks metrics.speculative");
+    long long drafted = json_integer_value(json_object_get(sp, "draft_tokens"));
+    CHECKF(drafted > 0 && json_integer_value(json_object_get(sp, "draft_accepted")) == drafted,
+           "drafted %lld, accepted %lld", drafted,
+           json_integer_value(json_object_get(sp, "draft_accepted")));
+    CHECK(json_number_value(json_object_get(sp, "speedup")) > 0);
+    CHECK(json_integer_value(json_object_get(sp, "compared")) == 4);
+    CHECK(!strcmp(json_string_value(json_object_get(sp, "method")), "draft-model"));
+    json_decref(r);
+    EXPECT("demo -m models/default --batch-size 4 --sampling-params 0,1 --max-generated-tokens 16 "
+           "--quiet --draft-ngram",
+           0, "prompt lookup");
+    CHECK(strstr(out, "4 greedy outputs compared, all identical") != NULL);
+    /* batch-32 samples per user (the seeds' linspace): a cheaper draft, nothing compared */
+    EXPECT("demo -m models/default --preset batch-32 --max-generated-tokens 6 --quiet "
+           "--draft-model models/default --draft-optimizations performance",
+           0, "outputs not compared");
+    EXPECT("demo --preset vision-batch-1 --draft-ngram", 2, "text presets");
+    EXPECT("demo --draft-p-min 0.5", 2, "need --draft-model");
+    EXPECT("demo --draft-model models/default --draft-ngram", 2, "exclude each other");
+}
+
 TEST(bad_input_fails_before_compute) {
     char args[1024], file[400];
     snprintf(file, sizeof file, "%s/bad.json", tmp);
@@ -185,6 +222,7 @@ int main(void) {
     RUN(batched_equals_alone);
     RUN(presets_and_report_fields);
     RUN(expect_targets);
+    RUN(speculative_pass);
     RUN(bad_input_fails_before_compute);
     harness_rmtree(tmp);
     return HARNESS_END();

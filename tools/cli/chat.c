@@ -695,7 +695,7 @@ int cmd_chat(int argc, char **argv) {
     tool_draft_params(&o.draft, &sp);
     mlm_exec_params xp;
     mlm_sched_exec_params(NULL, &sp, &xp);
-    if (!tool_memory_fits("chat", o.model, &o.prec, &xp)) {
+    if (!tool_memory_fits("chat", o.model, &o.prec, &xp, &o.draft)) {
         free(default_model);
         return TOOL_RUNTIME;
     }

@@ -53,6 +53,12 @@ static void help(void) {
         "  --threads N                threads (default: all cores)\n"
         "  --prefill-chunk N          prompt tokens per step (default 2048)\n"
         "  --quiet                    no per-user text\n"
+        "\n"
+        "Speculative decoding: after the plain batches the same users run again, drafting\n"
+        "and verifying; the report adds the drafted and accepted tokens, decode speed with\n"
+        "and without speculation and its speed-up, and checks that every greedy user's\n"
+        "output equals its plain output (one process; not with the vision presets):\n"
+        TOOL_DRAFT_HELP
         "  -h, --help                 this help\n");
 }
 
@@ -78,6 +84,7 @@ static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
         return tool_usage("demo", "unknown preset '%s' (presets:%s)", preset, names);
     }
     c->prefill_chunk = 2048;
+    tool_draft_init(&c->draft);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         long long ll;
@@ -160,6 +167,11 @@ static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
             c->prefill_chunk = (int32_t)ll;
         } else if (!strcmp(a, "--quiet")) {
             c->quiet = 1;
+        } else if (!strcmp(a, "--draft-ngram")) {
+            c->draft.ngram = 1;
+        } else if (tool_is_draft_flag(a)) {
+            VALUE();
+            if (!tool_draft_flag("demo", a, v, &c->draft)) return TOOL_USAGE;
         } else if (tool_is_precision_flag(a)) {
             VALUE();
             if (!tool_precision_flag("demo", a, v, &c->prec)) return TOOL_USAGE;
@@ -169,6 +181,11 @@ static int parse(int argc, char **argv, demo_config *c, int *own_prompts) {
 #undef INT
 #undef VALUE
     }
+    if (!tool_draft_check("demo", &c->draft)) return TOOL_USAGE;
+    if (tool_draft_max(&c->draft) && (demo_is_vision(c) || c->token_accuracy))
+        return tool_usage("demo", "--draft-model and --draft-ngram speculate on the text presets, "
+                                  "not on '%s'",
+                          c->preset);
     if (demo_is_vision(c) && !c->instruct)
         return tool_usage("demo",
                           "the vision presets use the chat format (Meta's ChatFormat, as "
@@ -320,12 +337,17 @@ typedef struct demo_run {
     char failures[4096];
     double prefill_s, decode_s, first_s, bind_s;
     int64_t prefill_tokens, decode_tokens, steps;
+    mlm_gen_output *spec_outs; /* owned (B * R): the speculative pass's, with a draft */
+    demo_spec_stats spec;
 } demo_run;
 
 static void run_free(demo_run *r) {
     for (int i = 0; r->outs && i < r->B * r->R; i++)
         mlm_gen_output_deinit(&r->outs[i]);
-    free(r->users), free(r->outs), free(r->which), free(r->sp_of);
+    for (int i = 0; r->spec_outs && i < r->B * r->R; i++)
+        mlm_gen_output_deinit(&r->spec_outs[i]);
+    free(r->users), free(r->outs), free(r->which), free(r->sp_of), free(r->spec_outs);
+    tool_draft_free(&r->c.draft);
     mlm_exec_free(r->e);
     mlm_tokenizer_free(r->tok);
     mlm_model_free(r->m);
@@ -382,7 +404,7 @@ static int plan(demo_run *r) {
         xp->image_tiles = image_tiles(c, &r->im, vcfg.vision.max_tiles);
         xp->max_images = xp->image_tiles > 0;
     }
-    if (!tool_memory_fits("demo", r->dir, &c->prec, xp)) {
+    if (!tool_memory_fits("demo", r->dir, &c->prec, xp, &c->draft)) {
         int32_t fit = tool_largest_seq_len(r->dir, &c->prec, xp, c->max_seq_len);
         if (fit > 0)
             fprintf(stderr, "  --max-seq-len %d --page-params %d,%d would fit\n", fit,
@@ -433,35 +455,43 @@ static mlm_status tokenize(demo_run *r) {
     return st;
 }
 
-/* The batches: each one's users (this lane's prompts, left-clipped to leave room for the
- * answer), a random disjoint page table per user, one mlm_exec_generate. */
-static mlm_status run_batches(demo_run *r) {
+/* Batch B's users in r->users: this lane's prompts, left-clipped to leave room for the
+ * answer (r->which and r->sp_of record each one's prompt and sampling). */
+static void fill_users(demo_run *r, int b) {
     const demo_config *c = &r->c;
     int B = r->B;
     int32_t n_stops = c->stop_at_eos ? r->n_ends : 0; /* users stop at the same ids */
     int lane = tool_mesh_lane();
     int32_t max_prefill = c->max_seq_len - c->max_generated_tokens;
+    for (int u = 0; u < B; u++) {
+        mlm_gen_user *us = &r->users[u];
+        int k = user_of(c, r->prompts, r->n_prompts, lane, b, u, &r->sp_of[b * B + u]);
+        r->which[b * B + u] = k;
+        const mlm_tokens *ids = &r->prompts[k].ids;
+        int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
+        us->prompt = ids->ids + skip, us->n_prompt = (int32_t)(n - skip);
+        us->max_new_tokens = c->max_generated_tokens;
+        if (r->vision) { /* the whole dialog, and what max_seq_len leaves for the answer */
+            int ki = r->im.of_prompt[k];
+            us->prompt = ids->ids, us->n_prompt = (int32_t)n;
+            if (n + c->max_generated_tokens > c->max_seq_len)
+                us->max_new_tokens = c->max_seq_len - (int32_t)n;
+            us->images = ki >= 0 ? &r->im.img[ki] : NULL;
+            us->n_images = ki >= 0;
+        }
+        us->stop_ids = r->ends, us->n_stop_ids = n_stops;
+        us->sampling = r->sp_of[b * B + u];
+    }
+}
+
+/* The batches: each one's users, a random disjoint page table per user, one
+ * mlm_exec_generate. */
+static mlm_status run_batches(demo_run *r) {
+    const demo_config *c = &r->c;
+    int B = r->B;
     mlm_status st = MLM_OK;
     for (int b = 0; !st && b < r->R; b++) {
-        for (int u = 0; u < B; u++) {
-            mlm_gen_user *us = &r->users[u];
-            int k = user_of(c, r->prompts, r->n_prompts, lane, b, u, &r->sp_of[b * B + u]);
-            r->which[b * B + u] = k;
-            const mlm_tokens *ids = &r->prompts[k].ids;
-            int64_t n = ids->n, skip = n > max_prefill ? n - max_prefill : 0; /* left-clip */
-            us->prompt = ids->ids + skip, us->n_prompt = (int32_t)(n - skip);
-            us->max_new_tokens = c->max_generated_tokens;
-            if (r->vision) { /* the whole dialog, and what max_seq_len leaves for the answer */
-                int ki = r->im.of_prompt[k];
-                us->prompt = ids->ids, us->n_prompt = (int32_t)n;
-                if (n + c->max_generated_tokens > c->max_seq_len)
-                    us->max_new_tokens = c->max_seq_len - (int32_t)n;
-                us->images = ki >= 0 ? &r->im.img[ki] : NULL;
-                us->n_images = ki >= 0;
-            }
-            us->stop_ids = r->ends, us->n_stop_ids = n_stops;
-            us->sampling = r->sp_of[b * B + u];
-        }
+        fill_users(r, b);
         int32_t per_user = c->max_num_blocks / B, *perm = NULL;
         const int32_t *pages[32];
         if (c->paged_attention && (perm = page_tables(c->max_num_blocks, 1234 + (uint64_t)b)))
@@ -482,6 +512,24 @@ static mlm_status run_batches(demo_run *r) {
         r->decode_tokens += gs.decode_tokens;
         r->steps += gs.decode_steps > 0 ? gs.decode_steps - 1 : 0;
     }
+    return st;
+}
+
+/* The speculative pass: the plain executor freed, the draft loaded, the same batches through
+ * a scheduler that drafts and verifies. */
+static mlm_status run_spec(demo_run *r) {
+    mlm_exec_free(r->e);
+    r->e = NULL;
+    demo_spec *d = NULL;
+    mlm_status st = tool_draft_load("demo", &r->c.draft, r->tok, r->c.n_threads, &r->err);
+    if (!st) st = demo_spec_create(&r->c, r->m, r->xp.max_step_tokens, &d, &r->err);
+    if (!st && !(r->spec_outs = calloc((size_t)(r->B * r->R), sizeof *r->spec_outs)))
+        st = mlm_error_set(&r->err, MLM_ERR_NOMEM, "demo: out of memory");
+    for (int b = 0; !st && b < r->R; b++) {
+        fill_users(r, b);
+        st = demo_spec_batch(d, r->users, r->B, r->spec_outs + b * r->B, &r->spec, &r->err);
+    }
+    demo_spec_free(d);
     return st;
 }
 
@@ -569,6 +617,23 @@ static void check_outputs(demo_run *r) {
                          d < b->n ? b->tokens[d] : -1);
             break; /* compare each output with the next one of the same prompt */
         }
+    for (int i = 0; r->spec_outs && i < n; i++) {
+        if (r->sp_of[i].temperature > 0) { /* a draw of the same distribution, not the same draw */
+            r->mt.spec_sampled++;
+            continue;
+        }
+        const mlm_gen_output *a = &r->outs[i], *b = &r->spec_outs[i];
+        r->mt.spec_checks++;
+        int32_t d = 0;
+        while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d])
+            d++;
+        if (d < a->n || d < b->n)
+            snprintf(f + strlen(f), cap - strlen(f),
+                     "speculative decoding: batch %d user %d (prompt %d) differs from plain "
+                     "decoding at token %d (%d vs %d)\n",
+                     i / B, i % B, r->which[i], d, d < b->n ? b->tokens[d] : -1,
+                     d < a->n ? a->tokens[d] : -1);
+    }
 }
 
 /* The seeds' metrics from the batches' times, then the report (text and JSON). */
@@ -582,6 +647,20 @@ static int report(demo_run *r) {
     mt->decode_tps_user = r->decode_s > 0 ? (double)r->steps / r->decode_s : 0;
     mt->decode_tps = r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0;
     mt->step_ms = r->steps > 0 ? r->decode_s / (double)r->steps * 1e3 : 0;
+    if (r->spec_outs) { /* both passes alike: tokens after each user's first, per user */
+        const demo_spec_stats *ss = &r->spec;
+        int64_t after_first = 0;
+        for (int i = 0; i < B * R; i++)
+            after_first += r->outs[i].n - 1;
+        double plain_s = r->first_s + r->decode_s;
+        mt->spec = 1;
+        mt->plain_tps_user = plain_s > 0 ? (double)after_first / B / plain_s : 0;
+        mt->spec_tps_user = ss->decode_s > 0 ? (double)ss->decode_tokens / B / ss->decode_s : 0;
+        mt->speedup = mt->plain_tps_user > 0 ? mt->spec_tps_user / mt->plain_tps_user : 0;
+        mt->tokens_per_step =
+            ss->decode_steps > 0 ? (double)ss->decode_tokens / B / (double)ss->decode_steps : 0;
+        mt->drafted = ss->drafted, mt->accepted = ss->accepted;
+    }
     double own_gb = (double)ru.ru_maxrss * 1024 / 1e9;
     if (own_gb > mt->peak_gb) mt->peak_gb = own_gb; /* lanes: the largest rank's */
     if (mt->n_lanes > 1) {                          /* the lanes run at once: their rates add up */
@@ -645,6 +724,9 @@ static int demo(demo_run *r) {
     int rc = c->token_accuracy ? TOOL_OK : read_prompts(r);
     if (!rc) rc = plan(r);
     if (rc) return rc;
+    if (tool_draft_max(&c->draft) && tool_mesh())
+        return tool_usage("demo", "--draft-model and --draft-ngram run on one process (generate "
+                                  "and serve take them on a mesh)");
     double t0 = tool_now();
     mlm_status st = tool_load_model("demo", r->dir, &c->prec, c->n_threads, &r->m, &r->err);
     /* token accuracy works on ids alone: a model without a tokenizer is fine there */
@@ -669,6 +751,7 @@ static int demo(demo_run *r) {
     if (!st) st = mlm_exec_create(r->m, &r->xp, &r->e, &r->err);
     r->n_ends = end_of_turn_ids(r->tok, mlm_model_config(r->m), r->ends);
     if (!st) st = run_batches(r);
+    if (!st && tool_draft_max(&c->draft)) st = run_spec(r);
     if (st) return tool_fail(&r->err);
     if ((rc = gather_lanes(r)) || tool_rank() != 0) return rc;
     check_outputs(r);

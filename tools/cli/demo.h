@@ -29,6 +29,7 @@ typedef struct demo_config {
     int32_t prefill_chunk; /* prompt tokens per step */
     int quiet;             /* no per-user output */
     int dp;                /* the preset's data-parallel lanes (batch_size users each), 0: 1 */
+    tool_draft draft;      /* --draft-model / --draft-ngram: a speculative pass after the plain */
 } demo_config;
 
 /* The presets' names, NULL-terminated, and filling CFG from one (0 if unknown). */
@@ -60,6 +61,13 @@ typedef struct demo_metrics {
     int n_lanes;            /* data-parallel lanes (1 without), each of TP tp ranks */
     int tp;
     double lane_tps[64], lane_tps_user[64]; /* each lane's decode tok/s and tok/s/user */
+    /* The speculative pass (spec = 1), both passes measured alike: tokens after each user's
+     * first over the time after prefill, per user. */
+    int spec;
+    double plain_tps_user, spec_tps_user, speedup, tokens_per_step;
+    int64_t drafted, accepted;
+    int spec_checks;  /* greedy outputs compared with the plain pass's */
+    int spec_sampled; /* sampled outputs (a valid draw of the same distribution, not compared) */
 } demo_metrics;
 
 /* One lane's timings, as mlm_gen_stats sums them over its repeat batches (int32-aligned for
@@ -74,6 +82,21 @@ typedef struct demo_lane_stats {
  * 0 after a message. demo_lanes.c. */
 int demo_lanes_gather(const mlm_mesh *mesh, const mlm_gen_output *outs, int n,
                       const demo_lane_stats *mine, mlm_gen_output *all, demo_lane_stats *stats);
+
+/* The speculative pass (demo_draft.c): a scheduler with the draft for C's batches. */
+typedef struct demo_spec demo_spec;
+typedef struct demo_spec_stats {
+    double prefill_s, decode_s;             /* until every user's first token; after */
+    int64_t decode_tokens, decode_steps;    /* after each user's first token */
+    int64_t drafted, accepted;
+} demo_spec_stats;
+mlm_status demo_spec_create(const demo_config *c, const mlm_model *m, int32_t prefill_chunk,
+                            demo_spec **out, mlm_error *err);
+void demo_spec_free(demo_spec *d);
+/* Runs N users (<= 32) at once; OUT[u] gets user u's tokens (the stop id included) and STATS
+ * add this batch's figures. */
+mlm_status demo_spec_batch(demo_spec *d, const mlm_gen_user *users, int n, mlm_gen_output *out,
+                           demo_spec_stats *stats, mlm_error *err);
 
 /* Prints the report (and writes --report / checks --expect); top1 < 0 when there is no token
  * accuracy. Returns the exit code: 1 when FAILURES is not empty or a target is missed. */

@@ -100,6 +100,32 @@ static void print_vision(const demo_vision_metrics *vm) {
            vm->bind_s * 1e3, vm->image_users);
 }
 
+/* The speculative pass against the plain one. */
+static void print_spec(const demo_config *c, const demo_metrics *mt, const char *failures) {
+    if (c->draft.model)
+        printf("  speculative decoding    draft model %s, --draft-max %lld\n", c->draft.model,
+               c->draft.max);
+    else
+        printf("  speculative decoding    prompt lookup, --draft-max %lld\n", c->draft.max);
+    printf("  drafts                  %10lld drafted, %lld accepted (%.1f %%), %.2f tokens per "
+           "step and user\n",
+           (long long)mt->drafted, (long long)mt->accepted,
+           mt->drafted ? 100.0 * (double)mt->accepted / (double)mt->drafted : 0.0,
+           mt->tokens_per_step);
+    printf("  decode plain            %10.2f tok/s/user (tokens after each user's first, over the "
+           "time after prefill)\n",
+           mt->plain_tps_user);
+    printf("  decode speculative      %10.2f tok/s/user, %.2fx plain\n", mt->spec_tps_user,
+           mt->speedup);
+    if (mt->spec_checks)
+        printf("  same as plain           %10d greedy outputs compared, %s\n", mt->spec_checks,
+               strstr(failures, "speculative decoding") ? "SOME DIFFER" : "all identical");
+    if (mt->spec_sampled)
+        printf("  sampled                 %10d outputs not compared (speculative sampling keeps "
+               "the distribution, not the draws)\n",
+               mt->spec_sampled);
+}
+
 int demo_report(const demo_config *c, const char *model, const mlm_model *m,
                 const demo_metrics *mt, const char *failures, int n_users, char **prompts,
                 char **outputs, double top1, double top5) {
@@ -163,6 +189,7 @@ int demo_report_vision(const demo_config *c, const char *model, const mlm_model 
     if (mt->determinism_checks)
         printf("  determinism             %10d pairs of outputs of one prompt compared, %s\n",
                mt->determinism_checks, strstr(failures, "determinism") ? "SOME DIFFER" : "all identical");
+    if (mt->spec) print_spec(c, mt, failures);
     if (failures[0]) fprintf(stderr, "%s", failures);
     int rc = failures[0] ? TOOL_RUNTIME : TOOL_OK;
     if (c->report) {
@@ -201,6 +228,19 @@ int demo_report_vision(const demo_config *c, const char *model, const mlm_model 
             fputc(']', f);
         }
         if (top1 >= 0) fprintf(f, ",\"top1\":%.5f,\"top5\":%.5f", top1, top5);
+        if (mt->spec) {
+            fprintf(f, ",\"speculative\":{");
+            json_str_field(f, "method", c->draft.model ? "draft-model" : "prompt-lookup", 1);
+            if (c->draft.model) json_str_field(f, "draft_model", c->draft.model, 1);
+            fprintf(f,
+                    "\"draft_max\":%lld,\"draft_tokens\":%lld,\"draft_accepted\":%lld,"
+                    "\"tokens_per_step\":%.4f,\"plain_decode_tps_user\":%.4f,"
+                    "\"decode_tps_user\":%.4f,\"speedup\":%.4f,\"compared\":%d,"
+                    "\"sampled\":%d}",
+                    c->draft.max, (long long)mt->drafted, (long long)mt->accepted,
+                    mt->tokens_per_step, mt->plain_tps_user, mt->spec_tps_user, mt->speedup,
+                    mt->spec_checks, mt->spec_sampled);
+        }
         if (vm) {
             const demo_images *im = vm->images;
             fprintf(f,

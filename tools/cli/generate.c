@@ -658,7 +658,7 @@ int cmd_generate(int argc, char **argv) {
                         "--dp %d: generate runs one user; data-parallel lanes serve several "
                         "(meshlm demo)",
                         o.prec.dp);
-    else if (!tool_memory_fits("generate", o.model, &o.prec, &xp))
+    else if (!tool_memory_fits("generate", o.model, &o.prec, &xp, &o.draft))
         rc = TOOL_RUNTIME;
     else
         rc = generate(&g);

@@ -80,8 +80,24 @@ static int local_ranks(void) {
     return n > 0 ? n : 1;
 }
 
+/* The draft model's share of the memory (D's --draft-model, else none): its weights in its
+ * profile and a KV pool of as many blocks as the model's, run without TP; 0 after a message. */
+static int draft_plan(const char *cmd, const tool_draft *d, const mlm_exec_params *xp,
+                      mlm_memory_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    if (!d || !d->model) return 1;
+    tool_precision dp = {.optimizations = d->optimizations};
+    tool_precision_resolve(&dp, d->model);
+    mlm_exec_params dxp = *xp;
+    dxp.lead = 0;
+    mlm_error err = {0};
+    if (!mlm_memory_plan_at(d->model, 1, dp.optimizations, NULL, &dxp, plan, &err)) return 1;
+    fprintf(stderr, "meshlm %s: --draft-model: %s\n", cmd, err.msg);
+    return 0;
+}
+
 int tool_memory_fits(const char *cmd, const char *dir, const tool_precision *p,
-                     const mlm_exec_params *xp) {
+                     const mlm_exec_params *xp, const tool_draft *d) {
     mlm_error err = {0};
     if (tool_mesh_setup(cmd, dir, p, &err)) {
         fprintf(stderr, "meshlm %s: %s\n", cmd, err.msg);
@@ -100,7 +116,9 @@ int tool_memory_fits(const char *cmd, const char *dir, const tool_precision *p,
     if (here > 1)
         plan.total *= here, plan.weights *= here, plan.kv *= here, plan.scratch *= here,
             plan.images *= here;
-    if (plan.available < 0 || plan.total <= plan.available) return 1;
+    mlm_memory_plan dplan;
+    if (!draft_plan(cmd, d, xp, &dplan)) return 0;
+    if (plan.available < 0 || plan.total + dplan.total <= plan.available) return 1;
     if (here > 1)
         fprintf(stderr, "meshlm %s: the %d ranks on this machine each hold a shard\n", cmd, here);
     const double GB = 1e9;
@@ -108,12 +126,20 @@ int tool_memory_fits(const char *cmd, const char *dir, const tool_precision *p,
     if (plan.images)
         snprintf(images, sizeof images, ", images %.2f GB (their K/V and the vision encoder)",
                  plan.images / GB);
+    char avail[64];
+    snprintf(avail, sizeof avail, "but %.1f GB of memory is available", plan.available / GB);
     fprintf(stderr,
             "meshlm %s: %s needs %.1f GB (weights %.1f GB in the %s profile, KV cache %.1f GB "
-            "for --max-seq-len %d, scratch %.2f GB%s, converting %.2f GB) but %.1f GB of memory "
-            "is available\n",
+            "for --max-seq-len %d, scratch %.2f GB%s, converting %.2f GB)%s%s\n",
             cmd, dir, plan.total / GB, plan.weights / GB, p->optimizations, plan.kv / GB,
-            xp->max_seq_len, plan.scratch / GB, images, plan.convert / GB, plan.available / GB);
+            xp->max_seq_len, plan.scratch / GB, images, plan.convert / GB, dplan.total ? "" : " ",
+            dplan.total ? "" : avail);
+    if (dplan.total)
+        fprintf(stderr,
+                "  and --draft-model %s needs %.1f GB more (weights %.1f GB, KV cache %.1f GB): "
+                "%.1f GB in all, %s\n",
+                d->model, dplan.total / GB, dplan.weights / GB, dplan.kv / GB,
+                (plan.total + dplan.total) / GB, avail);
     /* the most precise lighter profile that fits (native, only for a GGUF file, fails to
      * plan for any other) */
     static const char *profiles[] = {"f32", "bf16", "accuracy", "native", "performance"};
@@ -122,14 +148,14 @@ int tool_memory_fits(const char *cmd, const char *dir, const tool_precision *p,
     for (int i = 0; i < 5; i++) {
         mlm_memory_plan q;
         if (!mlm_memory_plan_at(dir, tp, profiles[i], NULL, xp, &q, NULL) && q.total < plan.total &&
-            q.total <= q.available && q.total > best_total)
+            q.total + dplan.total <= q.available && q.total > best_total)
             best = profiles[i], best_total = q.total;
     }
     if (best) {
         fprintf(stderr, "  --optimizations %s would fit (%.1f GB)\n", best, best_total / GB);
         return 0;
     }
-    if (plan.weights + (plan.total - plan.kv - plan.weights) <= plan.available)
+    if (plan.total - plan.kv + dplan.total - dplan.kv <= plan.available)
         fprintf(stderr, "  a smaller --max-seq-len would fit\n");
     return 0;
 }

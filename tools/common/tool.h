@@ -120,10 +120,12 @@ mlm_comm *tool_mesh_tp(void);
 mlm_comm *tool_mesh_comm(void);
 int tool_mesh_lane(void);
 int tool_mesh_leader(void);
-/* Checks, before loading, that the model in DIR fits the memory available with P and XP;
- * otherwise prints what it needs and what would fit, and returns 0. */
+/* Checks, before loading, that the model in DIR fits the memory available with P and XP,
+ * together with D's draft model (NULL or no --draft-model: none) and its KV cache; otherwise
+ * prints what they need and what would fit, and returns 0. */
+struct tool_draft;
 int tool_memory_fits(const char *cmd, const char *dir, const tool_precision *p,
-                     const mlm_exec_params *xp);
+                     const mlm_exec_params *xp, const struct tool_draft *d);
 /* The largest max_seq_len (a multiple of XP's block size, at most CAP) for which the model in
  * DIR in P fits the memory available now, with XP's users and a KV pool of just what they
  * need (max_seqs x max_seq_len / block_size blocks); 0 if none does. */

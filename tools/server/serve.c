@@ -397,7 +397,7 @@ static int plan(serve_run *r) {
     tool_draft_params(&o->draft, sp);
     mlm_exec_params xp; /* what the scheduler's executor will hold, for the memory check */
     mlm_sched_exec_params(have_cfg ? &cfg : NULL, sp, &xp);
-    if ((!o->alias && !r->alias) || !tool_memory_fits("serve", o->model, &o->prec, &xp))
+    if ((!o->alias && !r->alias) || !tool_memory_fits("serve", o->model, &o->prec, &xp, &o->draft))
         return TOOL_RUNTIME;
     if (o->prec.dp > 1)
         return tool_usage("serve",
