@@ -4,7 +4,9 @@
  * level this CPU runs, on the thread pool the model uses (chunks of 64 rows, as the forward
  * pass hands them out). Decode is measured twice: from memory (the caches evicted before each
  * run, as a model's weights are read) and from the caches (the kernel's own cost per byte). MESHLM_BENCH_THREADS=1 gives one core's figures;
- * MESHLM_BENCH_ONLY=TEXT runs only the kernels whose name contains TEXT (q4_k, avx512, ...).
+ * MESHLM_BENCH_ONLY=TEXT runs only the kernels whose name contains TEXT (q4_k, avx512, ...);
+ * MESHLM_BENCH_VERIFY=1 adds, per kernel, 2..9 tokens from memory against one (the sizes a
+ * speculative step verifies).
  * Activations are prepared once, outside the timing. Prints figures; never fails on speed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +121,7 @@ int main(void) {
     for (int wt = MLM_W_Q8_0; wt < MLM_W_COUNT; wt++)
         ws_all[wt] = native_weights((mlm_qkind)mlm_wtype_qkind((mlm_wtype)wt), rows, cols);
     const char *only = getenv("MESHLM_BENCH_ONLY");
+    const int verify = getenv("MESHLM_BENCH_VERIFY") && atoi(getenv("MESHLM_BENCH_VERIFY"));
     for (int64_t t = 0; t < n_max; t++)
         for (int64_t k = 0; k < cols; k++) xh[t * mlm_bf16_cols(cols) + k] = mlm_f32_to_bf16(x[t * cols + k]);
     ws_all[MLM_W_F32] = wf, ws_all[MLM_W_BF16] = wh, ws_all[MLM_W_BFP8] = w8,
@@ -141,6 +144,14 @@ int main(void) {
                    wb / tm / 1e9, wb / t1 / 1e9,
                    t96 > 0 ? 2.0 * (double)(rows * cols * 96) / t96 / 1e9 : 0,
                    t512 > 0 ? 2.0 * (double)(rows * cols * 512) / t512 / 1e9 : 0);
+            if (verify && !ref) { /* speculative verification's sizes, best of 12 each */
+                double tm1 = run(pool, &j, 1, 12, 1), t1c = run(pool, &j, 1, 12, 0);
+                printf("         %-20s verify n tokens from memory, x one token:", "");
+                for (int n = 2; n <= 9; n++) printf(" %d: %.2f", n, run(pool, &j, n, 12, 1) / tm1);
+                printf("\n         %-20s verify n tokens from the caches, x one token:", "");
+                for (int n = 2; n <= 9; n++) printf(" %d: %.2f", n, run(pool, &j, n, 12, 0) / t1c);
+                printf("\n");
+            }
         }
     }
     mlm_pool_free(pool);

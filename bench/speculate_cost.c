@@ -20,8 +20,8 @@
  *     prompt, --spec-draft-n-max 8, greedy: its speed and acceptance, and whether its text
  *     equals plain greedy text (llama-completion from the same folder, or $LLAMA_COMPLETION).
  * Environment: MESHLM_BENCH_PROFILE / MESHLM_BENCH_DRAFT_PROFILE (default native for a GGUF
- * file, else performance), MESHLM_BENCH_THREADS (default all cores), MESHLM_BENCH_REPS (timed
- * repeats of each verify size, the median kept; default 5). */
+ * file, else performance), MESHLM_BENCH_THREADS (default all cores), MESHLM_BENCH_REPS (rounds
+ * of every verify size, the median kept; default 7). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +57,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Median seconds of REPS steps of K tokens of sequence 0 at positions CTX.. (all asking for
- * logits), each cut back to CTX after; the context is prefilled first. T[k-1] for k = 1..K. */
+ * logits), each cut back to CTX after; the context is prefilled first. T[k-1] for k = 1..MAX_K. */
 static int verify_times(const mlm_model *m, int ctx, int max_k, int reps, int n_threads,
                         double *t) {
     mlm_exec_params ep = mlm_exec_default_params();
@@ -83,18 +83,20 @@ static int verify_times(const mlm_model *m, int ctx, int max_k, int reps, int n_
         ok = !mlm_exec_step(e, &b, logits, &err);
         want[ctx - 1] = 0;
     }
-    double *runs = malloc((size_t)reps * sizeof *runs);
-    for (int k = 1; ok && runs && k <= max_k; k++) {
-        for (int r = -1; ok && r < reps; r++) { /* one warm-up */
+    /* every size once per round, so that the machine's slow spells fall on all of them */
+    double *runs = malloc((size_t)(reps * max_k) * sizeof *runs);
+    for (int r = -1; ok && runs && r < reps; r++) /* round -1 warms up */
+        for (int k = 1; ok && k <= max_k; k++) {
             memset(want + ctx, 1, (size_t)k);
             mlm_batch b = {.n = k, .tokens = tok + ctx, .seq = seq, .pos = pos + ctx, .logits = want + ctx};
             double t0 = bench_now();
             ok = !mlm_exec_step(e, &b, logits, &err);
-            if (r >= 0) runs[r] = bench_now() - t0;
+            if (r >= 0) runs[(k - 1) * reps + r] = bench_now() - t0;
             ok = ok && !mlm_exec_seq_truncate(e, 0, ctx, &err);
         }
-        qsort(runs, (size_t)reps, sizeof *runs, cmp_double);
-        t[k - 1] = runs[reps / 2];
+    for (int k = 1; ok && runs && k <= max_k; k++) {
+        qsort(runs + (k - 1) * reps, (size_t)reps, sizeof *runs, cmp_double);
+        t[k - 1] = runs[(k - 1) * reps + reps / 2];
     }
     if (!ok && e) fprintf(stderr, "bench/speculate_cost: %s\n", err.msg);
     if (!e && !ok) fprintf(stderr, "bench/speculate_cost: cannot run the model\n");
@@ -215,11 +217,18 @@ static void llama_side(const char *target, const char *draft, int n, int n_threa
     m = f ? fread(log_plain, 1, sizeof log_plain - 1, f) : 0;
     log_plain[m] = 0;
     if (f) fclose(f);
-    double spec_tps = after(log_spec, "speed:"), accept = after(log_spec, "accept    =");
-    /* the plain run's decode rate: "eval time = X ms / N runs (... , Y tokens per second)" */
-    const char *ev = strstr(log_plain, " eval time");
+    /* "decoded N tokens in X seconds, speed: Y t/s" (the line before is the prompt's) */
+    const char *dec = strstr(log_spec, "decoded ");
+    double spec_tps = dec ? after(dec, "speed:") : -1, accept = after(log_spec, "accept    =");
+    /* the plain run's decode rate: "eval time = X ms / N runs (... , Y tokens per second)",
+     * not the "prompt eval time" line */
     double plain_tps = -1;
-    if (ev && strstr(ev, "per token,")) plain_tps = atof(strstr(ev, "per token,") + 10);
+    for (const char *ev = strstr(log_plain, "eval time ="); ev; ev = strstr(ev + 1, "eval time ="))
+        if (ev - log_plain < 7 || strncmp(ev - 7, "prompt ", 7)) {
+            const char *pt = strstr(ev, "per token,");
+            if (pt) plain_tps = atof(pt + 10);
+            break;
+        }
     printf("\nllama.cpp on the same files, prompt and threads, %d greedy tokens, draft-max 8:\n", n);
     if (!ok || spec_tps < 0) {
         printf("  llama-speculative failed (its log: /tmp/meshlm-spec-llama-spec.log)\n");
@@ -249,7 +258,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *target = argv[1], *draft = argv[2];
-    int ctx = env_int("MESHLM_BENCH_CONTEXT", 128), reps = env_int("MESHLM_BENCH_REPS", 5);
+    int ctx = env_int("MESHLM_BENCH_CONTEXT", 128), reps = env_int("MESHLM_BENCH_REPS", 7);
     int n = env_int("MESHLM_BENCH_N", 128);
     int threads = env_int("MESHLM_BENCH_THREADS", (int)sysconf(_SC_NPROCESSORS_ONLN));
     if (n > 1000) n = 1000;
@@ -316,16 +325,21 @@ int main(int argc, char **argv) {
     /* decode steps after the first token: the prefill step gave it */
     int64_t steps = ss.steps - 1;
     double per_step = steps > 0 ? (double)(spec.n - 1) / (double)steps : 0;
-    double predicted = per_step * t1 / (8 * td[0] + tv[8]);
+    /* drafts shrink and pause as they miss: the cost of the mean draft D a step, the verify
+     * time of D + 1 tokens interpolated */
+    double dm = steps > 0 ? (double)ss.draft_tokens / (double)steps : 0;
+    int lo = (int)dm < MAX_K - 1 ? (int)dm : MAX_K - 2;
+    double tvd = tv[lo] + (dm - lo) * (tv[lo + 1] - tv[lo]);
+    double predicted = per_step * t1 / (dm * td[0] + tvd);
     printf("\n  end to end (the scheduler, as generate/chat/serve run it), %d greedy tokens after "
            "the first (the draft's reading of the prompt included):\n",
            n);
     printf("    plain        %8.2f tok/s\n", tp_plain);
     printf("    with draft   %8.2f tok/s = %.2fx plain; %lld drafted, %lld accepted (%.1f %%), "
-           "%.2f tokens a step (the model predicts %.2fx for that)\n",
+           "%.2f drafted and %.2f tokens a step (the model predicts %.2fx for that)\n",
            tp_spec, tp_spec / tp_plain, (long long)ss.draft_tokens, (long long)ss.draft_accepted,
            ss.draft_tokens ? 100.0 * (double)ss.draft_accepted / (double)ss.draft_tokens : 0.0,
-           per_step, predicted);
+           dm, per_step, predicted);
     printf("    ids          %s\n", same ? "equal to plain greedy ids" : "DIFFER from plain greedy ids");
     mlm_tokens_deinit(&ids);
     mlm_tokenizer_free(tok);

@@ -402,13 +402,9 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
                           mlm_error *err);
 void mlm_model_free(mlm_model *model);
 
-/* The types profile OPTIMIZATIONS (with DECODER_CONFIG overrides, or NULL) gives CFG's
- * weights, as mlm_model_profile_types describes them, without loading anything. */
-mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimizations,
-                                 const char *decoder_config, char *buf, size_t size,
-                                 mlm_error *err);
-
-/* As mlm_profile_types_for, for the model at PATH: the native profile's types are its file's. */
+/* The types profile OPTIMIZATIONS (with DECODER_CONFIG overrides, or NULL) gives the weights of
+ * the model at PATH, described in words into BUF, without loading anything: the native
+ * profile's types are its file's. */
 mlm_status mlm_profile_types_at(const char *path, const char *optimizations,
                                 const char *decoder_config, char *buf, size_t size,
                                 mlm_error *err);
@@ -949,7 +945,7 @@ void mlm_sched_get_stats(mlm_sched *s, mlm_sched_stats *out);
 const mlm_sched_params *mlm_sched_get_params(const mlm_sched *s);
 /* The executor parameters mlm_sched_create gives its executor for a model of config CFG and
  * parameters P (as given, before defaults: kv_blocks 0 stays 0), for planning memory before
- * loading (mlm_memory_plan_for). */
+ * loading (mlm_memory_plan_at). */
 void mlm_sched_exec_params(const mlm_config *cfg, const mlm_sched_params *p, mlm_exec_params *xp);
 
 /* Default sampling for requests that name none, as vLLM takes it: temperature, top_p and top_k
@@ -1083,14 +1079,11 @@ typedef struct mlm_memory_plan {
     int64_t available; /* memory the system reports available now (MemAvailable), or -1 */
 } mlm_memory_plan;
 
-/* Fills PLAN for CFG run in the precision profile OPTIMIZATIONS (with DECODER_CONFIG
- * overrides, or NULL) and executor parameters EP (NULL: the defaults). INVALID_ARG or FORMAT
- * for a bad profile name or decoder config. */
-mlm_status mlm_memory_plan_for(const mlm_config *cfg, const char *optimizations,
-                               const char *decoder_config, const mlm_exec_params *ep,
-                               mlm_memory_plan *plan, mlm_error *err);
-/* The same for one rank of a TP group of TP ranks (its shard of the weights, its KV heads,
- * its scratch); INVALID_ARG when TP does not divide the heads (mlm_mesh_check_tp). */
+/* Fills PLAN for one rank of a TP group of TP ranks (1: the whole model) of CFG run in the
+ * precision profile OPTIMIZATIONS (with DECODER_CONFIG overrides, or NULL) and executor
+ * parameters EP (NULL: the defaults): its shard of the weights, its KV heads, its scratch.
+ * INVALID_ARG or FORMAT for a bad profile name or decoder config; INVALID_ARG when TP does
+ * not divide the heads (mlm_mesh_check_tp). */
 mlm_status mlm_memory_plan_tp(const mlm_config *cfg, int tp, const char *optimizations,
                               const char *decoder_config, const mlm_exec_params *ep,
                               mlm_memory_plan *plan, mlm_error *err);

@@ -26,12 +26,6 @@ static int64_t mem_available(void) {
     return kb < 0 ? -1 : kb * 1024;
 }
 
-mlm_status mlm_memory_plan_for(const mlm_config *c, const char *optimizations,
-                               const char *decoder_config, const mlm_exec_params *params,
-                               mlm_memory_plan *plan, mlm_error *err) {
-    return mlm_memory_plan_tp(c, 1, optimizations, decoder_config, params, plan, err);
-}
-
 /* PLAN for one rank of TP ranks (C its part of the config FULL) running profile PROF, with
  * the executor's parameters resolved as mlm_exec_create resolves them. */
 static mlm_status plan_profile(const mlm_config *full, const mlm_config *c, int tp,

@@ -16,17 +16,6 @@
 
 // ---- profiles ----
 
-mlm_status mlm_profile_types_for(const mlm_config *cfg, const char *optimizations,
-                                 const char *decoder_config, char *buf, size_t size,
-                                 mlm_error *err) {
-    mlm_profile p;
-    mlm_status st = mlm_profile_init(&p, optimizations, cfg, decoder_config, err);
-    if (st) return st;
-    mlm_profile_describe(&p, buf, size);
-    mlm_profile_deinit(&p);
-    return MLM_OK;
-}
-
 mlm_status mlm_profile_types_at(const char *path, const char *optimizations,
                                 const char *decoder_config, char *buf, size_t size,
                                 mlm_error *err) {

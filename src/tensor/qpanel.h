@@ -48,7 +48,7 @@
 #define MLM_QP_ROWS 16  /* rows per panel */
 #define MLM_QP_BLOCK 32 /* columns per block */
 
-/* The native types, in backend.h's mlm_wtype order from MLM_W_Q8_0. */
+/* The native types, in tensor/wtype.h's mlm_wtype order from MLM_W_Q8_0. */
 typedef enum mlm_qkind {
     MLM_QK_Q8_0 = 0, MLM_QK_Q4_0, MLM_QK_Q4_1, MLM_QK_Q5_0, MLM_QK_Q5_1, MLM_QK_Q4_K,
     MLM_QK_Q5_K, MLM_QK_Q6_K, MLM_QK_IQ4_NL, MLM_QK_IQ4_XS, MLM_QK_COUNT

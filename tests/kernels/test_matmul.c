@@ -377,7 +377,7 @@ static uint8_t *native_matrix(mlm_qkind k, const uint8_t *src, int64_t cols, int
 
 static const int64_t q_cols[] = {32, 64, 96, 256, 288, 512, 768, 2304};
 static const int64_t q_rows[] = {1, 3, 16, 17, 40, 64, 100};
-static const int64_t q_n[] = {1, 2, 4, 5, 6, 7, 13, 33};
+static const int64_t q_n[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 33};
 
 /* The reference against the file's values (gguf-py's dequantization, format/gguf_quants.c)
  * times the int8 activations, in double, relative to the sum of |terms|. */

@@ -210,10 +210,12 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
     __m256 acc[TMAX];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t slice = mlm_qpanel_block_share(g);
     for (int64_t gi = 0; gi < g->n_groups; gi++) {
         const uint8_t *grp = panel + gi * g->group_bytes;
-        _mm_prefetch((const char *)(grp + 2 * g->group_bytes), _MM_HINT_T0);
         for (int bb = 0; bb < g->g; bb++) {
+            /* the first half streams the panel as decode does (the second finds it cached) */
+            if (!hf) mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
             const int64_t b = gi * g->g + bb;
             __m256i wv[8];
             load_codes(k, grp, g, bb, hf, wv);

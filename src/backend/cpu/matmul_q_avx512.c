@@ -21,6 +21,7 @@
 #define INLINE static inline __attribute__((always_inline))
 #define TMAX 10 /* tokens per tile (q6_k: 8) */
 #define PF_BYTES 1024 /* decode: how far ahead of its block each panel stream is prefetched */
+#define GT_MAX 4      /* gemv_t: up to this many tokens stream like decode (see there) */
 
 /* The offset of the unsigned codes this file multiplies (q8_0 and iq4 shifted by +128). */
 INLINE int off_of(mlm_qkind k) {
@@ -306,6 +307,68 @@ INLINE void gemv(mlm_qkind k, int NP, float *out, const uint8_t *panel0, const m
     for (int p = 0; p < NP; p++) _mm512_storeu_ps(out + r + 16 * p, acc[p]);
 }
 
+/* A few tokens (speculative verification, a handful of sequences): decode's streaming, one
+ * panel at a time prefetched as gemv does, each block's codes and scales decoded once for the
+ * T tokens and the T sums kept in registers. The tile below reads its 4 panels a group at a
+ * time with no prefetch beyond the next line, which is what prefill's 10-token tiles can
+ * afford: at 2-4 tokens it waited on memory (2 tokens cost 1.6-1.8x one on AMD Zen 4, the
+ * weights from memory, bench/matmul's MESHLM_BENCH_VERIFY). Each token's sums are the tile's
+ * and gemv's, in the same order: the same bits. */
+INLINE void gemv_t(mlm_qkind k, int T, float *out, int64_t out_stride, const uint8_t *panel,
+                   const mlm_qgeom *g, const mlm_acts *x, int64_t t0, int64_t r) {
+    const int64_t pc = mlm_q8_cols(x->cols), nd = pc / MLM_Q8_BLOCK, ns = mlm_q8_sums_len(x->cols);
+    __m512 acc[GT_MAX];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    const int64_t slice = mlm_qpanel_block_share(g);
+    for (int64_t gi = 0; gi < g->n_groups; gi++) {
+        const uint8_t *grp = panel + gi * g->group_bytes;
+        __m512 dd = _mm512_setzero_ps(), dm = _mm512_setzero_ps();
+        if (g->units == 1) load_dm(k, grp, g, 0, &dd, &dm);
+        for (int bb = 0; bb < g->g; bb++) {
+            mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
+            const int64_t b = gi * g->g + bb;
+            __m512i wv[8];
+            load_codes(k, grp, g, bb, wv);
+            if (g->units != 1) load_dm(k, grp, g, bb, &dd, &dm);
+            __m512 sc0, sc1, mn;
+            load_scales(k, grp, g, bb, dd, dm, &sc0, &sc1, &mn);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < T; t++) {
+                const int8_t *xq = x->q + (t0 + t) * pc + 32 * b;
+                const float *st = x->s + (t0 + t) * ns;
+                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+                _Pragma("GCC unroll 4")
+                for (int h = 0; h < 4; h++) {
+                    i0 = _mm512_dpbusd_epi32(i0, wv[h], bcast4(xq + 4 * h));
+                    i1 = _mm512_dpbusd_epi32(i1, wv[4 + h], bcast4(xq + 16 + 4 * h));
+                }
+                __m512 v = k == MLM_QK_Q6_K
+                               ? block_value_q6k(i0, i1, st + 2 * b, sc0, sc1)
+                               : block_value(k, _mm512_add_epi32(i0, i1), st + pc / 16 + b, sc0, mn);
+                acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(x->d[(t0 + t) * nd + b]), acc[t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(out + (t0 + t) * out_stride + r, acc[t]);
+}
+
+/* Whole panels from R0 for tokens [T0, T0 + T) by gemv_t, T a constant for each case. */
+INLINE int64_t gemv_panels(mlm_qkind k, int T, float *out, int64_t out_stride, const void *w,
+                           const mlm_qgeom *g, const mlm_acts *x, int64_t t0, int64_t r0,
+                           int64_t r1) {
+    for (; r0 + MLM_QP_ROWS <= r1; r0 += MLM_QP_ROWS) {
+        const uint8_t *panel = (const uint8_t *)w + r0 / MLM_QP_ROWS * g->panel_bytes;
+        switch (T) {
+        case 2: gemv_t(k, 2, out, out_stride, panel, g, x, t0, r0); break;
+        case 3: gemv_t(k, 3, out, out_stride, panel, g, x, t0, r0); break;
+        default: gemv_t(k, GT_MAX, out, out_stride, panel, g, x, t0, r0);
+        }
+    }
+    return r0;
+}
+
 INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
                      const mlm_acts *x, int64_t r0, int64_t r1) {
     const int64_t pc = mlm_q8_cols(x->cols);
@@ -318,6 +381,8 @@ INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
     else if (np)
         for (; r0 + 4 * MLM_QP_ROWS <= r1; r0 += 4 * MLM_QP_ROWS)
             gemv(k, 4, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+    else if (x->n <= GT_MAX) /* a few tokens: whole panels streamed, the rest in tiles */
+        r0 = gemv_panels(k, (int)x->n, out, out_stride, w, &g, x, 0, r0, r1);
     for (int64_t r = r0; r < r1; r += 4 * MLM_QP_ROWS) { /* strips of up to 4 panels */
         const int64_t re = r + 4 * MLM_QP_ROWS < r1 ? r + 4 * MLM_QP_ROWS : r1;
         /* the tokens in near-equal tiles (32: 4 of 8, not 10 + 10 + 10 + 2) */
