@@ -1,5 +1,5 @@
 # meshlm: one GNU Makefile. Sources by wildcard, objects in build/, -MMD -MP dependencies.
-# Targets: all test asan fuzz bench format check-format clean.
+# Targets: all test asan fuzz bench format check-format check-layout clean.
 # Options (opt-in): NATIVE=1 (-march=native), SAN=1 (ASan+UBSan build in build-asan/).
 
 CC      ?= cc
@@ -59,7 +59,7 @@ BENCH_COMMON := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/common/*.c))
 LIB := $(BUILD)/libmeshlm.a
 CLI := $(BUILD)/meshlm
 
-.PHONY: all test asan fuzz bench format check-format clean
+.PHONY: all test asan fuzz bench format check-format check-layout clean
 all: $(LIB) $(CLI) $(TEST_BIN) $(MESH_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -130,8 +130,13 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_COMMON) $(LIB)
 KERNEL_TESTS := $(sort $(wildcard tests/kernels/test_*.sh))
 SERVER_TESTS := $(sort $(wildcard tests/server/test_*.sh))
 MESH_TESTS := $(sort $(wildcard tests/mesh/test_*.sh))
-test: $(TEST_BIN) $(MESH_BIN) $(CLI)
+test: check-layout $(TEST_BIN) $(MESH_BIN) $(CLI)
 	@MESHLM=$(CLI) MESH_BIN=$(BUILD)/tests/mesh sh tests/run.sh $(TEST_BIN) $(KERNEL_TESTS) $(SERVER_TESTS) $(MESH_TESTS)
+
+# Arrows point down the stack: no folder of src/ includes one beside or above it, tools/ only
+# the public header (scripts/check_layout.sh names the stack).
+check-layout:
+	@sh scripts/check_layout.sh
 
 asan:
 	$(MAKE) SAN=1 BUILD=build-asan OPT="-O1 -g" test

@@ -100,8 +100,10 @@ size_t mlm_dtype_size(mlm_dtype dtype);
 typedef enum mlm_family {
     MLM_FAMILY_LLAMA3 = 0, /* LlamaForCausalLM / Meta params.json */
     MLM_FAMILY_PHI3,       /* Phi3ForCausalLM (Phi-4) */
-    MLM_FAMILY_MLLAMA      /* MllamaForConditionalGeneration (Llama 3.2 Vision): a Llama 3
+    MLM_FAMILY_MLLAMA,     /* MllamaForConditionalGeneration (Llama 3.2 Vision): a Llama 3
                               decoder with cross-attention layers over a vision tower */
+    MLM_FAMILY_QWEN2,      /* Qwen2ForCausalLM (Qwen2, Qwen2.5): Llama-shaped, q/k/v biases */
+    MLM_FAMILY_QWEN3       /* Qwen3ForCausalLM (dense): Llama-shaped, q/k RMSNorm per head */
 } mlm_family;
 
 #define MLM_MAX_CROSS_LAYERS 32
@@ -152,6 +154,9 @@ typedef struct mlm_config {
     float rope_high_freq_factor;
     int32_t rope_orig_ctx;      /* original_max_position_embeddings */
     int tied_embeddings;        /* LM head shares the embedding matrix */
+    int qkv_bias;               /* q, k and v projections have biases (Qwen2; Qwen3's
+                                   attention_bias) */
+    int qk_norm;                /* q and k RMSNormed per head before RoPE (Qwen3) */
     int32_t bos_id;             /* -1 if none */
     int32_t n_stop_ids;
     int32_t stop_ids[MLM_MAX_STOP_IDS]; /* eos ids, config order */
@@ -173,7 +178,7 @@ typedef struct mlm_config {
  * FORMAT on missing or mistyped fields, naming the file and the field. */
 mlm_status mlm_config_load(const char *path, mlm_config *out, mlm_error *err);
 
-/* "llama3", "phi3", "mllama". */
+/* "llama3", "phi3", "mllama", "qwen2", "qwen3". */
 const char *mlm_family_name(mlm_family family);
 
 /* Parameter count implied by the config (embedding, layers, norms, LM head if untied); for

@@ -20,6 +20,8 @@ const char *mlm_family_name(mlm_family family) {
     case MLM_FAMILY_LLAMA3: return "llama3";
     case MLM_FAMILY_PHI3: return "phi3";
     case MLM_FAMILY_MLLAMA: return "mllama";
+    case MLM_FAMILY_QWEN2: return "qwen2";
+    case MLM_FAMILY_QWEN3: return "qwen3";
     }
     return "?";
 }
@@ -198,6 +200,27 @@ static mlm_status read_rope_scaling(const char *path, const json_t *j, mlm_confi
     return MLM_OK;
 }
 
+/* Qwen2's q/k/v biases (always, as transformers' Qwen2Attention builds them), Qwen3's q/k norms
+ * and its optional attention_bias; a sliding window in use is refused (meshlm attends to the
+ * whole context: that would be other numbers), one merely configured is ignored as
+ * transformers ignores it. */
+static mlm_status read_qwen(const char *path, const json_t *j, mlm_config *c, mlm_error *err) {
+    if (c->family != MLM_FAMILY_QWEN2 && c->family != MLM_FAMILY_QWEN3) return MLM_OK;
+    int window = 0, bias = c->family == MLM_FAMILY_QWEN2;
+    mlm_status st = mlm_json_get_bool(path, j, "use_sliding_window", 0, &window, NULL, err);
+    if (!st && c->family == MLM_FAMILY_QWEN3)
+        st = mlm_json_get_bool(path, j, "attention_bias", 0, &bias, NULL, err);
+    if (st) return st;
+    if (window)
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "%s: use_sliding_window is true: sliding-window attention is not "
+                             "supported (every layer attends to the whole context)",
+                             path);
+    c->qkv_bias = bias;
+    c->qk_norm = c->family == MLM_FAMILY_QWEN3;
+    return MLM_OK;
+}
+
 static mlm_status hf_family(const char *path, const json_t *j, mlm_family *fam, mlm_error *err) {
     const json_t *arch = json_object_get(j, "architectures");
     const char *name = NULL;
@@ -220,6 +243,14 @@ static mlm_status hf_family(const char *path, const json_t *j, mlm_family *fam, 
         *fam = MLM_FAMILY_MLLAMA;
         return MLM_OK;
     }
+    if ((name && !strcmp(name, "Qwen2ForCausalLM")) || (!name && type && !strcmp(type, "qwen2"))) {
+        *fam = MLM_FAMILY_QWEN2;
+        return MLM_OK;
+    }
+    if ((name && !strcmp(name, "Qwen3ForCausalLM")) || (!name && type && !strcmp(type, "qwen3"))) {
+        *fam = MLM_FAMILY_QWEN3;
+        return MLM_OK;
+    }
     if (!name && type && !strcmp(type, "mllama_text_model")) { /* an mllama text_config */
         *fam = MLM_FAMILY_LLAMA3;
         return MLM_OK;
@@ -230,7 +261,7 @@ static mlm_status hf_family(const char *path, const json_t *j, mlm_family *fam, 
     return mlm_error_set(
         err, MLM_ERR_UNSUPPORTED,
         "%s: architecture '%s' is not supported (LlamaForCausalLM, Phi3ForCausalLM, "
-        "MllamaForConditionalGeneration)",
+        "MllamaForConditionalGeneration, Qwen2ForCausalLM, Qwen3ForCausalLM)",
         path, name ? name : type);
 }
 
@@ -262,7 +293,9 @@ mlm_status mlm_config_hf_text(const char *path, const json_t *j, mlm_config *c, 
         (st = mlm_json_get_int(path, j, "bos_token_id", 0, 0, vocab - 1, &bos, NULL, err)) ||
         (st = mlm_json_get_int(path, j, "pad_token_id", 0, 0, vocab - 1, &pad, NULL, err)))
         return st;
-    if (!have_hd) {
+    if (!have_hd && c->family == MLM_FAMILY_QWEN3) {
+        head_dim = 128; /* transformers' Qwen3Config default */
+    } else if (!have_hd) {
         if (dim % n_head)
             return mlm_error_set(
                 err, MLM_ERR_FORMAT,
@@ -284,7 +317,8 @@ mlm_status mlm_config_hf_text(const char *path, const json_t *j, mlm_config *c, 
     c->tied_embeddings = tied;
     c->bos_id = (int32_t)bos;
     c->pad_id = (int32_t)pad;
-    if ((st = read_ids(path, j, "eos_token_id", c, err)) || (st = read_rope_scaling(path, j, c, err)))
+    if ((st = read_ids(path, j, "eos_token_id", c, err)) || (st = read_rope_scaling(path, j, c, err)) ||
+        (st = read_qwen(path, j, c, err)))
         return st;
     snprintf(c->source, sizeof c->source, "config.json");
     return mlm_config_check(path, c, err);
@@ -371,6 +405,8 @@ int64_t mlm_config_n_params(const mlm_config *c) {
     int64_t d = c->n_embd, q = (int64_t)c->n_head * c->head_dim,
             kv = (int64_t)c->n_kv_head * c->head_dim;
     int64_t layer = d * q + 2 * d * kv + q * d + 3 * d * c->n_ff + 2 * d;
+    if (c->qkv_bias) layer += q + 2 * kv;
+    if (c->qk_norm) layer += 2 * (int64_t)c->head_dim;
     int64_t n = (int64_t)c->n_vocab * d + c->n_layer * layer + d;
     if (!c->tied_embeddings) n += (int64_t)c->n_vocab * d;
     /* mllama: a cross-attention layer adds q/k RMSNorms over head_dim and two scalar gates;

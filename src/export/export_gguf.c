@@ -549,6 +549,11 @@ mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtyp
     mlm_model_params mp = mlm_model_default_params();
     mp.dtype = st ? MLM_DTYPE_F32 : all_bf16(model_dir) ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     if (!st) st = mlm_model_load(model_dir, &mp, &m, err);
+    if (!st && m->cfg.family != MLM_FAMILY_LLAMA3 && m->cfg.family != MLM_FAMILY_PHI3)
+        st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                           "export: %s is a %s model; GGUF export writes Llama 3 and Phi-4 "
+                           "(architectures llama and phi3) only",
+                           model_dir, mlm_family_name(m->cfg.family));
     uint32_t type = dtype == MLM_DTYPE_F32   ? MLM_GGML_F32
                     : dtype == MLM_DTYPE_F16 ? MLM_GGML_F16
                                              : MLM_GGML_BF16;

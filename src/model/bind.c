@@ -449,13 +449,53 @@ mlm_status mlm_bind_vector(binder *b, const char *name, int64_t len, const float
     return MLM_OK;
 }
 
+/* The bias of role R's weight in layer L: the weight's name with ".bias" for ".weight". */
+static void bias_name(const binder *b, char *buf, size_t size, role r, int l) {
+    role_name(b, buf, size, r, l);
+    size_t n = strlen(buf);
+    if (n > 7 && !strcmp(buf + n - 7, ".weight")) snprintf(buf + n - 7, size - (n - 7), ".bias");
+}
+
+/* Elements [LO, LO + N) of the float vector of role R's bias (LEN_ALL values): this rank's. */
+static mlm_status bind_bias(binder *b, role r, int l, int64_t len_all, int64_t lo,
+                            const float **out) {
+    char name[256];
+    bias_name(b, name, sizeof name, r, l);
+    const float *all;
+    mlm_status st = mlm_bind_vector(b, name, len_all, &all);
+    if (!st) *out = all + lo;
+    return st;
+}
+
+/* Qwen3's per-head q and k RMSNorm weights (head_dim each, every rank all of them). */
+static mlm_status bind_qk_norm(binder *b, int l, mlm_layer *L) {
+    char qn[96], kn[96];
+    int64_t hd = b->m->cfg.head_dim;
+    if (b->gguf) {
+        snprintf(qn, sizeof qn, "blk.%d.attn_q_norm.weight", l);
+        snprintf(kn, sizeof kn, "blk.%d.attn_k_norm.weight", l);
+    } else {
+        snprintf(qn, sizeof qn, "model.layers.%d.self_attn.q_norm.weight", l);
+        snprintf(kn, sizeof kn, "model.layers.%d.self_attn.k_norm.weight", l);
+    }
+    mlm_status st = mlm_bind_vector(b, qn, hd, &L->q_norm);
+    return st ? st : mlm_bind_vector(b, kn, hd, &L->k_norm);
+}
+
 /* q, k, v: separate tensors (Meta q/k permuted to HF order), or Phi-3's fused qkv_proj
- * whose rows are q, then k, then v; this rank's heads only. Then wo: their columns. */
+ * whose rows are q, then k, then v; this rank's heads only, with their biases and norms where
+ * the config has them (Qwen). Then wo: their columns. */
 static mlm_status bind_attention(binder *b, int l, int64_t q, int64_t kv, int64_t d, mlm_layer *L) {
     mlm_status st;
     int64_t q0, nq, k0, nk;
     share(b->m, q, &q0, &nq);
     share(b->m, kv, &k0, &nk);
+    const mlm_config *c = &b->m->cfg;
+    if (c->qkv_bias && !L->cross &&
+        ((st = bind_bias(b, R_WQ, l, q, q0, &L->bq)) || (st = bind_bias(b, R_WK, l, kv, k0, &L->bk)) ||
+         (st = bind_bias(b, R_WV, l, kv, k0, &L->bv))))
+        return st;
+    if (c->qk_norm && !L->cross && (st = bind_qk_norm(b, l, L))) return st;
     if (b->phi3) {
         int64_t all = q + 2 * kv;
         if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, all, 0, d, d, 1}, 0, 0, &L->wq)) ||
@@ -463,7 +503,9 @@ static mlm_status bind_attention(binder *b, int l, int64_t q, int64_t kv, int64_
             (st = bind_slice(b, R_WV, l, (slice){q + kv + k0, nk, all, 0, d, d, 1}, 0, 0, &L->wv)))
             return st;
     } else {
-        int perm = (b->meta || b->gguf) && !L->cross; /* cross layers have no RoPE */
+        /* Meta's and llama.cpp's llama q/k rows are interleaved (llama.cpp leaves Qwen's in
+         * HF order); cross layers have no RoPE */
+        int perm = (b->meta || (b->gguf && c->family == MLM_FAMILY_LLAMA3)) && !L->cross;
         if ((st = bind_slice(b, R_WQ, l, (slice){q0, nq, q, 0, d, d, 1}, 0, perm, &L->wq)) ||
             (st = bind_slice(b, R_WK, l, (slice){k0, nk, kv, 0, d, d, 1}, 0, perm, &L->wk)) ||
             (st = bind_slice(b, R_WV, l, (slice){k0, nk, kv, 0, d, d, 1}, 0, 0, &L->wv)))

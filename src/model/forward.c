@@ -152,7 +152,7 @@ typedef struct fwd {
     const att_tile *run;     /* the tasks of the attention job running */
     const mlm_paged_kv *xkv; /* the cross layer's image K/V */
     float xgate;             /* a cross layer's gated add: tanh of its gate */
-    const mlm_layer *layer;  /* the cross layer running */
+    const mlm_layer *layer;  /* the layer running (its biases, q/k norms, cross K/V) */
     const int32_t *xblocks;  /* mlm_forward_cross_kv: the image's page table, first entry */
     int32_t entry0;
     /* the current row-parallel product (row_parallel): W's chunks over the chunk-major input
@@ -206,12 +206,36 @@ static void matmul(fwd *f, mlm_pool *pool, const mlm_weight *const *w, float *co
     mlm_op_matmul(&f->ops, pool, w, out, n, (mlm_epilogue){.kind = epi}, 0);
 }
 
+static void add_vec(float *restrict dst, const float *restrict src, int64_t len);
+
+/* The step's q, k, v rows of tokens [T0, T1): the projections' biases added, then q and k
+ * RMSNormed per head (Qwen2's biases, Qwen3's norms; layer L has them or not). */
+static void qkv_extras(const fwd *f, const mlm_layer *L, int32_t t0, int32_t t1) {
+    const mlm_config *c = &f->m->local;
+    int64_t hd = c->head_dim, qdim = (int64_t)c->n_head * hd, kvdim = (int64_t)c->n_kv_head * hd;
+    for (int32_t t = t0; t < t1; t++) {
+        float *q = f->s.q + t * qdim, *k = f->s.k + t * kvdim;
+        if (L->bq) {
+            add_vec(q, L->bq, qdim);
+            add_vec(k, L->bk, kvdim);
+            add_vec(f->s.v + t * kvdim, L->bv, kvdim);
+        }
+        if (L->q_norm) {
+            for (int h = 0; h < c->n_head; h++)
+                mlm_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
+            for (int h = 0; h < c->n_kv_head; h++)
+                mlm_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
+        }
+    }
+}
+
 static void task_rope_store(void *ctx, int64_t task, int thread) {
     (void)thread;
     fwd *f = ctx;
     const mlm_config *c = &f->m->local;
     int64_t qdim = (int64_t)c->n_head * c->head_dim, kvdim = (int64_t)c->n_kv_head * c->head_dim;
     int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->n ? t0 + TOK_CHUNK : f->n;
+    if (f->layer->bq || f->layer->q_norm) qkv_extras(f, f->layer, t0, t1);
     mlm_rope_apply(f->m, f->s.q + t0 * qdim, qdim, t1 - t0, f->b->pos + t0, c->n_head);
     mlm_rope_apply(f->m, f->s.k + t0 * kvdim, kvdim, t1 - t0, f->b->pos + t0, c->n_kv_head);
     for (int32_t t = t0; t < t1; t++)
@@ -546,6 +570,7 @@ static mlm_status attention_block(fwd *f, mlm_pool *pool, const mlm_layer *L, ml
                 forms_of(f, &L->wq) | forms_of(f, &L->wk) | forms_of(f, &L->wv));
         matmul(f, pool, (const mlm_weight *[]){&L->wq, &L->wk, &L->wv},
                (float *[]){f->s.q, f->s.k, f->s.v}, 3, MLM_EPI_NONE);
+        f->layer = L;
         mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_rope_store, f);
         attention(f, pool, f->s.tiles, f->n_tiles);
         return row_parallel(f, pool, &L->wo, f->s.att, f->s.xb, 1, err);

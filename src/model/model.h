@@ -32,8 +32,9 @@ typedef struct mlm_layer {
     mlm_weight w2;          /* down (n_embd, n_ff) in n_kv_head K chunks */
     int cross;              /* a cross-attention layer */
     int32_t kv_layer;       /* its pool: in the self-attention KV, or (cross) the image KV */
-    const float *q_norm;    /* cross: (head_dim) */
-    const float *k_norm;    /* cross: (head_dim) */
+    const float *q_norm;    /* cross, or the config's qk_norm: (head_dim), per head */
+    const float *k_norm;    /* cross, or the config's qk_norm: (head_dim), per head */
+    const float *bq, *bk, *bv; /* the config's qkv_bias: this rank's rows of q, k, v; else NULL */
     const float *gates;     /* cross: (2) raw gate_attn, gate_ffn (tanh at use) */
 } mlm_layer;
 

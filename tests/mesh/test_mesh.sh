@@ -65,6 +65,10 @@ mesh_tp 4 $DATA/phi3_5to1 --profiles $ALL
 mesh_tp 2 $DATA/phi3_kv10 --profiles $ALL
 mesh_tp 5 $DATA/phi3_kv10 --profiles $ALL
 mesh_tp 10 $DATA/phi3_kv10 --profiles $ALL
+# Qwen2 (q/k/v biases: each rank its heads' rows) and Qwen3 (q/k norms per head), from
+# tests/data/qwen (make_qwen_fixtures.py): TP 2 over their 2 KV heads
+mesh_tp 2 tests/data/qwen/qwen2_gqa_untied --profiles $ALL
+mesh_tp 2 tests/data/qwen/qwen3_hd64_tied --profiles f32,performance
 mesh_tp 4 $DATA/llama_gqa --dp 2 --profiles f32,performance
 mesh_tp 2 $DATA/llama_mha --dp 2 --profiles f32,performance
 MPIRUN_SAVED=$MPIRUN

@@ -222,6 +222,17 @@ TEST(bad_configs_name_the_field) {
                "outside the vocab");
     expect_bad("{\"architectures\":[\"GPT2LMHeadModel\"]}", MLM_ERR_UNSUPPORTED,
                "GPT2LMHeadModel");
+    /* Qwen: a configured window unused is ignored (transformers ignores it); one in use is
+     * refused, since every layer here attends to the whole context */
+#define QWEN2 "\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":32,\"num_hidden_layers\":2," \
+              "\"num_attention_heads\":4,\"intermediate_size\":64,\"vocab_size\":100,"              \
+              "\"rms_norm_eps\":1e-6,\"sliding_window\":4096"
+    write_tmp("config.json", "{" QWEN2 ",\"use_sliding_window\":false}");
+    CHECK_OK(mlm_config_load(tmpdir, &c, &err), &err);
+    CHECK(c.family == MLM_FAMILY_QWEN2 && c.qkv_bias && !c.qk_norm);
+    expect_bad("{" QWEN2 ",\"use_sliding_window\":true}", MLM_ERR_UNSUPPORTED,
+               "use_sliding_window");
+#undef QWEN2
     expect_bad("{\"hidden_size\": 32,", MLM_ERR_FORMAT, "invalid JSON");
     expect_bad("[1, 2]", MLM_ERR_FORMAT, "must be a JSON object");
     /* generation_config.json is checked too */

@@ -143,14 +143,15 @@ static void check_logits(const char *what, const float *a, const float *ref, int
     }
 }
 
-/* Every fixture under tests/data/llama (LlamaForCausalLM) and tests/data/phi3
- * (Phi3ForCausalLM, when present): the same checks apply to both families. */
+/* Every fixture under tests/data/llama (LlamaForCausalLM), tests/data/phi3 (Phi3ForCausalLM)
+ * and tests/data/qwen (Qwen2ForCausalLM, Qwen3ForCausalLM; make_qwen_fixtures.py): the same
+ * checks apply to every family. */
 static char fixtures[16][128];
 static int n_fixtures;
 
 static void find_fixtures(void) {
-    const char *families[] = {"llama", "phi3"};
-    for (int fam = 0; fam < 2; fam++) {
+    const char *families[] = {"llama", "phi3", "qwen"};
+    for (int fam = 0; fam < 3; fam++) {
         char dir[64];
         snprintf(dir, sizeof dir, "tests/data/%s", families[fam]);
         DIR *d = opendir(dir);
