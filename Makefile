@@ -3,10 +3,11 @@
 # Options (opt-in): NATIVE=1 (-march=native), SAN=1 (ASan+UBSan build in build-asan/).
 
 CC      ?= cc
-# libpng and libjpeg (libjpeg-turbo): image decoding for the vision models (src/image/).
-PKGS    := jansson libpcre2-8 libmicrohttpd libpng libjpeg
+# libpng and libjpeg (libjpeg-turbo): image decoding for the vision models (src/image/);
+# utf8proc: Unicode normalization (NFC) for tokenizers that ask for it (Qwen's).
+PKGS    := jansson libpcre2-8 libmicrohttpd libpng libjpeg libutf8proc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lmicrohttpd -lpng16 -ljpeg)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lmicrohttpd -lpng16 -ljpeg -lutf8proc)
 
 BUILD   ?= build
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Werror

@@ -30,7 +30,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # libopenmpi-dev, openmpi-bin: the mesh (tensor and data parallelism over MPI ranks, mpirun).
 # libpng-dev, libjpeg-dev (libjpeg62-turbo-dev): PNG and JPEG decoding for the vision model's
 # images (src/image/).
-PKGS="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev python3-pip curl jq python3-venv libopenmpi-dev openmpi-bin libpng-dev libjpeg-dev"
+# libutf8proc-dev: Unicode NFC normalization, for tokenizers that ask for it (Qwen's).
+PKGS="build-essential pkg-config libjansson-dev libpcre2-dev libmicrohttpd-dev python3-pip curl jq python3-venv libopenmpi-dev openmpi-bin libpng-dev libjpeg-dev libutf8proc-dev"
 if [ "$fuzz" -eq 1 ]; then PKGS="$PKGS clang"; fi
 missing=
 for p in $PKGS; do

@@ -2,7 +2,8 @@
  * Accepted: model BPE over GPT-2 byte-level spellings (merges as "a b" strings or [a, b]
  * pairs; ignore_merges; dropout null; no subword prefix / word suffix; unk_token and
  * fuse_unk for the single bytes a vocabulary may lack, byte_fallback only when none is
- * missing); normalizer null; the pre-tokenizer ByteLevel (use_regex: GPT-2's pattern;
+ * missing); normalizer null or NFC (Qwen2's, alone or as a one-step Sequence; applied with
+ * utf8proc); the pre-tokenizer ByteLevel (use_regex: GPT-2's pattern;
  * add_prefix_space honoured), or a Sequence of Split (Regex | String, any behavior,
  * invert) and Digits (individual_digits) steps ending with one ByteLevel (add_prefix_space
  * only when it is the only step), regexes compiled with PCRE2; decoder ByteLevel or null;
@@ -56,15 +57,22 @@ static mlm_status opt_bool(const char *file, const char *where, const json_t *ob
 
 // ---- components ----
 
-static mlm_status check_normalizer(const char *file, const json_t *v, mlm_error *err) {
+/* *NFC = 1 for Unicode NFC (Qwen2's normalizer); no normalizer at all leaves it 0. */
+static mlm_status check_normalizer(const char *file, const json_t *v, int *nfc, mlm_error *err) {
+    *nfc = 0;
     if (!v || json_is_null(v)) return MLM_OK;
-    /* An empty Sequence normalizes nothing. */
+    /* An empty Sequence normalizes nothing; a Sequence of one NFC is NFC. */
     if (is_type(v, "Sequence")) {
         const json_t *list = json_object_get(v, "normalizers");
         if (json_is_array(list) && json_array_size(list) == 0) return MLM_OK;
+        if (json_is_array(list) && json_array_size(list) == 1) v = json_array_get(list, 0);
     }
-    return unsupported_type(file, "normalizer", v, "meshlm reads tokenizers without a normalizer",
-                            err);
+    if (is_type(v, "NFC")) {
+        *nfc = 1;
+        return MLM_OK;
+    }
+    return unsupported_type(file, "normalizer", v, "meshlm reads tokenizers without a normalizer "
+                            "or with NFC", err);
 }
 
 static mlm_status check_decoder(const char *file, const json_t *v, mlm_error *err) {
@@ -510,7 +518,8 @@ static mlm_status from_json(const json_t *root, const char *file, const json_t *
     model_opts mo = {0};
     int64_t bos = -1;
     mlm_status st = check_model(file, model, &mo, err);
-    if (st == MLM_OK) st = check_normalizer(file, json_object_get(root, "normalizer"), err);
+    int nfc = 0;
+    if (st == MLM_OK) st = check_normalizer(file, json_object_get(root, "normalizer"), &nfc, err);
     if (st == MLM_OK) st = parse_pretok(file, json_object_get(root, "pre_tokenizer"), &pre, err);
     if (st == MLM_OK) st = check_decoder(file, json_object_get(root, "decoder"), err);
     if (st == MLM_OK) st = parse_post(file, json_object_get(root, "post_processor"), &bos, err);
@@ -533,7 +542,10 @@ static mlm_status from_json(const json_t *root, const char *file, const json_t *
                               "added token",
                               file, (long long)bos);
     }
-    if (st == MLM_OK) st = mlm_hfb_finish(&b, &pre, mo.ignore_merges, (int32_t)bos, out, err);
+    if (st == MLM_OK) {
+        b.tok->nfc = nfc;
+        st = mlm_hfb_finish(&b, &pre, mo.ignore_merges, (int32_t)bos, out, err);
+    }
     mlm_hfb_deinit(&b);
     return st;
 }

@@ -17,6 +17,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "core/error.h"
 #include "core/mapfile.h"
@@ -272,6 +273,7 @@ typedef struct encode_ctx {
     size_t pre_cap;
     unsigned char *kept; /* drop_missing_first: a piece without the bytes that are no token */
     size_t kept_cap;
+    unsigned char *norm; /* nfc: the stretch being encoded, normalized (utf8proc's malloc) */
 } encode_ctx;
 
 /* Hugging Face without unk_token: BPE of piece P[0..N) with the bytes that are no token
@@ -358,13 +360,42 @@ static mlm_status push_id(mlm_tokens *out, int32_t id, mlm_error *err) {
     return MLM_OK;
 }
 
-/* Hugging Face: added tokens that are not normalized are found in the raw text, then the
- * normalized ones in what is left (no normalizer, so the same text), then the rest is
- * pre-tokenized (tokenizers' AddedVocabulary::extract_and_normalize). */
+/* TEXT[0..LEN) as the normalizer leaves it, in *OUT / *OUT_LEN: itself without one (or when
+ * it is ASCII, which NFC keeps), else its NFC form in c->norm (freed by the next call and at
+ * the end of the encode). */
+static mlm_status normalize(encode_ctx *c, const unsigned char *text, size_t len,
+                            const unsigned char **out, size_t *out_len, mlm_error *err) {
+    *out = text, *out_len = len;
+    if (!c->tok->nfc) return MLM_OK;
+    size_t i = 0;
+    while (i < len && text[i] < 0x80)
+        i++;
+    if (i == len) return MLM_OK;
+    free(c->norm);
+    c->norm = NULL;
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t n = utf8proc_map(text, (utf8proc_ssize_t)len, &dst,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (n < 0)
+        return mlm_error_set(err, n == UTF8PROC_ERROR_NOMEM ? MLM_ERR_NOMEM : MLM_ERR_INTERNAL,
+                             "tokenizer: NFC normalization failed: %s", utf8proc_errmsg(n));
+    c->norm = dst;
+    *out = dst, *out_len = (size_t)n;
+    return MLM_OK;
+}
+
+/* Hugging Face: added tokens that are not normalized are found in the raw text; each stretch
+ * between them is normalized (NFC, or as it is), the normalized added tokens found in it, and
+ * the rest pre-tokenized (tokenizers' AddedVocabulary::extract_and_normalize). */
 static mlm_status encode_hf(encode_ctx *c, const unsigned char *t, size_t len, int parse_special,
                             mlm_error *err) {
     const mlm_tokenizer *tok = c->tok;
-    if (tok->specials.n == 0) return encode_stretch(c, t, len, err);
+    const unsigned char *nt;
+    size_t nl;
+    if (tok->specials.n == 0) {
+        mlm_status st = normalize(c, t, len, &nt, &nl, err);
+        return st ? st : encode_stretch(c, nt, nl, err);
+    }
     c->pass1.n = 0;
     mlm_status st =
         mlm_added_find(&tok->specials, &tok->word, t, len, 0, parse_special, &c->pass1, err);
@@ -375,17 +406,18 @@ static mlm_status encode_hf(encode_ctx *c, const unsigned char *t, size_t len, i
             st = push_id(c->out, s1.id, err);
             continue;
         }
+        if ((st = normalize(c, t + s1.a, s1.b - s1.a, &nt, &nl, err))) break;
         if (!normalized) {
-            st = encode_stretch(c, t + s1.a, s1.b - s1.a, err);
+            st = encode_stretch(c, nt, nl, err);
             continue;
         }
         c->pass2.n = 0;
-        st = mlm_added_find(&tok->specials, &tok->word, t + s1.a, s1.b - s1.a, MLM_ADDED_NORMALIZED,
+        st = mlm_added_find(&tok->specials, &tok->word, nt, nl, MLM_ADDED_NORMALIZED,
                             parse_special, &c->pass2, err);
         for (size_t k = 0; k < c->pass2.n && st == MLM_OK; k++) {
             mlm_added_split s2 = c->pass2.v[k];
             st = s2.id >= 0 ? push_id(c->out, s2.id, err)
-                            : encode_stretch(c, t + s1.a + s2.a, s2.b - s2.a, err);
+                            : encode_stretch(c, nt + s2.a, s2.b - s2.a, err);
         }
     }
     return st;
@@ -466,6 +498,7 @@ mlm_status mlm_tokenizer_encode(const mlm_tokenizer *tok, const char *text, size
     mlm_added_splits_deinit(&c.pass2);
     free(c.pre);
     free(c.kept);
+    free(c.norm);
     free(fixed);
     return st;
 }

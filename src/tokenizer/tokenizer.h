@@ -32,6 +32,8 @@ struct mlm_tokenizer {
     mlm_pretok word;          /* owned: HF with single_word tokens: the \w class, else NULL */
     int ignore_merges;        /* a piece that is a whole token skips merging (tiktoken: 1) */
     int add_prefix_space;     /* HF ByteLevel: a text stretch not starting with ' ' gets one */
+    int nfc;                  /* HF normalizer NFC: each stretch between added tokens that are
+                                 not normalized is put in Unicode NFC first (Qwen2) */
     int drop_missing_first;   /* HF without unk_token: bytes that are no token are removed
                                  from a piece before merging (tokenizers' merge_word); else
                                  they stay parts that never merge (merges.h) */

@@ -144,8 +144,15 @@ TEST(unsupported_components) {
     expect("model.continuing_subword_prefix", "\"##\"", UNSUP, "model",
            "continuing_subword_prefix");
     expect("model.end_of_word_suffix", "\"</w>\"", UNSUP, "model", "end_of_word_suffix");
-    expect("normalizer", "{\"type\":\"NFC\"}", UNSUP, "normalizer", "NFC");
+    /* NFC (Qwen2's) loads, alone or as a one-step Sequence; other normalizers do not */
+    expect("normalizer", "{\"type\":\"NFC\"}", MLM_OK, NULL, NULL);
+    expect("normalizer", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"}]}", MLM_OK,
+           NULL, NULL);
+    expect("normalizer", "{\"type\":\"NFKC\"}", UNSUP, "normalizer", "NFKC");
     expect("normalizer", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Lowercase\"}]}",
+           UNSUP, "normalizer", "Lowercase");
+    expect("normalizer",
+           "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Lowercase\"}]}",
            UNSUP, "normalizer", "Sequence");
     expect("pre_tokenizer", "null", UNSUP, "pre_tokenizer", "null");
     expect("pre_tokenizer", "{\"type\":\"Whitespace\"}", UNSUP, "pre_tokenizer", "Whitespace");
