@@ -203,7 +203,7 @@ mlm_status mlm_tokens_push(mlm_tokens *t, int32_t id);
 
 /* Loads a tokenizer from a file or a model directory. A file is told by its content, not
  * its name: a GGUF file (magic "GGUF": the vocabulary llama.cpp reads from tokenizer.ggml.*,
- * model "gpt2" with pre "llama-bpe", "dbrx", "smollm", "gpt-2" or "default", tokenized as
+ * model "gpt2" with pre "llama-bpe", "dbrx", "smollm", "gpt-2", "qwen2" or "default", tokenized as
  * llama.cpp tokenizes it, chat format from tokenizer.chat_template), a Hugging Face
  * tokenizer.json (byte-level BPE: Phi-4, SmolLM2, Llama 3 HF repos, GPT-2 style; the chat
  * template of a tokenizer_config.json beside it picks the chat format), vocab.json (with

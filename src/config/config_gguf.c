@@ -143,10 +143,12 @@ static mlm_status read_config(reader *r, mlm_config *c) {
                              "%s: key 'general.architecture' is not a string", r->path);
     if (n == 5 && !memcmp(s, "llama", 5)) c->family = MLM_FAMILY_LLAMA3;
     else if (n == 4 && !memcmp(s, "phi3", 4)) c->family = MLM_FAMILY_PHI3;
+    else if (n == 5 && !memcmp(s, "qwen2", 5)) c->family = MLM_FAMILY_QWEN2;
+    else if (n == 5 && !memcmp(s, "qwen3", 5)) c->family = MLM_FAMILY_QWEN3;
     else
         return mlm_error_set(r->err, MLM_ERR_UNSUPPORTED,
-                             "%s: architecture '%.*s' is not supported (llama, phi3)", r->path,
-                             (int)(n > 64 ? 64 : n), s);
+                             "%s: architecture '%.*s' is not supported (llama, phi3, qwen2, qwen3)",
+                             r->path, (int)(n > 64 ? 64 : n), s);
     memcpy(r->arch, s, n);
     r->arch[n] = 0;
     int64_t dim, n_layer, n_head, n_kv = -1, ffn, hd = -1, vd = -1, rot = -1, ctx = 0, vocab = -1;
@@ -207,6 +209,11 @@ static mlm_status read_config(reader *r, mlm_config *c) {
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
     c->tied_embeddings = !mlm_gguf_find_tensor(r->g, "output.weight");
+    /* Qwen2's q/k/v biases (Qwen3's when the file has them: its attention_bias), Qwen3's
+     * per-head q/k norms, as llama.cpp's qwen2 / qwen3 graphs read them */
+    c->qkv_bias = c->family == MLM_FAMILY_QWEN2 ||
+                  (c->family == MLM_FAMILY_QWEN3 && mlm_gguf_find_tensor(r->g, "blk.0.attn_q.bias"));
+    c->qk_norm = c->family == MLM_FAMILY_QWEN3;
     if ((st = read_rope(r, c))) return st;
     int32_t id;
     if ((st = get_id(r, "bos_token_id", c->n_vocab, &c->bos_id)) ||

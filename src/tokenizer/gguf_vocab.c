@@ -35,6 +35,10 @@
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"     \
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+#define LLAMACPP_QWEN2                                                                             \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"     \
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 #define LLAMACPP_PUNCT "[\\p{P}\\$\\+<=>\\^~\\|]+"
 
 /* The tokenizer.ggml.pre names meshlm knows, with llama.cpp's regexes and flags. */
@@ -48,6 +52,9 @@ static const struct pre_kind {
     {"dbrx", 1, {LLAMACPP_LLAMA3}, 0, 0},
     {"smollm", 2, {"\\p{N}", LLAMACPP_GPT2}, 0, 0},
     {"gpt-2", 1, {LLAMACPP_GPT2}, 0, 0},
+    /* Qwen2, Qwen2.5, Qwen3 (and deepseek-r1-qwen): Llama 3's regex with single digits */
+    {"qwen2", 1, {LLAMACPP_QWEN2}, 0, 0},
+    {"deepseek-r1-qwen", 1, {LLAMACPP_QWEN2}, 0, 0},
     /* default: punctuation runs, GPT-2, digit runs, then runs of three ASCII digits */
     {"default", 4, {LLAMACPP_PUNCT, LLAMACPP_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, 0, 0},
 };
@@ -346,7 +353,8 @@ static mlm_status load(gguf_load *l, mlm_tokenizer **out, mlm_error *err) {
         if (!pre)
             return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
                                  "%s: tokenizer.ggml.pre '%.*s' is not supported (meshlm knows "
-                                 "llama-bpe, dbrx, smollm, gpt-2 and default)",
+                                 "llama-bpe, dbrx, smollm, gpt-2, qwen2, deepseek-r1-qwen and "
+                                 "default)",
                                  l->file, (int)(v->len < 40 ? v->len : 40), v->str);
     }
     for (size_t k = 0; k < N_DETECTED; k++) {

@@ -80,9 +80,10 @@ static mlm_status load_f32(const char *path, mlm_model **m, mlm_error *err) {
 /* One fixture model in PROFILE: logits within TOL x max|logit| at every position, greedy
  * identical (f32: TOL 1e-4; the native profile multiplies int8 activations in blocks of 32,
  * as llama.cpp does, so its logits stay within a looser TOL). */
-static void check_model_in(const char *name, const json_t *entry, const char *profile, float tol) {
+static void check_model_at(const char *dir, const char *name, const json_t *entry,
+                           const char *profile, float tol) {
     char path[512];
-    snprintf(path, sizeof path, DIR "/%s", json_string_value(json_object_get(entry, "json")));
+    snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(entry, "json")));
     json_error_t jerr;
     json_t *fx = json_load_file(path, 0, &jerr);
     CHECKF(fx != NULL, "%s: %s", path, jerr.text);
@@ -92,11 +93,11 @@ static void check_model_in(const char *name, const json_t *entry, const char *pr
     json_t *greedy_fx = json_object_get(fx, "greedy");
     int n_gen = ids_of(json_object_get(greedy_fx, "generated"), gen_want, 64);
     int32_t V = (int32_t)json_integer_value(json_object_get(fx, "vocab"));
-    snprintf(path, sizeof path, DIR "/%s", json_string_value(json_object_get(fx, "logits_file")));
+    snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(fx, "logits_file")));
     size_t len = 0;
     float *want = (float *)harness_read_file(path, &len);
     CHECKF(want && len == (size_t)n * (size_t)V * sizeof(float), "%s: %zu bytes", path, len);
-    snprintf(path, sizeof path, DIR "/%s", json_string_value(json_object_get(entry, "file")));
+    snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(entry, "file")));
     mlm_error err = {0};
     mlm_model *m = NULL;
     mlm_exec *x = NULL;
@@ -141,6 +142,10 @@ done:
     json_decref(fx);
 }
 
+static void check_model_in(const char *name, const json_t *entry, const char *profile, float tol) {
+    check_model_at(DIR, name, entry, profile, tol);
+}
+
 static json_t *index_json(void);
 
 /* The native profile on every fixture model: each matrix in the file's own type (q4_0, q4_k,
@@ -174,6 +179,49 @@ TEST(models_match_transformers) {
         n++;
     }
     CHECKF(n >= 6, "only %d fixture models", n);
+    json_decref(j);
+}
+
+/* Qwen2 and Qwen3 GGUF files (tests/data/gguf/qwen, make_gguf_qwen_fixtures.py: q/k/v biases,
+ * Qwen3's q/k norms and head_dim 128 over a 64-wide model, q/k rows in HF order as llama.cpp
+ * leaves them, tokenizer.ggml.pre "qwen2") against transformers loading the same file, in f32
+ * and native; the file's tokenizer (Qwen2's split) gives the fixture's prompt ids (the
+ * tokenizers library's, with GPT-2's split, which agrees on that digit-free text). */
+TEST(qwen_models_match_transformers) {
+    const char *qdir = "tests/data/gguf/qwen";
+    json_error_t jerr;
+    json_t *j = json_load_file("tests/data/gguf/qwen/index.json", 0, &jerr);
+    CHECKF(j != NULL, "tests/data/gguf/qwen/index.json: %s", jerr.text);
+    const char *name;
+    json_t *entry;
+    int n = 0;
+    json_object_foreach(json_object_get(j, "models"), name, entry) {
+        check_model_at(qdir, name, entry, "f32", 1e-4f);
+        check_model_at(qdir, name, entry, "native", 0.04f);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", qdir, json_string_value(json_object_get(entry, "json")));
+        json_t *fx = json_load_file(path, 0, &jerr);
+        snprintf(path, sizeof path, "%s/%s", qdir, json_string_value(json_object_get(entry, "file")));
+        mlm_tokenizer *tok = NULL;
+        mlm_error err = {0};
+        CHECK_OK(mlm_tokenizer_load(path, &tok, &err), &err);
+        const char *text = json_string_value(json_object_get(fx, "prompt_text"));
+        int32_t want[64];
+        int nw = ids_of(json_object_get(fx, "tokens"), want, 64);
+        mlm_tokens ids;
+        mlm_tokens_init(&ids);
+        mlm_encode_params ep = mlm_encode_default_params(); /* the file: add_bos_token false */
+        if (tok && text) CHECK_OK(mlm_tokenizer_encode(tok, text, strlen(text), &ep, &ids, &err), &err);
+        /* the fixture's prompt is the BOS and the text's ids */
+        CHECKF(nw > 1 && ids.n == nw - 1 && !memcmp(ids.ids, want + 1, (size_t)(nw - 1) * 4),
+               "%s: the file's tokenizer gives %lld ids for the prompt text, the fixture %d",
+               name, (long long)ids.n, nw - 1);
+        mlm_tokens_deinit(&ids);
+        mlm_tokenizer_free(tok);
+        json_decref(fx);
+        n++;
+    }
+    CHECKF(n == 2, "%d Qwen GGUF models", n);
     json_decref(j);
 }
 
@@ -351,6 +399,7 @@ TEST(smollm2_f32_greedy_equals_transformers) {
 int main(void) {
     RUN(models_match_transformers);
     RUN(native_profile_near_transformers);
+    RUN(qwen_models_match_transformers);
     RUN(folder_and_config);
     RUN(bfp_cache);
     RUN(bad_files_name_the_field);
