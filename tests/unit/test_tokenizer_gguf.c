@@ -324,7 +324,7 @@ TEST(tiny_ggufs_vs_llamacpp) {
         }
         mlm_tokenizer_free(t);
     }
-    CHECK(n_files == 6);
+    CHECK(n_files == 7);
     json_decref(fx);
 }
 
@@ -547,8 +547,8 @@ TEST(gguf_bad_metadata) {
     k.model = "llama";
     expect("model_llama", &k, UNSUP, "tokenizer.ggml.model", "'llama'");
     k = base_knobs();
-    k.pre = "qwen2";
-    expect("pre_qwen2", &k, UNSUP, "tokenizer.ggml.pre", "'qwen2'");
+    k.pre = "command-r";
+    expect("pre_command_r", &k, UNSUP, "tokenizer.ggml.pre", "'command-r'");
     k = base_knobs();
     k.pre_bool = 1;
     expect("pre_bool", &k, FMT, "tokenizer.ggml.pre", "string");
