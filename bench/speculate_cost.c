@@ -253,9 +253,11 @@ static void llama_side(const char *target, const char *draft, int n, int n_threa
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s TARGET DRAFT\n", argv[0]);
-        return 2;
+    if (argc != 3) { /* `make bench` runs every benchmark bare: this one needs its pair */
+        printf("SKIP: usage: %s TARGET DRAFT (e.g. an 8B and a 1B Q4_K_M GGUF of one "
+               "tokenizer)\n",
+               argv[0]);
+        return 0;
     }
     const char *target = argv[1], *draft = argv[2];
     int ctx = env_int("MESHLM_BENCH_CONTEXT", 128), reps = env_int("MESHLM_BENCH_REPS", 7);
