@@ -40,14 +40,10 @@
 
 #include "common/bandwidth.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/llamacpp.h"
 #include "common/model.h"
 #include "meshlm.h"
-
-static int env_int(const char *name, int dflt) {
-    const char *v = getenv(name);
-    return v && atoi(v) > 0 ? atoi(v) : dflt;
-}
 
 /* Runs N tokens of sequence 0 from position START in steps of at most STEP (<= 2048, the last
  * asking for logits); returns seconds, or -1. */
@@ -271,7 +267,7 @@ int main(int argc, char **argv) {
     const char *profiles = getenv("MESHLM_BENCH_PROFILES") ? getenv("MESHLM_BENCH_PROFILES")
                                                            : "performance,accuracy,bf16";
     const char *pf = getenv("MESHLM_BENCH_PREFILL") ? getenv("MESHLM_BENCH_PREFILL") : "128,512,2048";
-    int prefills[16], n_decode = env_int("MESHLM_BENCH_DECODE", 32);
+    int prefills[16], n_decode = bench_env_int("MESHLM_BENCH_DECODE", 32);
     int n_prefills = parse_list(pf, prefills, 16);
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *how = "";

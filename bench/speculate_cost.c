@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/model.h"
 #include "meshlm.h"
 
@@ -38,11 +39,6 @@
     "those used for wine. Within fifty years presses had spread to more than two hundred "         \
     "cities across Europe, and the number of books in circulation rose from thousands to "        \
     "millions. Write a short essay on what followed."
-
-static int env_int(const char *name, int dflt) {
-    const char *v = getenv(name);
-    return v && atoi(v) > 0 ? atoi(v) : dflt;
-}
 
 static const char *profile_for(const char *path, const char *env) {
     const char *v = getenv(env);
@@ -260,9 +256,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     const char *target = argv[1], *draft = argv[2];
-    int ctx = env_int("MESHLM_BENCH_CONTEXT", 128), reps = env_int("MESHLM_BENCH_REPS", 7);
-    int n = env_int("MESHLM_BENCH_N", 128);
-    int threads = env_int("MESHLM_BENCH_THREADS", (int)sysconf(_SC_NPROCESSORS_ONLN));
+    int ctx = bench_env_int("MESHLM_BENCH_CONTEXT", 128), reps = bench_env_int("MESHLM_BENCH_REPS", 7);
+    int n = bench_env_int("MESHLM_BENCH_N", 128);
+    int threads = bench_env_int("MESHLM_BENCH_THREADS", (int)sysconf(_SC_NPROCESSORS_ONLN));
     if (n > 1000) n = 1000;
     const char *tp = profile_for(target, "MESHLM_BENCH_PROFILE");
     const char *dp = profile_for(draft, "MESHLM_BENCH_DRAFT_PROFILE");

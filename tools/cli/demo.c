@@ -576,6 +576,17 @@ static int gather_lanes(demo_run *r) {
     return rc;
 }
 
+/* The first position where A and B differ (one ending before the other counts), -1 if none. */
+static int32_t first_difference(const mlm_gen_output *a, const mlm_gen_output *b) {
+    int32_t d = 0;
+    while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d])
+        d++;
+    return d < a->n || d < b->n ? d : -1;
+}
+
+/* O's token at D, or -1 past its end. */
+static int32_t token_at(const mlm_gen_output *o, int32_t d) { return d < o->n ? o->tokens[d] : -1; }
+
 /* The special-token guard, then determinism: every prompt's outputs identical across
  * repeats. Failures go into r->failures. */
 static void check_outputs(demo_run *r) {
@@ -606,15 +617,13 @@ static void check_outputs(demo_run *r) {
                 continue;
             const mlm_gen_output *a = &r->outs[i], *b = &r->outs[j];
             r->mt.determinism_checks++;
-            int32_t d = 0;
-            while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d])
-                d++;
-            if (d < a->n || d < b->n)
+            int32_t d = first_difference(a, b);
+            if (d >= 0)
                 snprintf(f + strlen(f), cap - strlen(f),
                          "determinism: prompt %d gave different outputs in batch %d slot %d "
                          "and batch %d slot %d: first difference at token %d (%d vs %d)\n",
-                         r->which[i], i / B, i % B, j / B, j % B, d, d < a->n ? a->tokens[d] : -1,
-                         d < b->n ? b->tokens[d] : -1);
+                         r->which[i], i / B, i % B, j / B, j % B, d, token_at(a, d),
+                         token_at(b, d));
             break; /* compare each output with the next one of the same prompt */
         }
     for (int i = 0; r->spec_outs && i < n; i++) {
@@ -624,15 +633,12 @@ static void check_outputs(demo_run *r) {
         }
         const mlm_gen_output *a = &r->outs[i], *b = &r->spec_outs[i];
         r->mt.spec_checks++;
-        int32_t d = 0;
-        while (d < a->n && d < b->n && a->tokens[d] == b->tokens[d])
-            d++;
-        if (d < a->n || d < b->n)
+        int32_t d = first_difference(a, b);
+        if (d >= 0)
             snprintf(f + strlen(f), cap - strlen(f),
                      "speculative decoding: batch %d user %d (prompt %d) differs from plain "
                      "decoding at token %d (%d vs %d)\n",
-                     i / B, i % B, r->which[i], d, d < b->n ? b->tokens[d] : -1,
-                     d < a->n ? a->tokens[d] : -1);
+                     i / B, i % B, r->which[i], d, token_at(b, d), token_at(a, d));
     }
 }
 
