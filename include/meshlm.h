@@ -309,6 +309,58 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
                                      int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                      mlm_error *err);
 
+/* How a dialog is framed beyond its messages. */
+typedef enum mlm_chat_thinking {
+    MLM_THINK_DEFAULT = 0, /* the template's default (Qwen3: thinking on) */
+    MLM_THINK_ON,
+    MLM_THINK_OFF /* Qwen3's enable_thinking=False: the generation prompt closes an empty
+                     <think></think> block, so the model answers at once */
+} mlm_chat_thinking;
+
+typedef struct mlm_chat_opts {
+    int add_generation_prompt;
+    mlm_chat_thinking thinking;   /* read by formats that think, ignored by the others */
+    const char *const *reasoning; /* NULL, or one entry per message: an assistant message's
+                                     reasoning (OpenAI-style reasoning_content) or NULL; read
+                                     by formats that think */
+} mlm_chat_opts;
+
+/* mlm_tokenizer_encode_chat with OPTS (NULL: a generation prompt, the default thinking).
+ * A format that thinks (Qwen3's template: ChatML with newlines whose template switches
+ * <think> blocks on enable_thinking) writes what that template writes: no default system
+ * message; an assistant message's reasoning is its entry in OPTS->reasoning, else the text
+ * of its content between "<think>" and the first "</think>" (newlines trimmed), its content
+ * what follows the last "</think>"; a <think> block is written for the assistant messages after the last
+ * user query (a user message that is not one <tool_response> block) when the message is
+ * the last one or has reasoning, and only the content elsewhere; with thinking off the
+ * generation prompt is <|im_start|>assistant\n<think>\n\n</think>\n\n. */
+mlm_status mlm_tokenizer_encode_chat_opts(const mlm_tokenizer *tok, const mlm_chat_message *msgs,
+                                          int n_msgs, const mlm_chat_opts *opts,
+                                          mlm_tokens *out, mlm_error *err);
+
+/* Whether the chat format thinks: its template writes <think> blocks and takes a thinking
+ * switch (Qwen3), and the vocabulary has the <think> and </think> tokens. */
+int mlm_tokenizer_chat_thinks(const mlm_tokenizer *tok);
+
+/* Where a reply of a format that thinks holds its reasoning and its content. */
+typedef struct mlm_reasoning_split {
+    int has_reasoning;        /* the reply opens a <think> block (after leading whitespace) */
+    size_t reasoning_begin;   /* the reasoning is [reasoning_begin, reasoning_end): the text */
+    size_t reasoning_end;     /* after "<think>" up to "</think>" or the end */
+    size_t content_begin;     /* the content is [content_begin, settled): all of the reply
+                                 without a <think> block, else what follows "</think>" */
+    size_t settled;           /* how much of the reply has a known place: a reply still being
+                                 generated holds back what may be the start of a tag */
+} mlm_reasoning_split;
+
+/* Splits the reply TEXT[0..LEN) as vLLM's qwen3 reasoning parser does for a model that
+ * writes its own <think>: a reply that starts (after whitespace) with "<think>" has the
+ * reasoning up to "</think>" and the content after it (a reply cut off before "</think>"
+ * is all reasoning); any other reply is all content. With FINAL 0 the reply is still
+ * growing: a leading stretch that may still become "<think>" and a trailing one that may
+ * become "</think>" are not settled. */
+void mlm_chat_split_reasoning(const char *text, size_t len, int final, mlm_reasoning_split *out);
+
 /* One piece of a message's content: text, or (TEXT NULL) a token id put in as it is, as
  * the image token of a vision model (mlm_model_image_token) where an image goes. */
 typedef struct mlm_chat_part {

@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "tokenizer/added.h"
+#include "tokenizer/think.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -45,6 +46,7 @@
 static const char *const LLAMA3_NEEDS[] = {"<|begin_of_text|>", "<|start_header_id|>",
                                            "<|end_header_id|>", "<|eot_id|>"};
 static const char *const CHATML_NEEDS[] = {IM_START, "<|im_sep|>", IM_END};
+static const char *const THINK_NEEDS[] = {"<think>", "</think>"};
 static const char *const LLAMA3_STOP[] = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
 static const char *const CHATML_STOP[] = {IM_END, IM_START, "<|endoftext|>"};
 
@@ -93,6 +95,7 @@ static mlm_status default_system(const char *t, size_t n, char **out, mlm_error 
 
 mlm_status mlm_chat_detect(mlm_tokenizer *tok, const char *tmpl, size_t len, mlm_error *err) {
     tok->chat = MLM_CHAT_NONE;
+    tok->chat_think = 0;
     free(tok->chat_system);
     tok->chat_system = NULL;
     int llama3 = has_all(tok, LLAMA3_NEEDS, sizeof LLAMA3_NEEDS / sizeof LLAMA3_NEEDS[0]);
@@ -110,6 +113,8 @@ mlm_status mlm_chat_detect(mlm_tokenizer *tok, const char *tmpl, size_t len, mlm
         }
         if (contains(tmpl, len, IM_START) && !im_sep && nl) {
             tok->chat = MLM_CHAT_CHATML_NL;
+            tok->chat_think = contains(tmpl, len, "enable_thinking") &&
+                              contains(tmpl, len, "<think>") && has_all(tok, THINK_NEEDS, 2);
             return default_system(tmpl, len, &tok->chat_system, err);
         }
     }
@@ -291,18 +296,34 @@ static mlm_status chatml_nl_message(const mlm_tokenizer *tok, const char *role, 
     return st;
 }
 
+/* With a template that thinks (Qwen3), assistant messages go through mlm_chat_think_text
+ * and thinking off closes an empty <think> block in the generation prompt; "<think>" and
+ * "</think>" are added tokens that encoding matches inside a piece, as tokenizers does. */
 static mlm_status chatml_nl_chat(const mlm_tokenizer *tok, const mlm_chat_message *msgs, int n_msgs,
-                                 int add_generation_prompt, mlm_tokens *out, mlm_error *err) {
+                                 const mlm_chat_opts *o, mlm_tokens *out, mlm_error *err) {
     mlm_status st = MLM_OK;
+    const int think = tok->chat_think, gen = o->add_generation_prompt;
+    const int last_query = think ? mlm_chat_last_query(msgs, n_msgs) : n_msgs;
     if (n_msgs > 0 && tok->chat_system && strcmp(msgs[0].role, "system") != 0)
         st = chatml_nl_message(tok, "system", tok->chat_system, IM_START, out, err);
     for (int i = 0; i < n_msgs && st == MLM_OK; i++) {
-        const char *next = i + 1 < n_msgs || add_generation_prompt ? IM_START : NULL;
-        st = chatml_nl_message(tok, msgs[i].role, msgs[i].content, next, out, err);
+        const char *next = i + 1 < n_msgs || gen ? IM_START : NULL;
+        if (!think || strcmp(msgs[i].role, "assistant") != 0) {
+            st = chatml_nl_message(tok, msgs[i].role, msgs[i].content, next, out, err);
+            continue;
+        }
+        char *text;
+        st = mlm_chat_think_text(&msgs[i], o->reasoning ? o->reasoning[i] : NULL, i > last_query,
+                                 i == n_msgs - 1, &text, err);
+        if (st == MLM_OK) st = chatml_nl_message(tok, msgs[i].role, text, next, out, err);
+        free(text);
     }
-    if (st == MLM_OK && add_generation_prompt) {
+    if (st == MLM_OK && gen) {
         st = push_special(tok, IM_START, out, err);
-        if (st == MLM_OK) st = push_between(tok, IM_START, "assistant\n", NULL, out, err);
+        const char *head = think && o->thinking == MLM_THINK_OFF
+                               ? "assistant\n<think>\n\n</think>\n\n"
+                               : "assistant\n";
+        if (st == MLM_OK) st = push_between(tok, IM_START, head, NULL, out, err);
     }
     return st;
 }
@@ -310,6 +331,15 @@ static mlm_status chatml_nl_chat(const mlm_tokenizer *tok, const mlm_chat_messag
 mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_message *msgs,
                                      int n_msgs, int add_generation_prompt, mlm_tokens *out,
                                      mlm_error *err) {
+    mlm_chat_opts o = {add_generation_prompt, MLM_THINK_DEFAULT, NULL};
+    return mlm_tokenizer_encode_chat_opts(tok, msgs, n_msgs, &o, out, err);
+}
+
+mlm_status mlm_tokenizer_encode_chat_opts(const mlm_tokenizer *tok, const mlm_chat_message *msgs,
+                                          int n_msgs, const mlm_chat_opts *opts,
+                                          mlm_tokens *out, mlm_error *err) {
+    const mlm_chat_opts o = opts ? *opts : (mlm_chat_opts){1, MLM_THINK_DEFAULT, NULL};
+    const int add_generation_prompt = o.add_generation_prompt;
     if (!tok || !out || n_msgs < 0 || (n_msgs > 0 && !msgs))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG, "chat: bad argument");
     if (tok->chat == MLM_CHAT_NONE)
@@ -338,7 +368,7 @@ mlm_status mlm_tokenizer_encode_chat(const mlm_tokenizer *tok, const mlm_chat_me
     else if (kind == MLM_CHAT_CHATML)
         st = chatml_chat(tok, msgs, n_msgs, add_generation_prompt, out, err);
     else
-        st = chatml_nl_chat(tok, msgs, n_msgs, add_generation_prompt, out, err);
+        st = chatml_nl_chat(tok, msgs, n_msgs, &o, out, err);
     if (st != MLM_OK) out->n = n0; /* leave OUT as it was */
     return st;
 }

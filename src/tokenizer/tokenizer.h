@@ -38,6 +38,7 @@ struct mlm_tokenizer {
                                  from a piece before merging (tokenizers' merge_word); else
                                  they stay parts that never merge (merges.h) */
     mlm_chat_kind chat;
+    int chat_think;    /* ChatML with newlines whose template writes <think> blocks (Qwen3) */
     char *chat_system; /* owned, NULL: the default system message the chat template adds
                           when the first message is not a system one (ChatML with newlines) */
     int32_t n_vocab;   /* highest id + 1 */

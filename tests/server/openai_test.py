@@ -10,7 +10,9 @@ Llama 3.2 Vision model made by `meshlm synth` (random weights, the real Llama 3 
 against `meshlm generate --image`. Expected values come from `meshlm generate` or from the
 same server's alone runs; serve --draft-ngram (speculative decoding by prompt lookup) and
 serve --draft-model (the model drafting for itself in bf16) under 8 concurrent streams against
-the plain server's texts, with their /metrics counters, and a sampled request's seed repeating.
+the plain server's texts, with their /metrics counters, and a sampled request's seed repeating;
+and a tiny Qwen3 model's <think> block as reasoning_content (streamed and not) against
+transformers' greedy reply, thinking switched off, and a forced tool call round trip.
 Run from the repository root (tests/server/test_openai.sh does); MESHLM names the binary.
 Prints "ok - NAME" / "not ok - NAME: DETAILS" and closes with "N passed, N failed".
 """
@@ -677,6 +679,102 @@ def test_smollm2(smol):
           f"{r.choices[0].message.content!r} vs {want['text']!r}")
 
 
+# ---- reasoning (Qwen3's <think> blocks) ----
+
+THINK = "tests/data/qwen/chat/think_model"
+
+
+def join_reasoning_stream(stream):
+    """reasoning_content and content of a chat stream, joined, and the finish_reason."""
+    reasoning, content, fin = [], [], None
+    for ch in stream:
+        for c in ch.choices:
+            d = c.delta
+            r = getattr(d, "reasoning_content", None)
+            if r is None and d.model_extra:
+                r = d.model_extra.get("reasoning_content")
+            if r:
+                reasoning.append(r)
+            if d.content:
+                content.append(d.content)
+            fin = c.finish_reason or fin
+    return "".join(reasoning), "".join(content), fin
+
+
+def message_reasoning(m):
+    r = getattr(m, "reasoning_content", None)
+    return r if r is not None else (m.model_extra or {}).get("reasoning_content")
+
+
+def test_reasoning(think):
+    """A tiny Qwen3 model whose greedy reply (transformers', tests/data/qwen/chat/think_model/
+    expected.json) opens with a <think> block: the reply's text between <think> and </think>
+    comes back as reasoning_content, what follows as content, streamed the same; with
+    chat_template_kwargs enable_thinking false the prompt closes an empty block and the
+    reply is all content; a call forced by tool_choice required round-trips."""
+    with open(os.path.join(THINK, "expected.json"), encoding="utf-8") as f:
+        want = json.load(f)
+    text = want["on"]["text"]
+    head, _, content = text.partition("</think>")
+    reasoning = head[len("<think>"):]
+    c = think.client()
+    msgs = [{"role": "user", "content": want["user"]}]
+    r = c.chat.completions.create(model="think", messages=msgs, max_tokens=16, temperature=0)
+    m = r.choices[0].message
+    check("qwen3 reasoning: reasoning_content is the text inside <think>...</think> of "
+          "transformers' greedy reply, content what follows",
+          message_reasoning(m) == reasoning and m.content == (content or None),
+          f"{message_reasoning(m)!r} / {m.content!r} vs {text!r}")
+    check("qwen3 reasoning: completion_tokens and finish_reason as transformers' reply",
+          r.usage.completion_tokens == len(want["on"]["ids"]) and
+          r.choices[0].finish_reason == "stop", f"{r.usage} {r.choices[0].finish_reason}")
+    s = c.chat.completions.create(model="think", messages=msgs, max_tokens=16, temperature=0,
+                                  stream=True)
+    sr, sc, fin = join_reasoning_stream(s)
+    check("qwen3 reasoning stream: reasoning_content and content deltas join to the same split",
+          sr == reasoning and sc == content and fin == "stop", f"{sr!r} / {sc!r} ({fin})")
+    off = c.chat.completions.create(model="think", messages=msgs, max_tokens=16, temperature=0,
+                                    extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    mo = off.choices[0].message
+    check("qwen3 enable_thinking false: transformers' reply to the closed-block prompt, all "
+          "content", mo.content == want["off"]["text"] and message_reasoning(mo) is None,
+          f"{mo.content!r} / {message_reasoning(mo)!r} vs {want['off']['text']!r}")
+    # the model's previous reply sent back with its reasoning: accepted (the template drops
+    # the reasoning of turns before the last query)
+    history = msgs + [{"role": "assistant", "content": m.content or "",
+                       "reasoning_content": message_reasoning(m)},
+                      {"role": "user", "content": "And of Spain?"}]
+    r2 = c.chat.completions.create(model="think", messages=history, max_tokens=16, temperature=0)
+    check("qwen3 reasoning: a history with reasoning_content is answered",
+          r2.choices[0].finish_reason in ("stop", "length"), r2)
+    # no arguments: this model repeats its chain inside any string, so a string never ends
+    tools = [{"type": "function", "function": {
+        "name": "get_time", "description": "The time in UTC",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}}]
+    r3 = c.chat.completions.create(model="think", messages=msgs, tools=tools,
+                                   tool_choice="required", parallel_tool_calls=False,
+                                   max_tokens=400, temperature=0)
+    calls = r3.choices[0].message.tool_calls or []
+    args_ok = False
+    try:
+        args_ok = len(calls) >= 1 and all(
+            t.function.name == "get_time" and json.loads(t.function.arguments) == {}
+            for t in calls)
+    except ValueError:
+        pass
+    check("qwen3 tools: tool_choice required gives valid Hermes calls (<tool_call> an added "
+          "token)", r3.choices[0].finish_reason == "tool_calls" and args_ok, r3.choices[0])
+    if calls:
+        back = msgs + [{"role": "assistant", "content": None,
+                        "tool_calls": [t.model_dump() for t in calls]}] + \
+            [{"role": "tool", "tool_call_id": t.id, "content": "22 C"} for t in calls]
+        r4 = c.chat.completions.create(model="think", messages=back, tools=tools,
+                                       tool_choice="none", max_tokens=16, temperature=0)
+        check("qwen3 tools: the call's result goes back and is answered without calls",
+              not r4.choices[0].message.tool_calls and
+              r4.choices[0].finish_reason in ("stop", "length"), r4.choices[0])
+
+
 # ---- images (Llama 3.2 Vision) ----
 
 VPNG = "tests/data/mllama/images/e_2tile.png"
@@ -776,6 +874,10 @@ def main_():
                      "--draft-optimizations", "bf16")
     smol = Server(SMOL, "smol", "--max-seq-len", "1024", "--max-batch", "4") \
         if os.path.exists(SMOL) else None
+    ttmp = tempfile.TemporaryDirectory(prefix="meshlm-think-")
+    atexit.register(ttmp.cleanup)
+    think = Server(THINK, "think", "--max-seq-len", "1024", "--max-batch", "4",
+                   env=dict(os.environ, MESHLM_CACHE=os.path.join(ttmp.name, "cache")))
     # a tiny Llama 3.2 Vision model, its weight cache in the same temporary folder
     vtmp = tempfile.TemporaryDirectory(prefix="meshlm-openai-")
     atexit.register(vtmp.cleanup)
@@ -816,6 +918,10 @@ def main_():
         not_ok("vision: serve starts", vis.stderr_tail())
     else:
         run_test(test_vision, vis, vmodel, venv)
+    if think.wait():
+        run_test(test_reasoning, think)
+    else:
+        not_ok("qwen3 think model: serve starts", think.stderr_tail())
     if smol is None:
         skip("smollm2 chat checks", f"{SMOL} is missing (scripts/setup.sh fetches it)")
     elif not smol.wait():

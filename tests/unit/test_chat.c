@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "harness.h"
 #include "meshlm.h"
 
@@ -522,6 +524,47 @@ TEST(smollm2_answers_end_at_im_end) {
     CHECKF(!strcmp(first, "The capital of France is Paris."), "'%s'", first);
 }
 
+/* A model that thinks (a tiny Qwen3 with Qwen3's template, tests/data/qwen/chat/think_model):
+ * the first answer is transformers' greedy reply to the template's prompt, <think> block
+ * included (expected.json, tests/fixtures/make_qwen_chat_fixtures.py); with --no-think the
+ * reply to the prompt that closes an empty block; a second turn follows the first closed
+ * ("<|im_end|>" then "\n", as the template writes between turns). */
+#define THINK "tests/data/qwen/chat/think_model"
+TEST(qwen3_thinks) {
+    json_error_t jerr;
+    json_t *want = json_load_file(THINK "/expected.json", 0, &jerr);
+    CHECKF(want, "%s", jerr.text);
+    if (!want) return;
+    const char *modes[2] = {"on", "off"};
+    for (int k = 0; k < 2; k++) {
+        char args[256], input[256], *o, *e;
+        snprintf(args, sizeof args, "-m " THINK " --dry-multiplier 0 -n 16 -v%s",
+                 k ? " --no-think" : "");
+        const char *user = json_string_value(json_object_get(want, "user"));
+        snprintf(input, sizeof input, "%s\n%s\n", user, user);
+        int rc = run_chat(args, input, &o, &e);
+        const json_t *w = json_object_get(want, modes[k]);
+        const char *text = json_string_value(json_object_get(w, "text"));
+        size_t n = strlen(text);
+        /* both turns answer the same: the model's next token depends on the last one only */
+        CHECKF(rc == 0 && !strncmp(o, text, n) && o[n] == '\n' && !strncmp(o + n + 1, text, n),
+               "thinking %s: exit %d, '%s' vs '%s' (%s)", modes[k], rc, o, text, e);
+        turn_stats ts[2];
+        int nt = parse_stats(e, ts, 2);
+        /* a turn holds the prompt, the answer (<|im_end|> included) and the closing's "\n" */
+        CHECKF(nt == 2 &&
+                   ts[0].generated == (long long)json_array_size(json_object_get(w, "ids")) &&
+                   ts[0].context == ts[0].prefilled + ts[0].generated + 1 &&
+                   ts[1].context == 2 * ts[0].context,
+               "thinking %s: %d turns, prefilled %lld, generated %lld, context %lld then %lld "
+               "(%s)", modes[k], nt, nt ? ts[0].prefilled : -1, nt ? ts[0].generated : -1,
+               nt ? ts[0].context : -1, nt > 1 ? ts[1].context : -1, e);
+        free(o);
+        free(e);
+    }
+    json_decref(want);
+}
+
 /* The main job of scripts/setup.sh: the question with no options on the default model. Chat's
  * rule picks bf16 for SmolLM2-135M (0.27 GB of bf16 weights, under 0.4 GB) and its loop guard
  * is on; the answer is the model card's, short, closed at the end of the turn. */
@@ -707,6 +750,7 @@ int main(void) {
     RUN(bad_input_fails);
     RUN(default_model);
     RUN(smollm2_answers_end_at_im_end);
+    RUN(qwen3_thinks);
     RUN(main_job_answers_right);
     RUN(terminal_ctrl_c_stops_an_answer_not_the_program);
     lm_free(&tiny);

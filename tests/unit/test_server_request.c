@@ -426,6 +426,39 @@ TEST(tool_calls_and_tool_messages) {
                 "messages[0].tool_calls[0].function.arguments", "JSON object");
 }
 
+/* reasoning_content on assistant messages (vLLM's newer "reasoning" too; others ignored)
+ * and chat_template_kwargs.enable_thinking. */
+TEST(reasoning_and_thinking) {
+    srv_request r;
+    EXPECT_OK(SRV_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"reasoning_content\":\"u\"},"
+              "{\"role\":\"assistant\",\"content\":\"a\",\"reasoning_content\":\"why\"},"
+              "{\"role\":\"assistant\",\"content\":\"b\",\"reasoning\":\"how\"},"
+              "{\"role\":\"assistant\",\"content\":\"c\",\"reasoning_content\":null}],"
+              "\"chat_template_kwargs\":{\"enable_thinking\":false,\"other\":1}}",
+              r);
+    CHECK(r.n_messages == 4 && !r.messages[0].reasoning && !r.messages[3].reasoning);
+    CHECK(r.messages[1].reasoning && strcmp(r.messages[1].reasoning, "why") == 0);
+    CHECK(r.messages[2].reasoning && strcmp(r.messages[2].reasoning, "how") == 0);
+    CHECK(r.thinking == MLM_THINK_OFF);
+    srv_request_deinit(&r);
+    srv_request r2;
+    EXPECT_OK(SRV_CHAT, CHAT(",\"chat_template_kwargs\":{\"enable_thinking\":true}"), r2);
+    CHECK(r2.thinking == MLM_THINK_ON);
+    srv_request_deinit(&r2);
+    srv_request r3;
+    EXPECT_OK(SRV_CHAT, CHAT(""), r3);
+    CHECK(r3.thinking == MLM_THINK_DEFAULT);
+    srv_request_deinit(&r3);
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"chat_template_kwargs\":[]"), "chat_template_kwargs",
+                "an object");
+    EXPECT_FAIL(SRV_CHAT, CHAT(",\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}"),
+                "chat_template_kwargs.enable_thinking", "a boolean");
+    EXPECT_FAIL(SRV_CHAT,
+                "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\",\"reasoning_content\":3}]}",
+                "messages[0].reasoning_content", "a string");
+}
+
 TEST(response_format) {
     srv_request r;
     EXPECT_OK(SRV_COMPLETION, COMP(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
@@ -905,6 +938,7 @@ int main(void) {
     RUN(n_is_one_to_eight);
     RUN(tools_and_tool_choice);
     RUN(tool_calls_and_tool_messages);
+    RUN(reasoning_and_thinking);
     RUN(response_format);
     RUN(stream_and_options);
     RUN(stop_sequences);

@@ -37,6 +37,7 @@ static void build_request(srv_request *r, const json_t *messages, json_t *tools)
         d->role = dup_or_empty(str(m, "role"));
         d->content = dup_or_empty(str(m, "content"));
         if (str(m, "tool_call_id")) d->tool_call_id = strdup(str(m, "tool_call_id"));
+        if (str(m, "reasoning_content")) d->reasoning = strdup(str(m, "reasoning_content"));
         const json_t *calls = json_object_get(m, "tool_calls");
         d->n_tool_calls = (int)json_array_size(calls);
         d->tool_calls =
@@ -144,6 +145,72 @@ TEST(phi4_chatml_prompts_match_template) {
     if (tok) CHECK(check_prompts(tok, "chatml") >= 8);
     mlm_tokenizer_free(tok);
 }
+
+/* Qwen2.5's and Qwen3's own chat templates (tests/data/qwen/chat/prompts.json, made by
+ * tests/fixtures/make_qwen_chat_fixtures.py with transformers' apply_chat_template): every
+ * dialog, with tools or without, thinking on, off or the template's default, reasoning in
+ * the content or in reasoning_content, through the server's srv_chat_encode, gives the ids
+ * of the template's text. */
+static int check_qwen(const char *template) {
+    char dir[96];
+    snprintf(dir, sizeof dir, "tests/data/qwen/chat/%s", template);
+    mlm_tokenizer *tok = load(dir);
+    if (!tok) return 0;
+    CHECK(strcmp(mlm_tokenizer_chat_format(tok), "chatml-newline") == 0);
+    CHECK(mlm_tokenizer_chat_thinks(tok) == (strcmp(template, "qwen3") == 0));
+    json_error_t jerr;
+    json_t *doc = json_load_file("tests/data/qwen/chat/prompts.json", 0, &jerr);
+    CHECKF(doc, "prompts.json: %s", jerr.text);
+    json_t *p;
+    size_t i;
+    int n = 0;
+    json_array_foreach(doc, i, p) {
+        if (strcmp(str(p, "template"), template) != 0) continue;
+        n++;
+        srv_request r;
+        json_t *tools = json_object_get(p, "tools");
+        build_request(&r, json_object_get(p, "messages"), json_is_array(tools) ? tools : NULL);
+        const json_t *think = json_object_get(p, "enable_thinking");
+        r.thinking = json_is_boolean(think) ? (json_is_true(think) ? MLM_THINK_ON : MLM_THINK_OFF)
+                                            : MLM_THINK_DEFAULT;
+        mlm_tokens ids;
+        mlm_tokens_init(&ids);
+        srv_error e = {0};
+        int ok;
+        if (json_is_true(json_object_get(p, "add_generation_prompt"))) {
+            ok = srv_chat_encode(tok, "qwen", &r, &ids, &e);
+        } else { /* the library's call: the server always asks for a generation prompt */
+            mlm_chat_message m[16];
+            const char *reasoning[16];
+            mlm_error err;
+            for (int k = 0; k < r.n_messages && k < 16; k++) {
+                m[k] = (mlm_chat_message){r.messages[k].role, r.messages[k].content};
+                reasoning[k] = r.messages[k].reasoning;
+            }
+            mlm_chat_opts o = {0, r.thinking, reasoning};
+            ok = r.n_messages <= 16 && !r.tools &&
+                 mlm_tokenizer_encode_chat_opts(tok, m, r.n_messages, &o, &ids, &err) == MLM_OK;
+        }
+        CHECKF(ok, "%s/%s: %s", template, str(p, "name"), e.message);
+        char hash[17];
+        snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv64(ids.ids, ids.n));
+        int same = ids.n == json_integer_value(json_object_get(p, "n_ids")) &&
+                   strcmp(hash, str(p, "ids_fnv64")) == 0;
+        CHECKF(same, "%s/%s: %lld ids (fnv %s), the template's text has %lld (fnv %s)", template,
+               str(p, "name"), (long long)ids.n, hash,
+               (long long)json_integer_value(json_object_get(p, "n_ids")), str(p, "ids_fnv64"));
+        if (!same) explain(tok, &ids, str(p, "text"));
+        mlm_tokens_deinit(&ids);
+        srv_request_deinit(&r);
+    }
+    json_decref(doc);
+    mlm_tokenizer_free(tok);
+    return n;
+}
+
+TEST(qwen25_prompts_match_template) { CHECK(check_qwen("qwen2.5") >= 18); }
+
+TEST(qwen3_prompts_match_template) { CHECK(check_qwen("qwen3") >= 30); }
 
 /* The llama3 messages' text itself, for one dialog, as a readable example of the form. */
 TEST(llama3_render_text) {
@@ -299,6 +366,52 @@ TEST(call_ids_follow_the_rng) {
     json_decref(tools);
 }
 
+/* mlm_chat_split_reasoning: where a growing reply's reasoning and content lie, and what is
+ * held back because it may still become a tag; the split of a finished reply is
+ * Python's str.partition around the tags (the server test checks it against transformers'
+ * replies), and growing a reply never moves what was settled. */
+TEST(reasoning_split) {
+    static const struct {
+        const char *text;
+        int final, has;
+        size_t rb, re, cb, settled;
+    } cases[] = {
+        {"", 0, 0, 0, 0, 0, 0},
+        {"", 1, 0, 0, 0, 0, 0},
+        {" \n<thi", 0, 0, 0, 0, 0, 0},          /* may still become <think> */
+        {" \n<thi", 1, 0, 0, 0, 0, 6},          /* finished: all content */
+        {"<think>", 0, 1, 7, 7, 7, 7},
+        {"<think>ab</thi", 0, 1, 7, 9, 9, 9},   /* "</thi" may close it */
+        {"<think>ab</thi", 1, 1, 7, 14, 14, 14}, /* cut off: all reasoning */
+        {"<think>ab</think>\n\nok", 1, 1, 7, 9, 17, 21},
+        {"<think>ab</think>", 0, 1, 7, 9, 17, 17},
+        {"\n<think>\n</think>x</think>", 1, 1, 8, 9, 17, 26},
+        {"Hello <think>", 0, 0, 0, 0, 0, 13},   /* not at the start: content */
+        {"<thinking>", 0, 0, 0, 0, 0, 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mlm_reasoning_split sp;
+        mlm_chat_split_reasoning(cases[i].text, strlen(cases[i].text), cases[i].final, &sp);
+        CHECKF(sp.has_reasoning == cases[i].has && sp.reasoning_begin == cases[i].rb &&
+                   sp.reasoning_end == cases[i].re && sp.content_begin == cases[i].cb &&
+                   sp.settled == cases[i].settled,
+               "case %zu '%s' (final %d): %d [%zu, %zu) content %zu settled %zu", i,
+               cases[i].text, cases[i].final, sp.has_reasoning, sp.reasoning_begin,
+               sp.reasoning_end, sp.content_begin, sp.settled);
+    }
+    const char *reply = "  <think>\nfirst, then </think>\n\nanswer </think> done";
+    mlm_reasoning_split end, sp;
+    mlm_chat_split_reasoning(reply, strlen(reply), 1, &end);
+    for (size_t n = 0; n <= strlen(reply); n++) {
+        mlm_chat_split_reasoning(reply, n, 0, &sp);
+        CHECKF(sp.settled <= n && (!sp.has_reasoning || (sp.reasoning_begin == end.reasoning_begin &&
+                                                         sp.reasoning_end <= end.reasoning_end)),
+               "at %zu: settled %zu, reasoning [%zu, %zu)", n, sp.settled, sp.reasoning_begin,
+               sp.reasoning_end);
+        if (sp.settled > end.reasoning_end) CHECK(sp.content_begin == end.content_begin);
+    }
+}
+
 TEST(stream_hold_back) {
     static const struct {
         const char *format, *text;
@@ -441,10 +554,13 @@ int main(void) {
     RUN(llama3_prompts_match_template);
     RUN(chatml_newline_prompts_match_template);
     RUN(phi4_chatml_prompts_match_template);
+    RUN(qwen25_prompts_match_template);
+    RUN(qwen3_prompts_match_template);
     RUN(llama3_render_text);
     RUN(render_errors);
     RUN(replies_parse_as_reference);
     RUN(call_ids_follow_the_rng);
+    RUN(reasoning_split);
     RUN(stream_hold_back);
     RUN(call_schema);
     RUN(json_dumps_as_python);

@@ -41,6 +41,11 @@ static void help(void) {
            "  -m, --model PATH         a model folder or .gguf file whose tokenizer has a chat\n"
            "                           format\n"
            "      --system TEXT        a system message at the start of the conversation\n"
+           "      --no-think           a model that thinks (Qwen3) answers at once: each\n"
+           "                           answer starts after an empty <think></think> block, as\n"
+           "                           its template's enable_thinking=False writes (in a\n"
+           "                           terminal a <think> block is shown dimmed; Qwen3 also\n"
+           "                           reads /think and /no_think in a message)\n"
            "  -n, --max-new-tokens N   tokens per answer at most (default 512)\n"
            "      --temperature T      0 = greedy, the default (argmax, ties to the lowest id)\n"
            "      --top-k K            keep the K most likely tokens (0 = off, default)\n"
@@ -92,6 +97,7 @@ typedef struct chat_opts {
     long long max_new, max_seq_len;
     mlm_sampler_params sp;
     mlm_dry_params dry; /* breakers filled by chat_init */
+    mlm_chat_thinking thinking; /* --no-think: MLM_THINK_OFF */
     tool_draft draft;
     tool_precision prec;
 } chat_opts;
@@ -120,6 +126,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
             o->system = v;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             o->verbose = 1;
+        } else if (!strcmp(a, "--no-think")) {
+            o->thinking = MLM_THINK_OFF;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
             VALUE();
             if (!tool_int("chat", a, v, 1, 1 << 24, &o->max_new)) return TOOL_USAGE;
@@ -218,6 +226,8 @@ typedef struct chat {
     uint64_t salt; /* the prefix cache's salt: a new one when the dialog starts over */
     tool_draft draft; /* --draft-* and the draft model, loaded (rank 0) */
     int turn_no;   /* answers since the last reset */
+    int32_t think_open, think_close; /* a model that thinks, on a terminal: its <think> and
+                                        </think> ids, the block between shown dimmed; else -1 */
 } chat;
 
 static mlm_status append(mlm_tokens *t, const int32_t *ids, int64_t n) {
@@ -238,7 +248,8 @@ static mlm_status encode_after(const chat *c, const mlm_chat_message *msgs, int 
                                const mlm_tokens *prefix, mlm_tokens *out, mlm_error *err) {
     mlm_tokens all;
     mlm_tokens_init(&all);
-    mlm_status st = mlm_tokenizer_encode_chat(c->tok, msgs, n, gen, &all, err);
+    mlm_chat_opts co = {gen, c->o->thinking, NULL};
+    mlm_status st = mlm_tokenizer_encode_chat_opts(c->tok, msgs, n, &co, &all, err);
     int64_t k = prefix->n;
     if (!st && (all.n < k || (k && memcmp(all.ids, prefix->ids, (size_t)k * sizeof *all.ids))))
         st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
@@ -333,12 +344,18 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
         if (st) return st;
     }
     c->n_stop = mlm_tokenizer_chat_stop_ids(c->tok, c->stop, 8);
+    int dim = mlm_tokenizer_chat_thinks(c->tok) && isatty(1);
+    c->think_open = dim ? mlm_tokenizer_special_id(c->tok, "<think>") : -1;
+    c->think_close = dim ? mlm_tokenizer_special_id(c->tok, "</think>") : -1;
     if (c->n_stop > 8) c->n_stop = 8;
     /* the head without a system message: the anchor's dialog less the anchor's share; the
-     * closing: what an empty answer adds to the generation prompt */
-    mlm_tokens gen, share;
+     * closing: what an empty answer adds to the generation prompt when a user message
+     * follows it (as the last message, a template that thinks would write an empty <think>
+     * block into it) */
+    mlm_tokens gen, share, mid;
     mlm_tokens_init(&gen);
     mlm_tokens_init(&share);
+    mlm_tokens_init(&mid);
     mlm_chat_message m[2] = {ANCHOR, ANCHOR};
     st = mlm_tokenizer_encode_chat(c->tok, &ANCHOR, 1, 0, &c->anchor, err);
     if (!st) st = encode_after(c, m, 2, 0, &c->anchor, &share, err);
@@ -348,14 +365,19 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
         st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
                            "chat: the chat format encodes a message differently at the start");
     if (!st) st = append(&c->nosys, c->anchor.ids, n_nosys);
-    m[1] = (mlm_chat_message){"assistant", ""};
-    if (!st) st = mlm_tokenizer_encode_chat(c->tok, &ANCHOR, 1, 1, &gen, err);
-    if (!st) st = encode_after(c, m, 2, 0, &gen, &c->close, err);
-    if (!st && c->close.n < 1)
+    mlm_chat_message m3[3] = {ANCHOR, {"assistant", ""}, ANCHOR};
+    const mlm_chat_opts go = {1, MLM_THINK_DEFAULT, NULL}; /* the plain generation prompt */
+    if (!st) st = mlm_tokenizer_encode_chat_opts(c->tok, &ANCHOR, 1, &go, &gen, err);
+    if (!st) st = encode_after(c, m3, 3, 0, &gen, &mid, err); /* the closing, then the share */
+    int64_t n_close = mid.n - share.n;
+    if (!st && (n_close < 1 || memcmp(mid.ids + n_close, share.ids,
+                                      (size_t)share.n * sizeof *share.ids)))
         st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
                            "chat: the chat format does not close an answer");
+    if (!st) st = append(&c->close, mid.ids, n_close);
     mlm_tokens_deinit(&gen);
     mlm_tokens_deinit(&share);
+    mlm_tokens_deinit(&mid);
     char *sys = !st && o->system ? strdup(o->system) : NULL;
     if (!st && o->system && !sys) st = mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");
     if (!st) st = reset(c, sys, err);
@@ -385,6 +407,9 @@ static void make_room(chat *c, int64_t n_part, int64_t room) {
     c->salt++;
 }
 
+#define DIM "\033[2m" /* SGR faint: a thinking model's reasoning */
+#define UNDIM "\033[0m"
+
 /* One answer as the scheduler's events bring it. */
 typedef struct answer {
     chat *c;
@@ -393,6 +418,7 @@ typedef struct answer {
     int32_t last;    /* the last one */
     int stop_id;     /* it was an end-of-turn id */
     int interrupted; /* Ctrl-C during the answer */
+    int dimmed;      /* inside a <think> block shown dimmed */
     int nomem;
     mlm_finish finish;
     int32_t n_prompt, n_cached;
@@ -418,7 +444,9 @@ static int on_event(void *user, const mlm_sched_event *ev) {
             size_t n = 0;
             mlm_error e;
             if (mlm_detok_push(&a->dt, c->tok, ev->token, buf, sizeof buf, &n, &e) != MLM_OK) n = 0;
+            if (ev->token == c->think_open) fputs(DIM, stdout), a->dimmed = 1;
             fwrite(buf, 1, n, stdout);
+            if (ev->token == c->think_close && a->dimmed) fputs(UNDIM, stdout), a->dimmed = 0;
             fflush(stdout);
             if (interrupted) {
                 a->interrupted = 1;
@@ -506,6 +534,7 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
     clear_interrupt();
     char buf[1024];
     fwrite(buf, 1, mlm_detok_flush(&a.dt, buf, sizeof buf), stdout);
+    if (a.dimmed) fputs(UNDIM, stdout); /* an answer cut off while thinking */
     /* the closing, or its rest after its first token, ends the answer; with the last token
      * sampled it waits for the next turn's prefill */
     if (!st && stopped != 1)

@@ -167,32 +167,7 @@ typedef struct prompt_ids {
 static int tokenize(srv_server *srv, const srv_request *r, prompt_ids *p, int n, srv_error *e) {
     mlm_error err = {0};
     if (r->kind == SRV_CHAT && r->n_images) return srv_images_prompt(srv, r, &p[0].ids, e);
-    if (r->kind == SRV_CHAT) {
-        const char *fmt = mlm_tokenizer_chat_format(srv->tok);
-        mlm_status st;
-        if (r->tools && r->tool_choice != SRV_TOOLS_NONE && fmt) { /* the template's tool form */
-            srv_tool_prompt tp;
-            if (!srv_tools_render(r, fmt, mlm_tokenizer_chat_system(srv->tok), &tp, e)) return 0;
-            st = mlm_tokenizer_encode_chat(srv->tok, tp.msgs, tp.n_msgs, 1, &p[0].ids, &err);
-            srv_tool_prompt_deinit(&tp);
-        } else {
-            mlm_chat_message *msgs = calloc((size_t)r->n_messages, sizeof *msgs);
-            if (!msgs) return srv_fail(e, 500, "server_error", "", "", "out of memory");
-            for (int i = 0; i < r->n_messages; i++) {
-                msgs[i].role = r->messages[i].role;
-                msgs[i].content = r->messages[i].content ? r->messages[i].content : "";
-            }
-            st = mlm_tokenizer_encode_chat(srv->tok, msgs, r->n_messages, 1, &p[0].ids, &err);
-            free(msgs);
-        }
-        if (st == MLM_ERR_UNSUPPORTED)
-            return srv_fail(e, 400, "invalid_request_error", "messages", "",
-                            "The model `%s` has no chat format; use /v1/completions.", srv->alias);
-        if (st == MLM_ERR_INVALID_ARG)
-            return srv_fail(e, 400, "invalid_request_error", "messages", "", "%s", err.msg);
-        if (st) return srv_fail(e, 500, "server_error", "", "", "%s", err.msg);
-        return 1;
-    }
+    if (r->kind == SRV_CHAT) return srv_chat_encode(srv->tok, srv->alias, r, &p[0].ids, e);
     int32_t n_vocab = mlm_tokenizer_n_vocab(srv->tok);
     for (int i = 0; i < n; i++) {
         const srv_prompt *q = &r->prompts[i];
@@ -333,13 +308,26 @@ json_t *srv_json_tool_calls(const srv_tool_reply *t) {
     return a;
 }
 
+/* Adds "reasoning_content" to chat message M when reply C has a <think> block. */
+static void add_reasoning(json_t *m, const srv_choice *c, const mlm_reasoning_split *sp) {
+    if (m && sp->has_reasoning)
+        json_object_set_new(m, "reasoning_content",
+                            srv_json_text(c->text + sp->reasoning_begin,
+                                          sp->reasoning_end - sp->reasoning_begin));
+}
+
 static json_t *choice_json(srv_job *j, const srv_choice *c) {
     int64_t nt = srv_choice_n_toks(c);
     json_t *lp = j->logprobs ? srv_json_logprobs(j, c, 0, nt) : json_null();
     const char *fr = srv_finish_reason(c->finish);
+    const char *text = c->text ? c->text : "";
+    mlm_reasoning_split sp = {0, 0, 0, 0, c->len};
+    if (j->reasoning) mlm_chat_split_reasoning(text, c->len, 1, &sp);
+    const char *body = text + sp.content_begin; /* the content: the reply after its reasoning */
+    size_t body_len = c->len - sp.content_begin;
     srv_tool_reply t = {0};
     if (j->tool_format && c->finish == MLM_FINISH_STOP &&
-        !srv_tools_parse(j->tools, j->tool_format, c->text ? c->text : "", c->len, &j->rng, &t))
+        !srv_tools_parse(j->tools, j->tool_format, body, body_len, &j->rng, &t))
         return NULL;
     if (t.n_calls) {
         json_t *content = t.content ? srv_json_text(t.content, strlen(t.content)) : json_null();
@@ -347,15 +335,23 @@ static json_t *choice_json(srv_job *j, const srv_choice *c) {
                               "role", "assistant", "content", content, "tool_calls",
                               srv_json_tool_calls(&t), "logprobs", lp, "finish_reason",
                               "tool_calls");
+        add_reasoning(json_object_get(o, "message"), c, &sp);
         srv_tool_reply_deinit(&t);
         return o;
     }
     srv_tool_reply_deinit(&t);
-    json_t *text = srv_json_text(c->text ? c->text : "", c->len);
-    if (j->kind == SRV_CHAT)
-        return json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", c->index, "message", "role",
-                         "assistant", "content", text, "logprobs", lp, "finish_reason", fr);
-    return json_pack("{s:i, s:o, s:o, s:s}", "index", c->index, "text", text, "logprobs", lp,
+    if (j->kind == SRV_CHAT) {
+        /* after a <think> block an empty content is null, as vLLM writes it */
+        json_t *content = sp.has_reasoning && !body_len ? json_null()
+                                                        : srv_json_text(body, body_len);
+        json_t *o = json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", c->index, "message",
+                              "role", "assistant", "content", content, "logprobs", lp,
+                              "finish_reason", fr);
+        add_reasoning(json_object_get(o, "message"), c, &sp);
+        return o;
+    }
+    json_t *text_json = srv_json_text(text, c->len);
+    return json_pack("{s:i, s:o, s:o, s:s}", "index", c->index, "text", text_json, "logprobs", lp,
                      "finish_reason", fr);
 }
 

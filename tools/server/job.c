@@ -74,6 +74,7 @@ srv_job *srv_job_create(srv_server *srv, const srv_request *r, int n_choices) {
     j->n_choices = n_choices;
     j->n_per_prompt = r->n >= 1 && n_choices % r->n == 0 ? r->n : 1;
     j->kind = r->kind;
+    j->reasoning = r->kind == SRV_CHAT && srv->reasoning;
     j->stream = r->stream;
     j->include_usage = r->include_usage;
     j->logprobs = r->logprobs ? 1 : 0;

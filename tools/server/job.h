@@ -74,6 +74,7 @@ typedef struct srv_job {
     size_t stop_len[4];
     int n_stop;
     srv_kind kind;
+    int reasoning;       /* a chat reply's <think> block is reasoning_content (server.h) */
     int stream, include_usage;
     char id[48];         /* "chatcmpl-<hex>" / "cmpl-<hex>" */
     int64_t created;

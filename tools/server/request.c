@@ -328,6 +328,20 @@ static int parse_image_part(const json_t *part, int i, size_t k, srv_part *out, 
 
 /* The content of message I (V may be NULL: missing or null) into M (its role set): the
  * string, or the parts of a content list (kept in M->parts) and their text joined. */
+/* An assistant message's reasoning_content (or "reasoning"): a string or null, into
+ * M->reasoning; other roles' are ignored, as vLLM does. */
+static int parse_reasoning(const json_t *o, int i, srv_message *m, srv_error *e) {
+    if (strcmp(m->role, "assistant") != 0) return 1;
+    char param[64];
+    const char *key = srv_json_field(o, "reasoning_content") ? "reasoning_content" : "reasoning";
+    json_t *v = srv_json_field(o, key);
+    snprintf(param, sizeof param, "messages[%d].%s", i, key);
+    if (!v || json_is_null(v)) return 1;
+    if (!json_is_string(v)) return srv_type_error(e, param, "a string", v);
+    m->reasoning = srv_dup(json_string_value(v), json_string_length(v), e, param);
+    return m->reasoning != NULL;
+}
+
 static int parse_content(const json_t *v, int i, srv_message *m, srv_request *r, srv_error *e) {
     char param[96];
     snprintf(param, sizeof param, "messages[%d].content", i);
@@ -446,6 +460,7 @@ static int parse_messages(const json_t *root, srv_request *r, srv_error *e) {
         if (!r->messages[i].role) return 0;
         if (!parse_content(srv_json_field(m, "content"), (int)i, &r->messages[i], r, e)) return 0;
         if (!srv_parse_message_tools(m, (int)i, &r->messages[i], e)) return 0;
+        if (!parse_reasoning(m, (int)i, &r->messages[i], e)) return 0;
     }
     return 1;
 }
@@ -595,6 +610,19 @@ static int parse_logprobs(const json_t *root, srv_request *r, srv_error *e) {
     return 1;
 }
 
+/* chat_template_kwargs: enable_thinking is read (a boolean); other keys are template
+ * variables meshlm's formats do not have, and are ignored. */
+static int parse_template_kwargs(const json_t *root, srv_request *r, srv_error *e) {
+    json_t *k = srv_json_field(root, "chat_template_kwargs");
+    if (!k) return 1;
+    if (!json_is_object(k)) return srv_type_error(e, "chat_template_kwargs", "an object", k);
+    json_t *t = srv_json_field(k, "enable_thinking");
+    if (t && !json_is_boolean(t))
+        return srv_type_error(e, "chat_template_kwargs.enable_thinking", "a boolean", t);
+    if (t) r->thinking = json_is_true(t) ? MLM_THINK_ON : MLM_THINK_OFF;
+    return 1;
+}
+
 static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
     json_t *model = srv_json_field(root, "model");
     if (model) {
@@ -639,6 +667,7 @@ static int parse_options(const json_t *root, srv_request *r, srv_error *e) {
     if (!parse_stop(root, r, e)) return 0;
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, e)) return 0;
     if (!parse_llama_server_fields(root, r, e)) return 0;
+    if (!parse_template_kwargs(root, r, e)) return 0;
     return parse_logprobs(root, r, e);
 }
 
@@ -741,6 +770,7 @@ void srv_request_deinit(srv_request *r) {
         srv_message *m = &r->messages[i];
         free(m->role);
         free(m->content);
+        free(m->reasoning);
         for (int k = 0; k < m->n_parts; k++) {
             free(m->parts[k].text);
             free(m->parts[k].image);

@@ -2,13 +2,16 @@
  * body of POST /v1/chat/completions and POST /v1/completions into an srv_request, checking
  * every known field's type and range (unknown fields are ignored, as OpenAI does), and decodes
  * the base64 of image_url parts' data: URLs into bytes (the image decoder is the library's).
- * Knows nothing about HTTP connections, the model or the engine; uses only jansson. */
+ * Knows nothing about HTTP connections, the model or the engine; uses only jansson and
+ * meshlm.h's chat types. */
 #ifndef MESHLM_SERVER_REQUEST_H
 #define MESHLM_SERVER_REQUEST_H
 
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "meshlm.h"
 
 typedef enum srv_kind { SRV_CHAT = 0, SRV_COMPLETION = 1 } srv_kind;
 
@@ -58,6 +61,8 @@ typedef struct srv_message {
     srv_tool_call *tool_calls; /* owned: an assistant message's calls (content may be null) */
     int n_tool_calls;
     char *tool_call_id; /* owned: a tool message's tool_call_id; NULL when absent */
+    char *reasoning;    /* owned: an assistant message's reasoning_content (vLLM's newer name
+                           "reasoning" read too); NULL when absent or null */
 } srv_message;
 
 /* tool_choice */
@@ -127,6 +132,8 @@ typedef struct srv_request {
     srv_tool_choice tool_choice;
     char *tool_choice_name;    /* owned: SRV_TOOLS_NAMED's function */
     int parallel_tool_calls;   /* default 1 */
+    mlm_chat_thinking thinking; /* chat_template_kwargs.enable_thinking (vLLM, llama-server):
+                                  MLM_THINK_ON / _OFF, MLM_THINK_DEFAULT when absent */
     srv_format format;         /* response_format */
     json_t *schema;            /* owned reference: json_schema.schema (SRV_FORMAT_JSON_SCHEMA) */
 } srv_request;

@@ -46,6 +46,9 @@ static void help(void) {
            "      --prefill-chunk N    prompt tokens per step over all sequences (default 256)\n"
            "      --max-queue N        waiting requests before 503 (default 64)\n"
            "      --no-prefix-cache    do not share KV blocks between requests by prefix\n"
+           "      --reasoning-format F auto (default): a model that thinks (Qwen3's template)\n"
+           "                           gets its <think> block back as reasoning_content,\n"
+           "                           streamed too; none: left in content as written\n"
            TOOL_DRAFT_HELP
            "                           Every request speculates; its \"speculative.n_max\" caps\n"
            "                           its drafts (0 turns them off)\n"
@@ -76,7 +79,7 @@ typedef struct serve_opts {
     const char *model, *host, *api_key, *alias;
     long long port, max_batch, max_seq_len, kv_blocks, block_size, prefill_chunk, max_queue;
     long long threads, max_body, timeout, drain_timeout, max_images, image_tiles;
-    int max_seq_len_given, no_prefix_cache;
+    int max_seq_len_given, no_prefix_cache, no_reasoning;
     tool_draft draft;
     tool_precision prec;
 } serve_opts;
@@ -139,6 +142,11 @@ static int parse(int argc, char **argv, serve_opts *o) {
             o->alias = v;
         } else if (!strcmp(a, "--no-prefix-cache")) {
             o->no_prefix_cache = 1;
+        } else if (!strcmp(a, "--reasoning-format")) {
+            VALUE();
+            if (strcmp(v, "auto") != 0 && strcmp(v, "none") != 0)
+                return tool_usage("serve", "--reasoning-format takes auto or none, not '%s'", v);
+            o->no_reasoning = !strcmp(v, "none");
         } else if (!strcmp(a, "--draft-ngram")) {
             o->draft.ngram = 1;
         } else if (tool_is_draft_flag(a)) {
@@ -458,6 +466,7 @@ static mlm_status start(serve_run *r) {
     srv->n_threads = (int)o->threads;
     srv->max_images = (int32_t)o->max_images;
     srv->draft_max = tool_draft_max(&o->draft);
+    srv->reasoning = !o->no_reasoning && mlm_tokenizer_chat_thinks(srv->tok);
     srv->image_token = mlm_model_image_token(r->model);
     stop_ids(srv, mlm_model_config(r->model));
     if (!(srv->dry_breakers = malloc((size_t)mlm_tokenizer_n_vocab(r->tok))))

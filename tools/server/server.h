@@ -41,6 +41,8 @@ typedef struct srv_server {
                               token), for requests that ask for the loop guard */
     int n_threads;       /* --threads (0: all cores): the vision encoder's threads */
     int32_t draft_max;   /* --draft-ngram's tokens per step (0: no speculation) */
+    int reasoning;       /* chat replies of a format that thinks (Qwen3) are split into
+                            reasoning_content and content (--reasoning-format auto) */
     int32_t max_images;  /* images per chat request (--max-images; 0: none are taken) */
     int32_t image_token; /* mlm_model_image_token: -1 for a model without vision */
 

@@ -68,11 +68,43 @@ static json_t *chunk(const srv_job *j, const srv_choice *c, json_t *delta_or_tex
     return o;
 }
 
-/* A chunk with C's text [C->sent, END) and the logprobs of its tokens [C->toks_sent, TO). */
+/* Where C's reply holds its reasoning and content now (all content without reasoning). */
+static mlm_reasoning_split split_of(const srv_job *j, const srv_choice *c) {
+    mlm_reasoning_split sp = {0, 0, 0, 0, c->len};
+    if (j->reasoning) mlm_chat_split_reasoning(c->text ? c->text : "", c->len, c->done, &sp);
+    return sp;
+}
+
+/* The part of [A, B) inside [LO, HI) as a JSON string under KEY of D (nothing when empty). */
+static void add_part(json_t *d, const char *key, const srv_choice *c, size_t a, size_t b,
+                     size_t lo, size_t hi) {
+    if (a < lo) a = lo;
+    if (b > hi) b = hi;
+    if (a < b) json_object_set_new(d, key, srv_json_text(c->text + a, b - a));
+}
+
+/* A chunk with C's text [C->sent, END) and the logprobs of its tokens [C->toks_sent, TO).
+ * With reasoning the text goes to reasoning_content and content by where it lies; a piece
+ * that is only a <think> tag sends nothing, its token's logprobs going with the next. */
 static int send_piece(stream *s, srv_choice *c, size_t end, int64_t to) {
     const srv_job *j = s->job;
-    json_t *text = srv_json_text(c->text + c->sent, end - c->sent);
-    json_t *d = j->kind == SRV_CHAT ? json_pack("{s:o}", "content", text) : text;
+    json_t *d;
+    if (j->reasoning) {
+        mlm_reasoning_split sp = split_of(j, c);
+        d = json_object();
+        if (sp.has_reasoning)
+            add_part(d, "reasoning_content", c, c->sent, end, sp.reasoning_begin,
+                     sp.reasoning_end);
+        add_part(d, "content", c, c->sent, end, sp.content_begin, c->len);
+        if (d && !json_object_size(d)) {
+            json_decref(d);
+            c->sent = end;
+            return 1;
+        }
+    } else {
+        json_t *text = srv_json_text(c->text + c->sent, end - c->sent);
+        d = j->kind == SRV_CHAT ? json_pack("{s:o}", "content", text) : text;
+    }
     json_t *lp = j->logprobs ? srv_json_logprobs(j, c, c->toks_sent, to) : NULL;
     c->sent = end;
     c->toks_sent = to;
@@ -98,9 +130,10 @@ static size_t tok_end(const srv_choice *c, int64_t k) {
  * when C ended in an error (its event is out). */
 /* The finish of choice C when its reply holds tool calls T: the content before them, then per
  * call a chunk with its id and name and one with its arguments, as OpenAI streams them. */
-static int send_calls(stream *s, srv_choice *c, const srv_tool_reply *t, int64_t nt) {
+static int send_calls(stream *s, srv_choice *c, const srv_tool_reply *t, size_t body,
+                      int64_t nt) {
     const srv_job *j = s->job;
-    size_t keep = t->content ? strlen(t->content) : 0;
+    size_t keep = body + (t->content ? strlen(t->content) : 0);
     if (keep > c->len) keep = c->len;
     if (c->sent < keep && !send_piece(s, c, keep, nt)) return 0;
     for (int k = 0; k < t->n_calls; k++) {
@@ -120,16 +153,20 @@ static int produce_choice(stream *s, srv_choice *c, int *failed) {
     srv_job *j = s->job;
     int64_t nt = c->done ? srv_choice_n_toks(c) : c->n_toks;
     size_t safe = c->done ? c->len : c->safe < c->len ? c->safe : c->len;
+    /* the content: the reply after its reasoning (what may still become a tag held back) */
+    const mlm_reasoning_split sp = split_of(j, c);
+    const char *body = (c->text ? c->text : "") + sp.content_begin;
+    const size_t body_len = c->len - sp.content_begin;
+    if (sp.settled < safe) safe = sp.settled;
     srv_tool_reply t = {0};
     if (j->tool_format && !c->done) { /* what may become a call is held back */
-        size_t plain = srv_tools_stream_safe(j->tool_format, c->text ? c->text : "", c->len);
+        size_t plain = sp.content_begin + srv_tools_stream_safe(j->tool_format, body, body_len);
         if (plain < safe) safe = plain;
     }
     if (j->tool_format && c->done && c->finish == MLM_FINISH_STOP) {
-        if (!srv_tools_parse(j->tools, j->tool_format, c->text ? c->text : "", c->len, &j->rng, &t))
-            return 0;
+        if (!srv_tools_parse(j->tools, j->tool_format, body, body_len, &j->rng, &t)) return 0;
         if (t.n_calls) {
-            int ok = send_calls(s, c, &t, nt);
+            int ok = send_calls(s, c, &t, sp.content_begin, nt);
             srv_tool_reply_deinit(&t);
             return ok;
         }

@@ -175,6 +175,7 @@ static int hermes_render(const srv_request *r, const char *default_system, srv_t
             srv_sb_str(&b, content_of(&m[i]));
         }
         if (!push(p, role, &b)) return oom(e);
+        if (strcmp(role, "assistant") == 0) p->reasoning[p->n_msgs - 1] = m[i].reasoning;
     }
     return 1;
 }
@@ -189,10 +190,50 @@ int srv_tools_render(const srv_request *r, const char *format, const char *defau
                         "This model's chat format (%s) has no tool calls.",
                         format ? format : "none");
     out->msgs = calloc((size_t)r->n_messages + 2, sizeof *out->msgs);
-    if (!out->msgs) return oom(e);
+    out->reasoning = calloc((size_t)r->n_messages + 2, sizeof *out->reasoning);
+    if (!out->msgs || !out->reasoning) {
+        srv_tool_prompt_deinit(out);
+        return oom(e);
+    }
     int ok = llama3 ? llama3_render(r, out, e) : hermes_render(r, default_system, out, e);
     if (!ok) srv_tool_prompt_deinit(out);
     return ok;
+}
+
+int srv_chat_encode(const mlm_tokenizer *tok, const char *alias, const srv_request *r,
+                    mlm_tokens *out, srv_error *e) {
+    const char *fmt = mlm_tokenizer_chat_format(tok);
+    mlm_chat_opts opts = {1, r->thinking, NULL};
+    mlm_error err = {0};
+    mlm_status st;
+    srv_tool_prompt tp = {0};
+    int n = r->n_messages;
+    if (r->tools && r->tool_choice != SRV_TOOLS_NONE && fmt) { /* the template's tool form */
+        if (!srv_tools_render(r, fmt, mlm_tokenizer_chat_system(tok), &tp, e)) return 0;
+        n = tp.n_msgs;
+    } else {
+        tp.msgs = calloc((size_t)r->n_messages, sizeof *tp.msgs);
+        tp.reasoning = calloc((size_t)r->n_messages, sizeof *tp.reasoning);
+        if (!tp.msgs || !tp.reasoning) {
+            srv_tool_prompt_deinit(&tp);
+            return oom(e);
+        }
+        for (int i = 0; i < r->n_messages; i++) { /* borrowed: tp.n_msgs stays 0 */
+            tp.msgs[i].role = r->messages[i].role;
+            tp.msgs[i].content = content_of(&r->messages[i]);
+            tp.reasoning[i] = r->messages[i].reasoning;
+        }
+    }
+    opts.reasoning = tp.reasoning;
+    st = mlm_tokenizer_encode_chat_opts(tok, tp.msgs, n, &opts, out, &err);
+    srv_tool_prompt_deinit(&tp);
+    if (st == MLM_ERR_UNSUPPORTED)
+        return srv_fail(e, 400, "invalid_request_error", "messages", "",
+                        "The model `%s` has no chat format; use /v1/completions.", alias);
+    if (st == MLM_ERR_INVALID_ARG)
+        return srv_fail(e, 400, "invalid_request_error", "messages", "", "%s", err.msg);
+    if (st) return srv_fail(e, 500, "server_error", "", "", "%s", err.msg);
+    return 1;
 }
 
 void srv_tool_prompt_deinit(srv_tool_prompt *p) {
@@ -200,6 +241,7 @@ void srv_tool_prompt_deinit(srv_tool_prompt *p) {
     for (int i = 0; i < p->n_msgs; i++)
         free((char *)p->msgs[i].content);
     free(p->msgs);
+    free(p->reasoning);
     memset(p, 0, sizeof *p);
 }
 

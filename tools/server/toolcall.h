@@ -27,6 +27,8 @@
 typedef struct srv_tool_prompt {
     mlm_chat_message *msgs; /* owned: N_MSGS messages; each ROLE is a static string, each
                                CONTENT a malloc'd string owned here */
+    const char **reasoning; /* owned array of N_MSGS borrowed strings: an assistant message's
+                               reasoning from the request, else NULL (mlm_chat_opts's) */
     int n_msgs;
 } srv_tool_prompt;
 
@@ -56,6 +58,15 @@ typedef struct srv_tool_prompt {
 int srv_tools_render(const srv_request *r, const char *format, const char *default_system,
                      srv_tool_prompt *out, srv_error *e);
 void srv_tool_prompt_deinit(srv_tool_prompt *p);
+
+/* A chat request's dialog as token ids appended to OUT: R's messages with R's tools in the
+ * template's tool form (srv_tools_render) when it has tools and tool_choice is not none,
+ * else as they are; each assistant message's reasoning_content and R's thinking switch go
+ * to mlm_tokenizer_encode_chat_opts, with a generation prompt. Returns 1, or 0 with E
+ * filled: 400 for a tokenizer without a chat format (naming the model ALIAS), an unknown
+ * role or a render error; 500 when out of memory. */
+int srv_chat_encode(const mlm_tokenizer *tok, const char *alias, const srv_request *r,
+                    mlm_tokens *out, srv_error *e);
 
 // ---- the reply ----
 
