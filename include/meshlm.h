@@ -1327,10 +1327,11 @@ const char *mlm_synth_presets(void);
  * as a GGUF v3 file for llama.cpp, with the keys, tensor names, layouts and tokenizer that
  * llama.cpp's convert_hf_to_gguf.py writes for the same model: architecture "llama" (Llama 3:
  * q/k rows in Meta's interleaved order, rope_freqs for llama3 RoPE scaling, no output tensor
- * when the embedding is tied) or "phi3" (Phi-4: fused attn_qkv and ffn_up = gate then up);
- * tokenizer "gpt2" with pre "llama-bpe" (Llama 3) or "dbrx" (Phi-4), tokens, types, merges,
- * special ids and chat template. DTYPE (MLM_DTYPE_F32, _F16 or _BF16) is the matrices' type;
- * norms and rope_freqs are f32. A bf16 checkpoint is read zero-copy (mapped) and converted row
+ * when the embedding is tied), "phi3" (Phi-4: fused attn_qkv and ffn_up = gate then up),
+ * "qwen2" (q/k/v biases) or "qwen3" (q/k norms); tokenizer "gpt2" with pre "llama-bpe"
+ * (Llama 3), "dbrx" (Phi-4) or "qwen2" (Qwen's pattern), tokens, types, merges, special ids
+ * and chat template. DTYPE (MLM_DTYPE_F32, _F16 or _BF16) is the matrices' type; norms,
+ * biases and rope_freqs are f32. UNSUPPORTED for Llama 3.2 Vision. A bf16 checkpoint is read zero-copy (mapped) and converted row
  * by row; other checkpoints are held in f32 while writing (4 bytes a parameter).
  * The file is written to a temporary name and renamed when complete. INVALID_ARG for another
  * dtype; IO (no tokenizer, unwritable path), FORMAT, UNSUPPORTED (a pre-tokenizer llama.cpp

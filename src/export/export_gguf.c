@@ -1,7 +1,7 @@
 /* export/export_gguf.c: mlm_export_gguf, a model directory to a GGUF file for llama.cpp.
  *
- * Writes what llama.cpp's convert_hf_to_gguf.py writes for the same model (its LlamaModel and
- * Phi3MiniModel): the general keys (architecture, type, sampling defaults from
+ * Writes what llama.cpp's convert_hf_to_gguf.py writes for the same model (its LlamaModel,
+ * Phi3MiniModel, Qwen2Model and Qwen3Model): the general keys (architecture, type, sampling defaults from
  * generation_config.json, name, size label, file type, quantization version), the
  * architecture's hyper-parameters, the tokenizer (export_gguf_vocab.c) and the tensors:
  *   llama: token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
@@ -10,9 +10,12 @@
  *          interleaved order (convert's LlamaModel.permute), since llama.cpp's "llama" RoPE
  *          rotates adjacent pairs;
  *   phi3:  the same names with fused blk.N.attn_qkv (q, k, v rows) and blk.N.ffn_up (gate rows
- *          then up rows), no permutation (llama.cpp's phi3 RoPE rotates half-split pairs).
+ *          then up rows), no permutation (llama.cpp's phi3 RoPE rotates half-split pairs);
+ *   qwen2: llama's names and rows as they are (half-split RoPE), no rope_freqs, no vocab_size
+ *          or rope dimension keys, and f32 blk.N.attn_{q,k,v}.bias;
+ *   qwen3: the same without biases, with f32 blk.N.attn_q_norm and attn_k_norm (head_dim).
  * Matrices in the requested dtype (f32, f16 rounded as numpy's astype, bf16 rounded as gguf-py);
- * norms and rope_freqs always f32. Tensors in convert's order: rope_freqs, then by
+ * norms, biases and rope_freqs always f32. Tensors in convert's order: rope_freqs, then by
  * Hugging Face name. The model is loaded in f32 (exact for f16/bf16 checkpoints) and streamed
  * out row by row; the file appears atomically. */
 #include <math.h>
@@ -166,9 +169,10 @@ static int cmp_hf(const void *a, const void *b) {
 static mlm_status make_plan(const mlm_model *m, uint32_t type, plan *p, mlm_error *err) {
     const mlm_config *c = &m->cfg;
     int phi3 = c->family == MLM_FAMILY_PHI3;
+    int qwen = c->family == MLM_FAMILY_QWEN2 || c->family == MLM_FAMILY_QWEN3;
     mlm_status st = MLM_OK;
     char name[64], hf[96];
-    if (!phi3 && c->rope_type == MLM_ROPE_LLAMA3) {
+    if (!phi3 && !qwen && c->rope_type == MLM_ROPE_LLAMA3) {
         if ((st = rope_factors(c, &p->rope, err))) return st;
         xtensor x = vector("rope_freqs.weight", "", p->rope, c->head_dim / 2);
         x.kind = X_ROPE;
@@ -187,7 +191,11 @@ static mlm_status make_plan(const mlm_model *m, uint32_t type, plan *p, mlm_erro
         const mlm_layer *L = &m->layers[l];
 #define HF(s) (snprintf(hf, sizeof hf, "model.layers.%d.%s.weight", l, s), hf)
 #define GG(s) (snprintf(name, sizeof name, "blk.%d.%s.weight", l, s), name)
-        xtensor v[9];
+#define HB(s) (snprintf(hf, sizeof hf, "model.layers.%d.%s.bias", l, s), hf)
+#define GB(s) (snprintf(name, sizeof name, "blk.%d.%s.bias", l, s), name)
+        const int64_t q_rows = (int64_t)c->n_head * c->head_dim,
+                      kv_rows = (int64_t)c->n_kv_head * c->head_dim;
+        xtensor v[14];
         int n = 0;
         v[n++] = vector(GG("attn_norm"), HF("input_layernorm"), L->attn_norm, c->n_embd);
         v[n++] = vector(GG("ffn_norm"), HF("post_attention_layernorm"), L->ffn_norm, c->n_embd);
@@ -197,16 +205,28 @@ static mlm_status make_plan(const mlm_model *m, uint32_t type, plan *p, mlm_erro
             v[n++] = matrix(GG("attn_qkv"), HF("self_attn.qkv_proj"), type, &L->wq, &L->wk, &L->wv);
             v[n++] = matrix(GG("ffn_up"), HF("mlp.gate_up_proj"), type, &L->w1, &L->w3, NULL);
         } else {
+            /* Qwen's RoPE rotates half-split pairs as HF's does: rows as they are */
             v[n] = matrix(GG("attn_q"), HF("self_attn.q_proj"), type, &L->wq, NULL, NULL);
-            v[n++].permute_heads = c->n_head;
+            v[n++].permute_heads = qwen ? 0 : c->n_head;
             v[n] = matrix(GG("attn_k"), HF("self_attn.k_proj"), type, &L->wk, NULL, NULL);
-            v[n++].permute_heads = c->n_kv_head;
+            v[n++].permute_heads = qwen ? 0 : c->n_kv_head;
             v[n++] = matrix(GG("attn_v"), HF("self_attn.v_proj"), type, &L->wv, NULL, NULL);
             v[n++] = matrix(GG("ffn_gate"), HF("mlp.gate_proj"), type, &L->w1, NULL, NULL);
             v[n++] = matrix(GG("ffn_up"), HF("mlp.up_proj"), type, &L->w3, NULL, NULL);
         }
+        if (c->qkv_bias) {
+            v[n++] = vector(GB("attn_q"), HB("self_attn.q_proj"), L->bq, q_rows);
+            v[n++] = vector(GB("attn_k"), HB("self_attn.k_proj"), L->bk, kv_rows);
+            v[n++] = vector(GB("attn_v"), HB("self_attn.v_proj"), L->bv, kv_rows);
+        }
+        if (c->qk_norm) {
+            v[n++] = vector(GG("attn_q_norm"), HF("self_attn.q_norm"), L->q_norm, c->head_dim);
+            v[n++] = vector(GG("attn_k_norm"), HF("self_attn.k_norm"), L->k_norm, c->head_dim);
+        }
 #undef HF
 #undef GG
+#undef HB
+#undef GB
         for (int i = 0; i < n && !st; i++)
             st = add(p, &v[i], err);
     }
@@ -454,31 +474,55 @@ static uint32_t file_type(mlm_dtype d) {
     return d == MLM_DTYPE_F32 ? 0 : d == MLM_DTYPE_F16 ? 1 : 32;
 }
 
+/* The GGUF architecture of FAMILY (mllama is refused before). */
+static const char *arch_name(mlm_family family) {
+    return family == MLM_FAMILY_PHI3    ? "phi3"
+           : family == MLM_FAMILY_QWEN2 ? "qwen2"
+           : family == MLM_FAMILY_QWEN3 ? "qwen3"
+                                        : "llama";
+}
+
+/* ARCH.KEY as a u32 / f32. */
+static mlm_status arch_u32(mlm_gguf_writer *w, const char *arch, const char *key, uint32_t v,
+                           mlm_error *err) {
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return mlm_gguf_writer_u32(w, k, v, err);
+}
+
+static mlm_status arch_f32(mlm_gguf_writer *w, const char *arch, const char *key, float v,
+                           mlm_error *err) {
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return mlm_gguf_writer_f32(w, k, v, err);
+}
+
+/* llama, qwen2 and qwen3 (the text model's keys of convert's TextModel; LlamaModel adds the
+ * vocabulary size and the rope dimension count after the file type). */
 static mlm_status write_llama(mlm_gguf_writer *w, const mlm_export_files *f, const mlm_config *c,
-                              mlm_dtype dtype, mlm_error *err) {
+                              const char *arch, mlm_dtype dtype, mlm_error *err) {
     mlm_status st;
     /* key/value lengths only when config.json names head_dim (Meta params.json never does, but
      * its Hugging Face conversion writes it) */
     int head_dim_key = !f->config || json_object_get(f->config, "head_dim");
-    if ((st = mlm_gguf_writer_u32(w, "llama.block_count", (uint32_t)c->n_layer, err)) ||
+    if ((st = arch_u32(w, arch, "block_count", (uint32_t)c->n_layer, err)) ||
         (c->n_ctx_train > 0 &&
-         (st = mlm_gguf_writer_u32(w, "llama.context_length", (uint32_t)c->n_ctx_train, err))) ||
-        (st = mlm_gguf_writer_u32(w, "llama.embedding_length", (uint32_t)c->n_embd, err)) ||
-        (st = mlm_gguf_writer_u32(w, "llama.feed_forward_length", (uint32_t)c->n_ff, err)) ||
-        (st = mlm_gguf_writer_u32(w, "llama.attention.head_count", (uint32_t)c->n_head, err)) ||
-        (st = mlm_gguf_writer_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_head,
-                                  err)) ||
-        (st = mlm_gguf_writer_f32(w, "llama.rope.freq_base", c->rope_theta, err)) ||
-        (st = mlm_gguf_writer_f32(w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps, err)))
+         (st = arch_u32(w, arch, "context_length", (uint32_t)c->n_ctx_train, err))) ||
+        (st = arch_u32(w, arch, "embedding_length", (uint32_t)c->n_embd, err)) ||
+        (st = arch_u32(w, arch, "feed_forward_length", (uint32_t)c->n_ff, err)) ||
+        (st = arch_u32(w, arch, "attention.head_count", (uint32_t)c->n_head, err)) ||
+        (st = arch_u32(w, arch, "attention.head_count_kv", (uint32_t)c->n_kv_head, err)) ||
+        (st = arch_f32(w, arch, "rope.freq_base", c->rope_theta, err)) ||
+        (st = arch_f32(w, arch, "attention.layer_norm_rms_epsilon", c->norm_eps, err)))
         return st;
     if (head_dim_key &&
-        ((st = mlm_gguf_writer_u32(w, "llama.attention.key_length", (uint32_t)c->head_dim, err)) ||
-         (st = mlm_gguf_writer_u32(w, "llama.attention.value_length", (uint32_t)c->head_dim, err))))
+        ((st = arch_u32(w, arch, "attention.key_length", (uint32_t)c->head_dim, err)) ||
+         (st = arch_u32(w, arch, "attention.value_length", (uint32_t)c->head_dim, err))))
         return st;
-    if ((st = mlm_gguf_writer_u32(w, "general.file_type", file_type(dtype), err)) ||
-        (st = mlm_gguf_writer_u32(w, "llama.vocab_size", (uint32_t)c->n_vocab, err)))
-        return st;
-    return mlm_gguf_writer_u32(w, "llama.rope.dimension_count", (uint32_t)c->head_dim, err);
+    if ((st = mlm_gguf_writer_u32(w, "general.file_type", file_type(dtype), err))) return st;
+    if (c->family != MLM_FAMILY_LLAMA3) return MLM_OK;
+    if ((st = arch_u32(w, arch, "vocab_size", (uint32_t)c->n_vocab, err))) return st;
+    return arch_u32(w, arch, "rope.dimension_count", (uint32_t)c->head_dim, err);
 }
 
 static mlm_status write_phi3(mlm_gguf_writer *w, const mlm_export_files *f, const mlm_config *c,
@@ -549,10 +593,10 @@ mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtyp
     mlm_model_params mp = mlm_model_default_params();
     mp.dtype = st ? MLM_DTYPE_F32 : all_bf16(model_dir) ? MLM_DTYPE_BF16 : MLM_DTYPE_F32;
     if (!st) st = mlm_model_load(model_dir, &mp, &m, err);
-    if (!st && m->cfg.family != MLM_FAMILY_LLAMA3 && m->cfg.family != MLM_FAMILY_PHI3)
+    if (!st && m->cfg.family == MLM_FAMILY_MLLAMA)
         st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
-                           "export: %s is a %s model; GGUF export writes Llama 3 and Phi-4 "
-                           "(architectures llama and phi3) only",
+                           "export: %s is a %s model; GGUF export writes Llama 3, Phi-4, Qwen2 "
+                           "and Qwen3 (architectures llama, phi3, qwen2 and qwen3) only",
                            model_dir, mlm_family_name(m->cfg.family));
     uint32_t type = dtype == MLM_DTYPE_F32   ? MLM_GGML_F32
                     : dtype == MLM_DTYPE_F16 ? MLM_GGML_F16
@@ -564,9 +608,11 @@ mlm_status mlm_export_gguf(const char *model_dir, const char *out_path, mlm_dtyp
         n_params += p.t[i].rows * p.t[i].cols;
     if (!st) {
         const mlm_config *c = &m->cfg;
-        int phi3 = c->family == MLM_FAMILY_PHI3;
-        st = write_general(w, &f, phi3 ? "phi3" : "llama", n_params, err);
-        if (!st) st = phi3 ? write_phi3(w, &f, c, dtype, err) : write_llama(w, &f, c, dtype, err);
+        const char *arch = arch_name(c->family);
+        st = write_general(w, &f, arch, n_params, err);
+        if (!st)
+            st = c->family == MLM_FAMILY_PHI3 ? write_phi3(w, &f, c, dtype, err)
+                                              : write_llama(w, &f, c, arch, dtype, err);
         if (!st) st = mlm_gguf_writer_u32(w, "general.quantization_version", 2, err);
         if (!st) st = mlm_export_vocab(w, &f, c, err);
     }

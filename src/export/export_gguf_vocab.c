@@ -2,7 +2,7 @@
  * convert_hf_to_gguf.py writes it for byte-level BPE vocabularies (_set_vocab_gpt2 and
  * gguf-py's SpecialVocab):
  *   tokenizer.ggml.model "gpt2", .pre (llama.cpp's name for the pre-tokenizer: "llama-bpe"
- *   for Llama 3, "dbrx" for Phi-4, "gpt-2"), .tokens (byte-level spellings; added tokens as
+ *   for Llama 3, "dbrx" for Phi-4, "qwen2" for Qwen2's pattern, "gpt-2"), .tokens (byte-level spellings; added tokens as
  *   their text; "[PAD<id>]" for ids the tokenizer lacks up to vocab_size), .token_type
  *   (1 normal, 3 control, 4 user-defined, 5 unused), .merges ("a b", from tokenizer.json,
  *   merges.txt, or derived from tiktoken ranks as transformers' TikTokenConverter does),
@@ -234,9 +234,13 @@ static mlm_status pre_name(vocab_ctx *c, const char **out, mlm_error *err) {
         *out = "gpt-2";
         return MLM_OK;
     }
+    if (pat && !strcmp(pat, MLM_PRETOK_QWEN2)) {
+        *out = "qwen2";
+        return MLM_OK;
+    }
     return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
                          "export: %s: pre-tokenizer %s%s%s has no llama.cpp name meshlm knows "
-                         "(llama-bpe, dbrx, gpt-2)",
+                         "(llama-bpe, dbrx, gpt-2, qwen2)",
                          c->tok_path, pat ? "regex '" : "", pat ? pat : "of this kind",
                          pat ? "'" : "");
 }

@@ -115,6 +115,16 @@ static mlm_status plan_model(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
         {"post_attention_layernorm.weight", "ffn_norm.weight", d, 0, 0, 0, 0},
     };
     static const int meta_order[9] = {0, 1, 2, 3, 4, 6, 5, 7, 8};
+    /* Qwen2: q/k/v biases (std 0.02); Qwen3: per-head RMSNorm weights of q and k (HF only) */
+    const canon qwen2[3] = {{"self_attn.q_proj.bias", NULL, q, 0, 0.02f, 0, 0},
+                            {"self_attn.k_proj.bias", NULL, kv, 0, 0.02f, 0, 0},
+                            {"self_attn.v_proj.bias", NULL, kv, 0, 0.02f, 0, 0}};
+    const canon qwen3[2] = {{"self_attn.q_norm.weight", NULL, c->head_dim, 0, 0, 0, 0},
+                            {"self_attn.k_norm.weight", NULL, c->head_dim, 0, 0, 0, 0}};
+    const canon *extra = c->family == MLM_FAMILY_QWEN2   ? qwen2
+                         : c->family == MLM_FAMILY_QWEN3 ? qwen3
+                                                         : NULL;
+    int n_extra = c->family == MLM_FAMILY_QWEN2 ? 3 : c->family == MLM_FAMILY_QWEN3 ? 2 : 0;
     const canon embed = {"model.embed_tokens.weight", "tok_embeddings.weight", v, d, 0.02f, 1, 0};
     const canon norm = {"model.norm.weight", "norm.weight", d, 0, 0, 0, 0};
     const canon head = {"lm_head.weight", "output.weight", v, d, s_d, 1, 0};
@@ -123,7 +133,7 @@ static mlm_status plan_model(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
     int is_phi3 = c->family == MLM_FAMILY_PHI3, n_per_layer = is_phi3 ? 6 : 9;
     const canon *layer = is_phi3 ? phi3 : llama;
     int meta = pl->format == MLM_SYNTH_META;
-    if (meta && is_phi3) /* refused by mlm_synth_plan_make */
+    if (meta && (is_phi3 || n_extra)) /* refused by mlm_synth_plan_make */
         return mlm_error_set(err, MLM_ERR_INTERNAL, "synth: %s has no Meta form", pl->preset);
     if (meta && n_mp > 1 &&
         (c->n_head % n_mp || c->n_kv_head % n_mp || v % n_mp || f % n_mp || d % n_mp))
@@ -141,8 +151,9 @@ static mlm_status plan_model(mlm_synth_plan *pl, int n_mp, mlm_error *err) {
     for (int r = 0; r < shards; r++) {
         ADD(&embed, meta ? embed.meta : embed.hf, embed.hf);
         for (int i = 0; i < c->n_layer; i++)
-            for (int k = 0; k < n_per_layer; k++) {
-                const canon *t = &layer[meta ? meta_order[k] : k];
+            for (int k = 0; k < n_per_layer + n_extra; k++) {
+                const canon *t = k < n_per_layer ? &layer[meta ? meta_order[k] : k]
+                                                 : &extra[k - n_per_layer];
                 snprintf(key, sizeof key, "model.layers.%d.%s", i, t->hf);
                 if (meta) snprintf(name, sizeof name, "layers.%d.%s", i, t->meta);
                 ADD(t, meta ? name : key, key);
@@ -235,10 +246,10 @@ mlm_status mlm_synth_plan_make_layers(const mlm_synth_params *p, int32_t n_layer
                              mlm_family_name(pr->family));
     if (p->format == MLM_SYNTH_META && pr->n_mp == 0)
         return mlm_error_set(err, MLM_ERR_INVALID_ARG,
-                             "synth: preset '%s' has no Meta format: Phi-4 is published only as "
+                             "synth: preset '%s' has no Meta format: %s is published only as "
                              "Hugging Face safetensors (there is no Meta-format checkpoint to "
                              "imitate); use the hf format",
-                             pr->name);
+                             pr->name, pr->family == MLM_FAMILY_PHI3 ? "Phi-4" : "Qwen");
     if (p->format == MLM_SYNTH_HF) {
         pl->config_json = pr->config_json;
         pl->generation_json = pr->generation_json;
@@ -434,15 +445,16 @@ typedef struct tok_name {
     int required;
 } tok_name;
 static const tok_name llama_tok[] = {{"tokenizer.model", 1}};
-static const tok_name phi3_tok[] = {
+static const tok_name phi3_tok[] = { /* Qwen's too */
     {"tokenizer.json", 1}, {"tokenizer_config.json", 0}, {"special_tokens_map.json", 0}};
 
 /* Plans the copy of p->tokenizer: Llama 3 takes its tokenizer.model file (or a directory
- * holding one); Phi-4 a directory, whose tokenizer.json is copied with tokenizer_config.json
+ * holding one); Phi-4 and Qwen a directory, whose tokenizer.json is copied with tokenizer_config.json
  * and special_tokens_map.json when present. IO for a missing path or required file. */
 static mlm_status plan_tokenizer(job *jb, mlm_error *err) {
     const char *src = jb->p->tokenizer;
-    int phi3 = jb->plan.cfg.family == MLM_FAMILY_PHI3;
+    mlm_family fam = jb->plan.cfg.family;
+    int phi3 = fam == MLM_FAMILY_PHI3 || fam == MLM_FAMILY_QWEN2 || fam == MLM_FAMILY_QWEN3;
     const tok_name *names = phi3 ? phi3_tok : llama_tok;
     int n_names = phi3 ? 3 : 1;
     struct stat sb;
@@ -516,7 +528,9 @@ static mlm_status job_prepare(const mlm_synth_params *p, int32_t n_layer, job *j
         if (st) return st;
         jb->total += (int64_t)mlm_safetensors_writer_total_bytes(jb->st);
         jb->small[jb->n_small++] = (small_file){"config.json", pl->config_json};
-        jb->small[jb->n_small++] = (small_file){"generation_config.json", pl->generation_json};
+        if (pl->generation_json) /* none for Qwen (synth_presets_qwen.c) */
+            jb->small[jb->n_small++] =
+                (small_file){"generation_config.json", pl->generation_json};
         if (pl->preprocessor_json)
             jb->small[jb->n_small++] =
                 (small_file){"preprocessor_config.json", pl->preprocessor_json};

@@ -22,6 +22,10 @@ typedef struct mlm_synth_preset {
 
 // ---- synth_presets.c ----
 
+/* synth_presets_qwen.c: the Qwen3 and Qwen2.5 rows (hidden test ones included). */
+extern const mlm_synth_preset mlm_synth_qwen_presets[];
+extern const size_t mlm_synth_n_qwen_presets;
+
 /* The preset named NAME (hidden ones included), a static row; NULL for NULL or an unknown
  * name. */
 const mlm_synth_preset *mlm_synth_preset_find(const char *name);

@@ -867,11 +867,15 @@ static const mlm_synth_preset presets[] = {
 };
 
 const char *mlm_synth_presets(void) {
-    return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b llama-3.2-11b-vision phi-4";
+    return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b llama-3.2-11b-vision phi-4 "
+           "qwen3-0.6b qwen3-1.7b qwen3-8b qwen3-14b qwen3-32b qwen2.5-0.5b qwen2.5-3b "
+           "qwen2.5-7b qwen2.5-14b qwen2.5-32b";
 }
 
 const mlm_synth_preset *mlm_synth_preset_find(const char *name) {
     for (size_t i = 0; name && i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, name)) return &presets[i];
+    for (size_t i = 0; name && i < mlm_synth_n_qwen_presets; i++)
+        if (!strcmp(mlm_synth_qwen_presets[i].name, name)) return &mlm_synth_qwen_presets[i];
     return NULL;
 }

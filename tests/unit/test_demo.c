@@ -49,6 +49,25 @@ TEST(token_accuracy_against_transformers) {
            "top-1        100.00 %");
 }
 
+/* Qwen3 (q/k norms, head_dim != hidden / heads) and Qwen2 (q/k/v biases) fixtures against
+ * transformers' references (make_refpt_fixtures.py): the demo's token-accuracy preset in f32
+ * matches every top-1 and top-5. */
+TEST(token_accuracy_qwen) {
+    static const char *models[] = {"qwen3_hd64_tied", "qwen2_gqa_untied"};
+    char args[1024];
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args,
+                 "demo -m tests/data/qwen/%s/hf --preset token-accuracy --reference "
+                 "tests/data/refpt/qwen-%s.refpt --optimizations f32 --report %s/qacc.json",
+                 models[i], models[i], tmp);
+        EXPECT(args, 0, "token accuracy top-1");
+        json_t *r = report("qacc.json");
+        CHECKF(metric(r, "top1") == 1.0 && metric(r, "top5") == 1.0, "%s: top-1 %g top-5 %g",
+               models[i], metric(r, "top1"), metric(r, "top5"));
+        json_decref(r);
+    }
+}
+
 TEST(determinism_ci_eval) {
     char args[1024];
     snprintf(args, sizeof args,
@@ -218,6 +237,7 @@ TEST(bad_input_fails_before_compute) {
 int main(void) {
     if (harness_tmpdir(tmp, sizeof tmp, "demo")) return 1;
     RUN(token_accuracy_against_transformers);
+    RUN(token_accuracy_qwen);
     RUN(determinism_ci_eval);
     RUN(batched_equals_alone);
     RUN(presets_and_report_fields);

@@ -627,9 +627,9 @@ static int case_dir(const char *tmp, const char *name, const json_t *c, char *di
     if (mkdir(parent, 0755) || mkdir(dir, 0755)) return 0;
     int ok = link_into(dir, src, "config.json") && link_into(dir, src, "generation_config.json");
     if (strcmp(name, "phi4tok")) ok = ok && link_into(dir, src, "model.safetensors");
-    if (!strcmp(tok, "toy")) {
-        ok = ok && link_into(dir, "tests/data/gguf/tok512", "tokenizer.json") &&
-             link_into(dir, "tests/data/gguf/tok512", "tokenizer_config.json");
+    if (!strcmp(tok, "toy") || !strcmp(tok, "toyq")) {
+        const char *t = !strcmp(tok, "toy") ? "tests/data/gguf/tok512" : "tests/data/gguf/tok512q";
+        ok = ok && link_into(dir, t, "tokenizer.json") && link_into(dir, t, "tokenizer_config.json");
     } else if (!strcmp(tok, "phi4")) {
         const char *p4 = "tests/data/tokenizer/phi4";
         ok = ok && link_into(dir, p4, "tokenizer.json") &&
@@ -773,14 +773,17 @@ static void compare(const char *name, const char *dtype, const char *path, const
     mlm_gguf_free(g);
 }
 
-TEST(export_matches_convert_hf_to_gguf) {
+/* Exports every case of the summary file EXPECTED_FILE and compares; returns the count. */
+static int export_cases(const char *expected_file) {
     json_error_t je;
-    json_t *exp = json_load_file(EXPECTED, 0, &je);
-    if (!exp) SKIP("%s: %s", EXPECTED, je.text);
+    json_t *exp = json_load_file(expected_file, 0, &je);
+    CHECKF(exp, "%s: %s", expected_file, je.text);
+    if (!exp) return 0;
     char tmp[64];
     if (harness_tmpdir(tmp, sizeof tmp, "gguf-export")) {
         json_decref(exp);
-        SKIP("no temporary directory");
+        CHECKF(0, "no temporary directory");
+        return 0;
     }
     const char *name;
     json_t *c;
@@ -801,9 +804,17 @@ TEST(export_matches_convert_hf_to_gguf) {
         }
         n_cases++;
     }
-    CHECK(n_cases == 6);
     json_decref(exp);
     harness_rmtree(tmp);
+    return n_cases;
+}
+
+TEST(export_matches_convert_hf_to_gguf) { CHECK(export_cases(EXPECTED) == 6); }
+
+/* Qwen2 (q/k/v biases, tied and untied) and Qwen3 (q/k norms, head_dim 64 and 32): the
+ * summary a later llama.cpp's convert wrote (make_gguf_fixtures.py --qwen). */
+TEST(export_qwen_matches_convert_hf_to_gguf) {
+    CHECK(export_cases("tests/data/gguf/expected_qwen.json") == 4);
 }
 
 static int same_value(const mlm_gguf_value *x, const mlm_gguf_value *y) {
@@ -956,6 +967,7 @@ int main(void) {
     RUN(writer_round_trip);
     RUN(writer_errors);
     RUN(export_matches_convert_hf_to_gguf);
+    RUN(export_qwen_matches_convert_hf_to_gguf);
     RUN(export_meta_equals_hf);
     RUN(export_errors);
     RUN(cli_export);

@@ -22,7 +22,9 @@ static const char *meshlm;
 
 TEST(presets_and_argument_errors) {
     CHECK(!strcmp(mlm_synth_presets(), "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b "
-                                       "llama-3.2-11b-vision phi-4"));
+                                       "llama-3.2-11b-vision phi-4 qwen3-0.6b qwen3-1.7b qwen3-8b "
+                                       "qwen3-14b qwen3-32b qwen2.5-0.5b qwen2.5-3b qwen2.5-7b "
+                                       "qwen2.5-14b qwen2.5-32b"));
     mlm_synth_params p = mlm_synth_default_params();
     CHECK(p.format == MLM_SYNTH_HF && p.dtype == MLM_DTYPE_BF16 &&
           p.max_shard_bytes == 5000000000LL);
@@ -214,6 +216,61 @@ TEST(real_preset_plans) {
 
 /* phi-4: the embedded config is microsoft/phi-4's config.json; generation_config.json
  * has models.md 5.1's ids; HF only; Phi-3 names and fused shapes (models.md 5.2). */
+/* The Qwen presets: config.json byte for byte the file in tests/data/configs (QWEN_SOURCES.md
+ * says where each came from), no generation_config.json, the family, the tensors (Qwen2's q/k/v
+ * biases, Qwen3's q/k norms) and the parameter count computed from each config.json by
+ * HF's shapes (a separate Python reckoning, which also gives the model cards' counts, e.g.
+ * Qwen3-8B 8,190,735,360 and Qwen2.5-7B 7,615,616,512); no Meta format. */
+TEST(qwen_presets) {
+    static const struct {
+        const char *preset, *dir;
+        int64_t n_params;
+    } q[] = {
+        {"qwen3-0.6b", "Qwen3-0.6B", 596049920LL},     {"qwen3-1.7b", "Qwen3-1.7B", 1720574976LL},
+        {"qwen3-8b", "Qwen3-8B", 8190735360LL},        {"qwen3-14b", "Qwen3-14B", 14768307200LL},
+        {"qwen3-32b", "Qwen3-32B", 32762123264LL},     {"qwen2.5-0.5b", "Qwen2.5-0.5B", 494032768LL},
+        {"qwen2.5-3b", "Qwen2.5-3B", 3085938688LL},    {"qwen2.5-7b", "Qwen2.5-7B", 7615616512LL},
+        {"qwen2.5-14b", "Qwen2.5-14B", 14770033664LL}, {"qwen2.5-32b", "Qwen2.5-32B", 32763876352LL},
+    };
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        mlm_synth_params p = mlm_synth_default_params();
+        p.preset = q[i].preset;
+        p.out_dir = "/nonexistent-meshlm-dir";
+        mlm_synth_plan pl;
+        mlm_error err = {0};
+        CHECK_OK(mlm_synth_plan_make(&p, &pl, &err), &err);
+        char path[256];
+        snprintf(path, sizeof path, "tests/data/configs/%s/config.json", q[i].dir);
+        size_t n;
+        char *text = harness_read_file(path, &n);
+        CHECKF(text && pl.config_json && strlen(pl.config_json) == n &&
+                   !memcmp(text, pl.config_json, n),
+               "%s: embedded config.json differs from %s", q[i].preset, path);
+        free(text);
+        CHECK(pl.generation_json == NULL);
+        const mlm_config *c = &pl.cfg;
+        int qwen3 = !strncmp(q[i].preset, "qwen3", 5);
+        CHECK(c->family == (qwen3 ? MLM_FAMILY_QWEN3 : MLM_FAMILY_QWEN2) && c->qk_norm == qwen3 &&
+              c->qkv_bias == !qwen3);
+        int64_t numel = 0;
+        int n_extra = 0;
+        for (int64_t k = 0; k < pl.n_tensors; k++) {
+            const mlm_synth_tensor *t = &pl.tensors[k];
+            numel += t->shape[0] * (t->n_dim == 2 ? t->shape[1] : 1);
+            n_extra += strstr(t->name, "_proj.bias") ||
+                       (strstr(t->name, "self_attn.") && strstr(t->name, "_norm.weight"));
+        }
+        CHECKF(numel == q[i].n_params && numel == mlm_config_n_params(c), "%s: %lld params",
+               q[i].preset, (long long)numel);
+        CHECK(n_extra == (qwen3 ? 2 : 3) * c->n_layer);
+        CHECK(pl.n_tensors == (9 + (qwen3 ? 2 : 3)) * c->n_layer + 2 + !c->tied_embeddings);
+        mlm_synth_plan_free(&pl);
+        p.format = MLM_SYNTH_META;
+        CHECK(mlm_synth_plan_make(&p, &pl, &err) == MLM_ERR_INVALID_ARG);
+        CHECKF(strstr(err.msg, "Qwen") && strstr(err.msg, "hf format"), "%s", err.msg);
+    }
+}
+
 TEST(phi4_preset) {
     mlm_synth_params p = mlm_synth_default_params();
     p.preset = "phi-4";
@@ -409,6 +466,42 @@ static char out[1 << 16];
 
 #define EXPECT(args, code, needle) HARNESS_EXPECT_MESHLM(out, args, code, needle)
 
+/* `meshlm plan` answers from a Qwen folder's config.json alone, for every size the presets
+ * have: each profile gets a row; Qwen2.5-0.5B's 2 KV heads take TP 2, not TP 4. */
+TEST(plan_answers_for_qwen) {
+    static const char *dirs[] = {"Qwen3-0.6B",   "Qwen3-1.7B",  "Qwen3-8B",   "Qwen3-14B",
+                                 "Qwen3-32B",    "Qwen2.5-0.5B", "Qwen2.5-3B", "Qwen2.5-7B",
+                                 "Qwen2.5-14B", "Qwen2.5-32B"};
+    char tmp[128], args[512], path[400];
+    CHECK(harness_tmpdir(tmp, sizeof tmp, "plan") == 0);
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(path, sizeof path, "tests/data/configs/%s/config.json", dirs[i]);
+        size_t n;
+        char *text = harness_read_file(path, &n);
+        snprintf(path, sizeof path, "%s/config.json", tmp);
+        CHECK(text && harness_write_file(path, text, n) == 0);
+        free(text);
+        snprintf(args, sizeof args, "plan -m %s", tmp);
+        EXPECT(args, 0, "bf16");
+        CHECKF(strstr(out, dirs[i][4] == '3' ? "qwen3," : "qwen2,") && strstr(out, "performance"),
+               "%s: %s", dirs[i], out);
+    }
+    /* the last folder is Qwen2.5-32B (8 KV heads): TP 8 */
+    snprintf(args, sizeof args, "plan -m %s --tp 8", tmp);
+    EXPECT(args, 0, "TP 8 x DP 1");
+    snprintf(path, sizeof path, "tests/data/configs/Qwen2.5-0.5B/config.json");
+    size_t n;
+    char *text = harness_read_file(path, &n);
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    CHECK(text && harness_write_file(path, text, n) == 0);
+    free(text);
+    snprintf(args, sizeof args, "plan -m %s --tp 4", tmp);
+    EXPECT(args, 1, "does not divide the model's 2 KV heads");
+    snprintf(args, sizeof args, "plan -m %s --tp 2", tmp);
+    EXPECT(args, 0, "TP 2 x DP 1");
+    harness_rmtree(tmp);
+}
+
 TEST(command_help_and_refusals) {
     if (access(meshlm, X_OK) != 0) SKIP("%s is not built", meshlm);
     EXPECT("--help", 0, "synth");
@@ -487,6 +580,8 @@ int main(void) {
     RUN(presets_and_argument_errors);
     RUN(real_configs_match_the_files);
     RUN(real_preset_plans);
+    RUN(qwen_presets);
+    RUN(plan_answers_for_qwen);
     RUN(phi4_preset);
     RUN(fewer_layers_plans);
     RUN(command_help_and_refusals);

@@ -259,6 +259,66 @@ TEST(tiny_write_read_back) {
     harness_rmtree(dir);
 }
 
+/* tiny-qwen3 and tiny-qwen2 (the Qwen presets' structure at test size) written and read
+ * back: the family, Qwen3's per-head q/k norms (head_dim 32, ones), Qwen2's q/k/v biases
+ * (std 0.02, not zero), the stand-in tokenizer copied; the folder loads and generates. */
+TEST(tiny_qwen_write_read_back) {
+    char dir[128];
+    CHECK(harness_tmpdir(dir, sizeof dir, "synth") == 0);
+    static const char *presets[2] = {"tiny-qwen3", "tiny-qwen2"};
+    for (int pi = 0; pi < 2; pi++) {
+        char out[256], path[400];
+        snprintf(out, sizeof out, "%s/%s", dir, presets[pi]);
+        mlm_synth_params p = mlm_synth_default_params();
+        p.preset = presets[pi];
+        p.out_dir = out;
+        p.tokenizer = pi ? "tests/data/qwen/chat/qwen2.5" : "tests/data/qwen/chat/qwen3";
+        mlm_error err = {0};
+        CHECK_OK(mlm_synth(&p, &err), &err);
+        mlm_config cfg;
+        CHECK_OK(mlm_config_load(out, &cfg, &err), &err);
+        CHECK(cfg.family == (pi ? MLM_FAMILY_QWEN2 : MLM_FAMILY_QWEN3) && cfg.n_vocab == 640 &&
+              cfg.head_dim == (pi ? 16 : 32) && cfg.tied_embeddings == pi);
+        mlm_checkpoint *c = NULL;
+        CHECK_OK(mlm_checkpoint_open(out, &c, &err), &err);
+        if (!c) continue;
+        for (int l = 0; l < 2; l++) {
+            static const char *qwen3[2] = {"q_norm.weight", "k_norm.weight"};
+            static const char *qwen2[3] = {"q_proj.bias", "k_proj.bias", "v_proj.bias"};
+            for (int k = 0; k < (pi ? 3 : 2); k++) {
+                snprintf(path, sizeof path, "model.layers.%d.self_attn.%s", l,
+                         pi ? qwen2[k] : qwen3[k]);
+                const mlm_tensor_view *t = mlm_checkpoint_find(c, path);
+                CHECKF(t && t->n_dim == 1, "%s missing or not 1-D", path);
+                if (!t) continue;
+                int64_t n = mlm_tensor_numel(t), want = pi ? (k ? 2 : 4) * 16 : 32;
+                CHECKF(n == want, "%s: %lld elements, want %lld", path, (long long)n,
+                       (long long)want);
+                float *v = helper_tensor_f32(t);
+                double ss = 0;
+                int ones = 1;
+                for (int64_t i = 0; v && i < n; i++) {
+                    ss += (double)v[i] * v[i];
+                    ones &= v[i] == 1.0f;
+                }
+                if (pi)
+                    CHECKF(sqrt(ss / (double)n) > 0.01 && sqrt(ss / (double)n) < 0.04,
+                           "%s: rms %g, not about 0.02", path, sqrt(ss / (double)n));
+                else
+                    CHECKF(ones, "%s: not all ones", path);
+                free(v);
+            }
+        }
+        mlm_checkpoint_free(c);
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", out);
+        CHECK(access(path, R_OK) == 0);
+        char args[600], text[4096];
+        snprintf(args, sizeof args, "generate -m %s -p Hi --instruct -n 4 --ignore-eos", out);
+        CHECKF(harness_run_meshlm(args, text, sizeof text) == 0, "%s: %s", args, text);
+    }
+    harness_rmtree(dir);
+}
+
 /* tiny-phi3 (Phi-4's structure at test size) written and read back: family phi3, fused
  * shapes, value statistics, phi-4's stop-id layout; its tokenizer is a directory. */
 TEST(tiny_phi3_write_read_back) {
@@ -790,6 +850,7 @@ int main(void) {
     RUN(fewer_layers_write_read_back);
     RUN(tiny_write_read_back);
     RUN(tiny_phi3_write_read_back);
+    RUN(tiny_qwen_write_read_back);
     RUN(hf_and_meta_hold_the_same_model);
     RUN(determinism);
     RUN(progress_total_and_tokenizer);

@@ -29,6 +29,16 @@ static const tok_source tok_sources[] = {
      "tests/data/tokenizer/phi4", "tokenizer.json"},
     {"tiny-mllama-llama3", "Llama 3 tokenizer.model", "MESHLM_TOKENIZER",
      "tests/data/tokenizer/llama3/tokenizer.model", NULL},
+    /* Qwen: the real tokenizer folder when given, else a stand-in with Qwen's pre-tokenizer,
+     * special tokens and chat template but a small vocabulary (tests/data/qwen/chat/) */
+    {"qwen3-", "Qwen3 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+     "tests/data/qwen/chat/qwen3", "tokenizer.json"},
+    {"tiny-qwen3", "Qwen3 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+     "tests/data/qwen/chat/qwen3", "tokenizer.json"},
+    {"qwen2.5-", "Qwen2.5 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+     "tests/data/qwen/chat/qwen2.5", "tokenizer.json"},
+    {"tiny-qwen2", "Qwen2.5 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+     "tests/data/qwen/chat/qwen2.5", "tokenizer.json"},
 };
 
 /* GB that PRESET writes in bf16 with its first N_LAYER layers (0: all). */
@@ -63,7 +73,10 @@ static void help(void) {
                preset_gb(name, 0), preset_gb(name, 2) - preset_gb(name, 1));
         list += n + (list[n] == ' ');
     }
-    printf("  --out DIR       output directory (required); created if missing, and it must be\n"
+    printf("                  (qwen3-*, qwen2.5-*: the real config.json texts; no\n"
+           "                  generation_config.json, none having been found to copy;\n"
+           "                  qwen2.5-* are the base models' configs)\n"
+           "  --out DIR       output directory (required); created if missing, and it must be\n"
            "                  empty unless --force\n"
            "  --format FMT    hf (default): config.json, generation_config.json and\n"
            "                  model.safetensors, or 5 GB shards model-0000K-of-0000N.safetensors\n"
@@ -73,8 +86,8 @@ static void help(void) {
            "                  preprocessor_config.json);\n"
            "                  meta: params.json + consolidated.NN.pth (torch.save zips; 8 shards\n"
            "                  for llama-3.1-70b; llama-3.2-11b-vision: consolidated.pth), as\n"
-           "                  Meta publishes them; Llama presets only (Phi-4 has no Meta-format\n"
-           "                  checkpoint)\n"
+           "                  Meta publishes them; Llama presets only (Phi-4 and Qwen have no\n"
+           "                  Meta-format checkpoint)\n"
            "  --dtype T       bf16 (default) or f32\n"
            "  --layers N      only the first N layers (1 to the preset's count; default all):\n"
            "                  every shape stays the preset's and config.json / params.json say\n"
@@ -93,6 +106,11 @@ static void help(void) {
            "(tests/data/tokenizer/llama3/tokenizer.model). phi-4: tokenizer.json,\n"
            "tokenizer_config.json and special_tokens_map.json from the directory\n"
            "$MESHLM_PHI4_TOKENIZER, else from the source tree (tests/data/tokenizer/phi4/).\n"
+           "Qwen presets: tokenizer.json and tokenizer_config.json from the directory\n"
+           "$MESHLM_QWEN_TOKENIZER (a real Qwen folder), else a stand-in from the source tree\n"
+           "(tests/data/qwen/chat/qwen3/ or qwen2.5/): Qwen's pre-tokenizer, NFC, special\n"
+           "tokens and real chat template over a 612-token vocabulary, so text runs through\n"
+           "every path but is not split as Qwen's 151k vocabulary splits it.\n"
            "Without one a warning is printed and DIR gets no tokenizer.\n"
            "Free space is checked (statvfs) before writing. Files are written under temporary\n"
            "names and renamed when all are complete: a failure leaves no partial file.\n",

@@ -1,0 +1,416 @@
+/* synth/synth_presets_qwen.c: the Qwen presets of `meshlm synth` (Qwen3 dense, Qwen2.5), their
+ * config.json texts and the table that names them (mlm_synth_qwen_presets). Only data.
+ *
+ * Each text is the config.json of tests/data/configs/<repo>/ byte for byte (provenance and
+ * the checks made on each in tests/data/configs/QWEN_SOURCES.md: public copies of the Hugging
+ * Face files; no file came from the Hub itself). The Qwen2.5 presets are the base models'
+ * configs (the byte-exact copies found; Instruct differs in eos_token_id 151645 and
+ * max_window_layers, and the 14B/32B Instruct in rms_norm_eps 1e-06). No
+ * generation_config.json of a Qwen model was found with a source: the presets write none.
+ * Not found at all, so no preset: Qwen3-4B, Qwen2.5-1.5B, Qwen2.5-72B. Test-only presets
+ * tiny-qwen3 (head_dim 32 != 64 / 4, untied) and tiny-qwen2 (tied) have two layers and a
+ * 640-token vocabulary, room for tests/data/qwen/chat's stand-in tokenizer (612 ids). */
+#include <stddef.h>
+
+#include "synth/synth_internal.h"
+
+// clang-format off
+
+/* tests/data/configs/Qwen3-0.6B/config.json */
+static const char cfg_qwen3_0_6b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 1024,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 3072,\n"
+    "  \"max_position_embeddings\": 40960,\n"
+    "  \"max_window_layers\": 28,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 16,\n"
+    "  \"num_hidden_layers\": 28,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen3-1.7B/config.json */
+static const char cfg_qwen3_1_7b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 2048,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 6144,\n"
+    "  \"max_position_embeddings\": 40960,\n"
+    "  \"max_window_layers\": 28,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 16,\n"
+    "  \"num_hidden_layers\": 28,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen3-8B/config.json */
+static const char cfg_qwen3_8b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 4096,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 12288,\n"
+    "  \"max_position_embeddings\": 40960,\n"
+    "  \"max_window_layers\": 36,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 32,\n"
+    "  \"num_hidden_layers\": 36,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen3-14B/config.json */
+static const char cfg_qwen3_14b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 5120,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 17408,\n"
+    "  \"max_position_embeddings\": 40960,\n"
+    "  \"max_window_layers\": 40,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 40,\n"
+    "  \"num_hidden_layers\": 40,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen3-32B/config.json */
+static const char cfg_qwen3_32b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 5120,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 25600,\n"
+    "  \"max_position_embeddings\": 40960,\n"
+    "  \"max_window_layers\": 64,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 64,\n"
+    "  \"num_hidden_layers\": 64,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen2.5-0.5B/config.json */
+static const char cfg_qwen2_5_0_5b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151643,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 896,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 4864,\n"
+    "  \"max_position_embeddings\": 32768,\n"
+    "  \"max_window_layers\": 24,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 14,\n"
+    "  \"num_hidden_layers\": 24,\n"
+    "  \"num_key_value_heads\": 2,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 32768,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.40.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_mrope\": false,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen2.5-3B/config.json */
+static const char cfg_qwen2_5_3b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151643,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 2048,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 11008,\n"
+    "  \"max_position_embeddings\": 32768,\n"
+    "  \"max_window_layers\": 36,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 16,\n"
+    "  \"num_hidden_layers\": 36,\n"
+    "  \"num_key_value_heads\": 2,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 32768,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.40.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_mrope\": false,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen2.5-7B/config.json */
+static const char cfg_qwen2_5_7b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151643,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 3584,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 18944,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"max_window_layers\": 28,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 28,\n"
+    "  \"num_hidden_layers\": 28,\n"
+    "  \"num_key_value_heads\": 4,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 131072,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.40.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_mrope\": false,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 152064\n"
+    "}";
+
+/* tests/data/configs/Qwen2.5-14B/config.json */
+static const char cfg_qwen2_5_14b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151643,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 5120,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 13824,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"max_window_layers\": 48,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 40,\n"
+    "  \"num_hidden_layers\": 48,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 131072,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.43.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 152064\n"
+    "}";
+
+/* tests/data/configs/Qwen2.5-32B/config.json */
+static const char cfg_qwen2_5_32b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151643,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 5120,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 27648,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"max_window_layers\": 64,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 40,\n"
+    "  \"num_hidden_layers\": 64,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 131072,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.43.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 152064\n"
+    "}";
+
+static const char cfg_tiny_qwen3[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 603,\n"
+    "  \"eos_token_id\": 605,\n"
+    "  \"head_dim\": 32,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 64,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 128,\n"
+    "  \"max_position_embeddings\": 4096,\n"
+    "  \"max_window_layers\": 2,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 4,\n"
+    "  \"num_hidden_layers\": 2,\n"
+    "  \"num_key_value_heads\": 2,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 640\n"
+    "}\n";
+
+static const char cfg_tiny_qwen2[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 603,\n"
+    "  \"eos_token_id\": 605,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 64,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 128,\n"
+    "  \"max_position_embeddings\": 4096,\n"
+    "  \"max_window_layers\": 2,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 4,\n"
+    "  \"num_hidden_layers\": 2,\n"
+    "  \"num_key_value_heads\": 2,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 4096,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.43.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 640\n"
+    "}\n";
+
+// clang-format on
+
+
+const mlm_synth_preset mlm_synth_qwen_presets[] = {
+    {"qwen3-0.6b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_0_6b, NULL, NULL, NULL, NULL},
+    {"qwen3-1.7b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_1_7b, NULL, NULL, NULL, NULL},
+    {"qwen3-8b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_8b, NULL, NULL, NULL, NULL},
+    {"qwen3-14b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_14b, NULL, NULL, NULL, NULL},
+    {"qwen3-32b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_32b, NULL, NULL, NULL, NULL},
+    {"qwen2.5-0.5b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_0_5b, NULL, NULL, NULL, NULL},
+    {"qwen2.5-3b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_3b, NULL, NULL, NULL, NULL},
+    {"qwen2.5-7b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_7b, NULL, NULL, NULL, NULL},
+    {"qwen2.5-14b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_14b, NULL, NULL, NULL, NULL},
+    {"qwen2.5-32b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_32b, NULL, NULL, NULL, NULL},
+    {"tiny-qwen3", 1, MLM_FAMILY_QWEN3, 0, cfg_tiny_qwen3, NULL, NULL, NULL, NULL},
+    {"tiny-qwen2", 1, MLM_FAMILY_QWEN2, 0, cfg_tiny_qwen2, NULL, NULL, NULL, NULL},
+};
+
+const size_t mlm_synth_n_qwen_presets = sizeof mlm_synth_qwen_presets / sizeof mlm_synth_qwen_presets[0];
