@@ -32,7 +32,13 @@ mlm_status mlm_config_check(const char *what, mlm_config *c, mlm_error *err);
 int mlm_gguf_model_file(const char *path, char *out, size_t size);
 /* Fills OUT from the GGUF file PATH's metadata (config/config_gguf.c). */
 mlm_status mlm_config_from_gguf(const char *path, mlm_config *out, mlm_error *err);
-/* The N per-frequency RoPE divisors of PATH's rope_freqs.weight tensor (MLM_ROPE_FACTORS). */
-mlm_status mlm_gguf_rope_factors(const char *path, float *out, int n, mlm_error *err);
+struct mlm_gguf;
+/* The same from the parsed file G (a GGUF checkpoint's, mlm_ckpt_gguf); PATH for messages. */
+mlm_status mlm_config_from_gguf_file(const struct mlm_gguf *g, const char *path, mlm_config *out,
+                                     mlm_error *err);
+/* The N per-frequency RoPE divisors of G's rope_freqs.weight tensor (MLM_ROPE_FACTORS); PATH
+ * for messages. */
+mlm_status mlm_gguf_rope_factors(const struct mlm_gguf *g, const char *path, float *out, int n,
+                                 mlm_error *err);
 
 #endif

@@ -230,28 +230,29 @@ static mlm_status read_config(reader *r, mlm_config *c) {
     return mlm_config_check(r->path, c, r->err);
 }
 
-mlm_status mlm_config_from_gguf(const char *path, mlm_config *out, mlm_error *err) {
+mlm_status mlm_config_from_gguf_file(const mlm_gguf *g, const char *path, mlm_config *out,
+                                     mlm_error *err) {
     memset(out, 0, sizeof *out);
     out->bos_id = out->pad_id = out->image_token_id = -1;
+    reader r = {.g = g, .path = path, .err = err};
+    return read_config(&r, out);
+}
+
+mlm_status mlm_config_from_gguf(const char *path, mlm_config *out, mlm_error *err) {
     mlm_gguf *g;
     mlm_status st = mlm_gguf_open(path, &g, err);
     if (st) return st;
-    reader r = {.g = g, .path = path, .err = err};
-    st = read_config(&r, out);
+    st = mlm_config_from_gguf_file(g, path, out, err);
     mlm_gguf_free(g);
     return st;
 }
 
-mlm_status mlm_gguf_rope_factors(const char *path, float *out, int n, mlm_error *err) {
-    mlm_gguf *g;
-    mlm_status st = mlm_gguf_open(path, &g, err);
-    if (st) return st;
-    const mlm_gguf_tensor *t = mlm_gguf_find_tensor(g, "rope_freqs.weight");
+mlm_status mlm_gguf_rope_factors(const mlm_gguf *g, const char *path, float *out, int n,
+                                 mlm_error *err) {
+    const mlm_gguf_tensor *t = g ? mlm_gguf_find_tensor(g, "rope_freqs.weight") : NULL;
     if (!t || t->type != MLM_GGML_T_F32 || t->ne[0] != n)
-        st = mlm_error_set(err, MLM_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' must be f32 [%d]",
-                           path, n);
-    else
-        mlm_ggml_dequantize(MLM_GGML_T_F32, t->data, n, out);
-    mlm_gguf_free(g);
-    return st;
+        return mlm_error_set(err, MLM_ERR_FORMAT,
+                             "%s: tensor 'rope_freqs.weight' must be f32 [%d]", path, n);
+    mlm_ggml_dequantize(MLM_GGML_T_F32, t->data, n, out);
+    return MLM_OK;
 }

@@ -348,6 +348,8 @@ mlm_status mlm_checkpoint_open(const char *path, mlm_checkpoint **out, mlm_error
     return MLM_OK;
 }
 
+const struct mlm_gguf *mlm_ckpt_gguf(const mlm_checkpoint *c) { return c ? c->gguf : NULL; }
+
 void mlm_checkpoint_free(mlm_checkpoint *c) {
     if (!c) return;
     for (int64_t i = 0; i < c->n_tensors; i++) free((char *)c->tensors[i].name);
@@ -360,6 +362,7 @@ void mlm_checkpoint_free(mlm_checkpoint *c) {
     for (int i = 0; i < c->n_files; i++) mlm_mapfile_close(&c->files[i]);
     free(c->files);
     free(c->index);
+    mlm_gguf_free(c->gguf);
     free(c);
 }
 

@@ -26,7 +26,12 @@ struct mlm_checkpoint {
     int64_t n_values, cap_values;
     int64_t *index; /* open-addressing hash of tensor indices by name, n_index slots */
     int64_t n_index;
+    struct mlm_gguf *gguf; /* owned: a GGUF checkpoint's parsed file (its metadata too), so a
+                              model's load parses it once (mlm_ckpt_gguf); NULL otherwise */
 };
+
+/* The parsed GGUF file of a GGUF checkpoint (its metadata: config, rope factors), or NULL. */
+const struct mlm_gguf *mlm_ckpt_gguf(const mlm_checkpoint *c);
 
 /* Maps PATH and appends it to the checkpoint's files; *IDX gets its index. */
 mlm_status mlm_ckpt_add_file(mlm_checkpoint *c, const char *path, int *idx, mlm_error *err);

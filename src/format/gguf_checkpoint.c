@@ -4,8 +4,9 @@
  * Shapes are GGUF's ne[] reversed (outermost first, as torch and safetensors give them).
  * f32, f16 and bf16 tensors are plain strided views; every other ggml type becomes an
  * MLM_DTYPE_GGML view whose rows are contiguous runs of blocks (the reader has checked that
- * each row is whole blocks and that the data lies inside the file). The file's metadata is
- * read separately (config/config_gguf.c opens the same file with format/gguf.h). */
+ * each row is whole blocks and that the data lies inside the file). The parsed file stays
+ * with the checkpoint (mlm_ckpt_gguf), so the model's load reads the metadata from it
+ * (config/config_gguf.c) instead of parsing the file again. */
 #include "format/checkpoint.h"
 #include "format/gguf.h"
 #include "format/gguf_quants.h"
@@ -33,6 +34,10 @@ mlm_status mlm_gguf_ckpt_read(mlm_checkpoint *c, int file, mlm_error *err) {
         st = mlm_ckpt_add_tensor(c, t->name, dt, t->n_dim, shape, stride, t->data, file, err);
         if (!st) c->tensors[c->n_tensors - 1].ggml_type = t->type;
     }
-    mlm_gguf_free(g);
-    return st;
+    if (st || c->gguf) { /* one GGUF file a checkpoint: a second keeps only its views */
+        mlm_gguf_free(g);
+        return st;
+    }
+    c->gguf = g;
+    return MLM_OK;
 }

@@ -614,16 +614,14 @@ static int chunks_fit(const mlm_config *c, const mlm_config *l, mlm_qkind k, int
 /* A tied LM head takes the embedding's type; wo and w2 run in f32 where their K chunks would
  * cut the type's blocks (a model whose heads or MLP columns per KV head are not multiples of
  * 32). */
-mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
-                                      const mlm_config *local, const char *dir, mlm_error *err) {
-    char gguf[1024];
-    if (!mlm_gguf_model_file(dir, gguf, sizeof gguf))
+mlm_status mlm_profile_resolve_native_ckpt(mlm_profile *p, const mlm_config *cfg,
+                                           const mlm_config *local, const mlm_checkpoint *ck,
+                                           const char *dir, mlm_error *err) {
+    if (!ck || !mlm_ckpt_gguf(ck))
         return mlm_error_set(err, MLM_ERR_INVALID_ARG,
                              "model: %s: the native profile runs GGUF files; this checkpoint is %s",
                              dir, cfg->source);
-    mlm_checkpoint *ck = NULL;
-    mlm_status st = mlm_checkpoint_open(dir, &ck, err);
-    if (st) return st;
+    mlm_status st = MLM_OK;
     binder b = {.err = err, .gguf = 1, .phi3 = cfg->family == MLM_FAMILY_PHI3, .n_shards = 1};
     static const role roles[] = {R_WQ, R_WK, R_WV, R_WO, R_W1, R_W2, R_W3};
     char name[256];
@@ -643,6 +641,17 @@ mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
                 w = MLM_W_F32; /* the file's values exactly, where its blocks cannot be cut */
             *role_slot(p, r, l < 0 ? 0 : l) = w;
         }
+    return st;
+}
+
+mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
+                                      const mlm_config *local, const char *dir, mlm_error *err) {
+    char gguf[1024];
+    mlm_checkpoint *ck = NULL;
+    mlm_status st = mlm_gguf_model_file(dir, gguf, sizeof gguf)
+                        ? mlm_checkpoint_open(gguf, &ck, err)
+                        : MLM_OK;
+    if (!st) st = mlm_profile_resolve_native_ckpt(p, cfg, local, ck, dir, err);
     mlm_checkpoint_free(ck);
     return st;
 }

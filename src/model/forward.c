@@ -14,8 +14,9 @@
  * A job of one task (a decode step's token-wise work) runs on the caller without waking
  * anyone. Every token's numbers are computed the same way whatever else is in the batch and
  * whichever thread computes them, so batched and one-by-one runs agree bit for bit.
- * The products, norms and attention run on the op layer (ops.h), which the vision encoder
- * shares. Scratch comes from the caller (sized by mlm_forward_scratch_size) and is carved into
+ * The products (K-chunked ones too), norms, attention and KV writes run on the op layer
+ * (ops.h), which the vision encoder shares; this file schedules them and the mesh's
+ * collectives. Scratch comes from the caller (sized by mlm_forward_scratch_size) and is carved into
  * the step's buffers (bufs); nothing is allocated. */
 #include <math.h>
 #include <string.h>
@@ -155,19 +156,11 @@ typedef struct fwd {
     const mlm_layer *layer;  /* the layer running (its biases, q/k norms, cross K/V) */
     const int32_t *xblocks;  /* mlm_forward_cross_kv: the image's page table, first entry */
     int32_t entry0;
-    /* the current row-parallel product (row_parallel): W's chunks over the chunk-major input
-     * of SRC (ROWS tokens of COLS), prepared in FORMS */
-    const float *src;
-    int64_t cols;
-    int32_t rows;
-    int forms;
+    /* TP: the row-parallel product whose gathered partials are being summed (task_fold) */
     const mlm_weight *rw;
-    int64_t kc;        /* columns per chunk */
-    const float *cx;   /* the f32 input of chunk 0: ax, or the source itself for one chunk */
-    float *rout;       /* (n, rows): the chunks' sum, or with TP the local chunks' partials */
-    int rsum;          /* 1: fold the chunks into rout; 0: each chunk's partial apart (TP) */
-    int ractive;       /* the residual add in the epilogue (alone) */
-    int32_t slab0, slab_n; /* TP: the tokens of the gathered partials being summed */
+    float *rout;           /* (n, rows): the sum, unless added to the residual */
+    int ractive;           /* the sum is added to the residual stream */
+    int32_t slab0, slab_n; /* the tokens of the slab gathered */
 } fwd;
 
 /* The step's state over SCRATCH for N tokens, L logits. */
@@ -206,8 +199,6 @@ static void matmul(fwd *f, mlm_pool *pool, const mlm_weight *const *w, float *co
     mlm_op_matmul(&f->ops, pool, w, out, n, (mlm_epilogue){.kind = epi}, 0);
 }
 
-static void add_vec(float *restrict dst, const float *restrict src, int64_t len);
-
 /* The step's q, k, v rows of tokens [T0, T1): the projections' biases added, then q and k
  * RMSNormed per head (Qwen2's biases, Qwen3's norms; layer L has them or not). */
 static void qkv_extras(const fwd *f, const mlm_layer *L, int32_t t0, int32_t t1) {
@@ -216,9 +207,9 @@ static void qkv_extras(const fwd *f, const mlm_layer *L, int32_t t0, int32_t t1)
     for (int32_t t = t0; t < t1; t++) {
         float *q = f->s.q + t * qdim, *k = f->s.k + t * kvdim;
         if (L->bq) {
-            add_vec(q, L->bq, qdim);
-            add_vec(k, L->bk, kvdim);
-            add_vec(f->s.v + t * kvdim, L->bv, kvdim);
+            mlm_vec_add(q, L->bq, qdim);
+            mlm_vec_add(k, L->bk, kvdim);
+            mlm_vec_add(f->s.v + t * kvdim, L->bv, kvdim);
         }
         if (L->q_norm) {
             for (int h = 0; h < c->n_head; h++)
@@ -239,8 +230,8 @@ static void task_rope_store(void *ctx, int64_t task, int thread) {
     mlm_rope_apply(f->m, f->s.q + t0 * qdim, qdim, t1 - t0, f->b->pos + t0, c->n_head);
     mlm_rope_apply(f->m, f->s.k + t0 * kvdim, kvdim, t1 - t0, f->b->pos + t0, c->n_kv_head);
     for (int32_t t = t0; t < t1; t++)
-        mlm_kv_store(f->kv, f->b->blocks[t], f->b->kv_idx[t], f->s.k + t * kvdim,
-                     f->s.v + t * kvdim);
+        mlm_op_kv_store(f->kv, f->b->blocks[t], f->b->kv_idx[t], f->s.k + t * kvdim,
+                        f->s.v + t * kvdim);
 }
 
 /* Attention task TASK of the job running (f->run) as a kernel job. */
@@ -341,81 +332,11 @@ static void embed(const mlm_model *m, float *x, const int32_t *tokens, int32_t n
 
 /* A row-parallel product's output is the sum, in chunk order, of each K chunk's product
  * computed from zero by the kernel (model.h): partial 0, plus partial 1, plus ... One process
- * adds them in the product's tasks; a TP rank computes its own chunks' partials, every rank
- * gathers all of them and adds them in the same order. So the bits of one process and of
- * every mesh are the same, in every profile. The input is prepared chunk by chunk (each chunk
- * quantized as a row of its own), as a rank that holds only some chunks prepares it. */
-
-/* Per token: SRC's row cut in chunks of f->kc, each in the forms f->forms, chunk-major
- * (chunk c of token t at row c * rows + t of each form). */
-static void task_prepare_chunks(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    fwd *f = ctx;
-    int32_t t0 = (int32_t)task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < f->rows ? t0 + TOK_CHUNK : f->rows;
-    int64_t kc = f->kc, n = f->rows;
-    int32_t chunks = mlm_weight_chunks(f->rw);
-    for (int32_t t = t0; t < t1; t++)
-        for (int32_t c = 0; c < chunks; c++) {
-            const float *row = f->src + t * f->cols + c * kc;
-            int64_t at = c * n + t;
-            if (chunks > 1 && (f->forms & (1 << MLM_ACT_F32)))
-                memcpy(f->s.ax + at * kc, row, (size_t)kc * sizeof *row);
-            mlm_op_prepare_row(&f->ops, f->forms, row, kc, at);
-        }
-}
-
-/* DST[i] += SRC[i] for LEN floats (two separate buffers), in blocks of ROW_CHUNK: a fixed
- * count the compiler vectorizes. */
-static void add_vec(float *restrict dst, const float *restrict src, int64_t len) {
-    int64_t i = 0;
-    for (; i + ROW_CHUNK <= len; i += ROW_CHUNK)
-        for (int r = 0; r < ROW_CHUNK; r++) dst[i + r] += src[i + r];
-    for (; i < len; i++) dst[i] += src[i];
-}
-
-/* DST[t * DS + r] += SRC[t * SS + r] for N tokens of NR rows (two separate buffers). */
-static void add_rows(float *dst, int64_t ds, const float *src, int64_t ss, int64_t n, int64_t nr) {
-    for (int64_t t = 0; t < n; t++) add_vec(dst + t * ds, src + t * ss, nr);
-}
-
-/* Chunk C's input, as its kernel reads it. */
-static mlm_acts chunk_acts(const fwd *f, int32_t c) {
-    int64_t kc = f->kc, pc = mlm_q8_cols(kc), hc = mlm_bf16_cols(kc), n = f->rows;
-    return (mlm_acts){.n = n,
-                      .cols = kc,
-                      .x = f->cx + c * n * kc,
-                      .h = f->s.ah + c * n * hc,
-                      .q = f->s.aq + c * n * pc,
-                      .u = f->s.au + c * n * pc,
-                      .d = f->s.ad + c * n * (pc / MLM_Q8_BLOCK),
-                      .s = f->s.as + c * n * mlm_q8_sums_len(kc)};
-}
-
-/* Block TASK (rows [r0, r0 + ROW_CHUNK)) of every chunk: alone, partial 0 into rout, each further
- * partial into this thread's fold buffer and added; then the residual add. Under TP, each
- * local chunk's partial apart, token-major in rout (n, chunks, rows). */
-static void task_row_parallel(void *ctx, int64_t task, int thread) {
-    fwd *f = ctx;
-    const mlm_weight *w = f->rw;
-    int64_t rows = w->rows, r0 = task * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
-    int64_t nr = r1 - r0, n = f->rows;
-    float *tmp = f->s.fold + (size_t)thread * (size_t)fold_floats(n, rows);
-    int32_t chunks = mlm_weight_chunks(w);
-    for (int32_t c = 0; c < chunks; c++) {
-        /* block TASK, chunk C: a plain (nr, kc) matrix, the task's chunks one after another */
-        mlm_weight k = mlm_weight_part(w, task, c);
-        mlm_acts a = chunk_acts(f, c);
-        if (!f->rsum) { /* token-major: token t's chunk c at (t * chunks + c) * rows */
-            mlm_op_matmul_rows(&f->ops, &k, f->rout + c * rows + r0, chunks * rows, &a, 0, nr);
-        } else if (c == 0) {
-            mlm_op_matmul_rows(&f->ops, &k, f->rout + r0, rows, &a, 0, nr);
-        } else {
-            mlm_op_matmul_rows(&f->ops, &k, tmp, ROW_CHUNK, &a, 0, nr);
-            add_rows(f->rout + r0, rows, tmp, ROW_CHUNK, n, nr);
-        }
-    }
-    if (f->ractive) add_rows(f->s.x + r0, rows, f->rout + r0, rows, n, nr);
-}
+ * adds them in the product's tasks (the op layer's mlm_op_matmul_chunks); a TP rank computes
+ * its own chunks' partials apart, every rank gathers all of them and adds them in the same
+ * order (task_fold). So the bits of one process and of every mesh are the same, in every
+ * profile. The input is prepared chunk by chunk (mlm_op_prepare_chunks: each chunk quantized
+ * as a row of its own), as a rank that holds only some chunks prepares it. */
 
 /* Tokens of the gathered slab (f->slab0 on, f->slab_n of them; rank r's chunks c at
  * ((r * slab_n + t) * chunks + c) * d) summed in the global chunk order r * chunks + c, then
@@ -425,15 +346,15 @@ static void task_fold(void *ctx, int64_t task, int thread) {
     int64_t d = f->rw->rows, sn = f->slab_n;
     int32_t chunks = mlm_weight_chunks(f->rw), tp = f->m->tp_size;
     int64_t t0 = task * TOK_CHUNK, t1 = t0 + TOK_CHUNK < sn ? t0 + TOK_CHUNK : sn;
-    float *sum = f->s.fold + (size_t)thread * (size_t)fold_floats(f->rows, d);
+    float *sum = f->s.fold + (size_t)thread * (size_t)fold_floats(f->n, d);
     for (int64_t t = t0; t < t1; t++) {
         /* rank 0's chunk 0, plus each further chunk in turn: per element, one process's adds */
         memcpy(sum, f->s.gath + t * chunks * d, (size_t)d * sizeof *sum);
         for (int32_t r = 0; r < tp; r++)
             for (int32_t c = r ? 0 : 1; c < chunks; c++)
-                add_vec(sum, f->s.gath + ((r * sn + t) * chunks + c) * d, d);
+                mlm_vec_add(sum, f->s.gath + ((r * sn + t) * chunks + c) * d, d);
         float *at = (f->ractive ? f->s.x : f->rout) + (f->slab0 + t) * d;
-        if (f->ractive) add_vec(at, sum, d);
+        if (f->ractive) mlm_vec_add(at, sum, d);
         else memcpy(at, sum, (size_t)d * sizeof *sum);
     }
 }
@@ -449,24 +370,20 @@ static mlm_status row_parallel(fwd *f, mlm_pool *pool, const mlm_weight *w, cons
     const mlm_model *m = f->m;
     int32_t n = f->n, chunks = mlm_weight_chunks(w);
     int tp = m->tp_size;
-    f->rw = w, f->kc = w->cols / chunks;
-    f->src = src, f->cols = w->cols, f->rows = n, f->forms = forms_of(f, w);
-    f->cx = chunks > 1 ? f->s.ax : src;
-    mlm_pool_run(pool, (n + TOK_CHUNK - 1) / TOK_CHUNK, task_prepare_chunks, f);
+    mlm_op_prepare_chunks(&f->ops, pool, w, src, n, f->s.ax, TOK_CHUNK);
     int sum = tp > 1 && m->tp_reduce == MLM_TP_SUM; /* each rank's chunks summed, all-reduced */
-    f->rsum = tp == 1 || sum, f->ractive = tp == 1 && residual;
-    f->rout = tp == 1 || sum ? out : f->s.part;
-    mlm_pool_run(pool, (w->rows + ROW_CHUNK - 1) / ROW_CHUNK, task_row_parallel, f);
+    mlm_op_matmul_chunks(&f->ops, pool, tp == 1 || sum ? out : f->s.part, tp == 1 || sum,
+                         tp == 1 && residual ? f->s.x : NULL, f->s.fold, fold_floats(n, w->rows));
     if (tp == 1) return MLM_OK;
     if (sum) {
         int64_t nd = (int64_t)n * w->rows;
         mlm_status st = mlm_comm_allreduce_sum(m->tp, out, nd, err);
-        if (!st && residual) add_vec(f->s.x, out, nd);
+        if (!st && residual) mlm_vec_add(f->s.x, out, nd);
         return st;
     }
     size_t counts[256];
     if (tp > 256) return mlm_error_set(err, MLM_ERR_CAPACITY, "mesh: TP %d exceeds 256", tp);
-    f->rout = out, f->ractive = residual;
+    f->rw = w, f->rout = out, f->ractive = residual;
     /* slabs of GATHER_TOKENS tokens: every rank's partials of the slab, then their sum */
     for (int32_t t0 = 0; t0 < n; t0 += GATHER_TOKENS) {
         f->slab0 = t0, f->slab_n = n - t0 < GATHER_TOKENS ? n - t0 : GATHER_TOKENS;
@@ -551,7 +468,7 @@ static void task_cross_store(void *ctx, int64_t task, int thread) {
         float *k = f->s.k + t * kvdim;
         for (int h = 0; h < c->n_kv_head; h++)
             mlm_rmsnorm(k + h * hd, k + h * hd, f->layer->k_norm, hd, c->norm_eps);
-        mlm_kv_store(f->xkv, f->xblocks, f->entry0 + t, k, f->s.v + t * kvdim);
+        mlm_op_kv_store(f->xkv, f->xblocks, f->entry0 + t, k, f->s.v + t * kvdim);
     }
 }
 

@@ -42,9 +42,10 @@ static int count_shards(const mlm_checkpoint *c) {
     return n > 64 ? -1 : n;
 }
 
-/* Binds the checkpoint in DIR: f32/bf16 roles in their types, BFP roles in the source's. */
+/* Binds the checkpoint in DIR (open already for a GGUF file): f32/bf16 roles in their types,
+ * BFP roles in the source's. */
 static mlm_status bind_checkpoint(mlm_model *m, const char *dir, mlm_error *err) {
-    mlm_status st = mlm_checkpoint_open(dir, &m->ckpt, err);
+    mlm_status st = m->ckpt ? MLM_OK : mlm_checkpoint_open(dir, &m->ckpt, err);
     if (st) return st;
     mlm_binder b = {.m = m, .err = err, .source = m->cfg.source, .n_shards = 1};
     b.phi3 = m->cfg.family == MLM_FAMILY_PHI3;
@@ -112,7 +113,11 @@ static mlm_status load_bfp(mlm_model *m, const char *dir, const mlm_model_params
     if (st) return st;
     mlm_error why = {0};
     if (mlm_is_file(m->cache_path)) {
-        if (!mlm_cache_map(m, m->cache_path, key, &why)) return MLM_OK;
+        if (!mlm_cache_map(m, m->cache_path, key, &why)) {
+            mlm_checkpoint_free(m->ckpt); /* a GGUF file's: the cache holds every weight */
+            m->ckpt = NULL;
+            return MLM_OK;
+        }
         say(p, "%s; rebuilding it%s", why.msg, "");
         /* an invalid cache is worth nothing: free its space before writing the new one */
         unlink(m->cache_path);
@@ -172,13 +177,21 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     mlm_model *m = calloc(1, sizeof *m);
     if (!m) return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
     mlm_status st = mlm_kernels_pick(&m->kernels, err);
-    if (!st) st = mlm_config_load(dir, &m->cfg, err);
+    /* a GGUF file is parsed once: its checkpoint's parse gives the config (and the native
+     * profile's types, the rope factors and the bound tensors); other formats read their
+     * config.json / params.json here and their weights in bind_checkpoint */
+    if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
+    if (!st && m->gguf_path[0]) {
+        st = mlm_checkpoint_open(m->gguf_path, &m->ckpt, err);
+        if (!st) st = mlm_config_from_gguf_file(mlm_ckpt_gguf(m->ckpt), m->gguf_path, &m->cfg, err);
+    } else if (!st) {
+        st = mlm_config_load(dir, &m->cfg, err);
+    }
     if (!st && m->cfg.family == MLM_FAMILY_MLLAMA && mlm_comm_size(p.tp) > 1)
         st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
                            "model: %s is Llama 3.2 Vision: meshlm runs it on one device (TP 1), "
                            "not on a mesh of %d",
                            dir, mlm_comm_size(p.tp));
-    if (!st && !mlm_gguf_model_file(dir, m->gguf_path, sizeof m->gguf_path)) m->gguf_path[0] = 0;
     if (!st && p.tp_reduce != MLM_TP_EXACT && p.tp_reduce != MLM_TP_SUM)
         st = mlm_error_set(err, MLM_ERR_INVALID_ARG,
                            "model: tp_reduce %d is neither exact (0) nor "
@@ -188,7 +201,8 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
     if (!st) st = shard_init(m, p.tp, err);
     if (!st) st = mlm_profile_init(&m->profile, name, &m->cfg, p.decoder_config, err);
     if (!st && !strcmp(name, "native"))
-        st = mlm_profile_resolve_native(&m->profile, &m->cfg, &m->local, dir, err);
+        st = mlm_profile_resolve_native_ckpt(&m->profile, &m->cfg, &m->local, m->ckpt, dir, err);
+    if (!st) st = mlm_rope_init(m, err); /* before a BFP cache's mapping lets the file go */
     if (!st) {
         m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
         if (!m->layers) st = mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
@@ -200,7 +214,6 @@ mlm_status mlm_model_load(const char *dir, const mlm_model_params *params, mlm_m
                                                    : bind_checkpoint(m, dir, err);
     mlm_pool_free(m->load_pool);
     m->load_pool = NULL;
-    if (!st) st = mlm_rope_init(m, err);
     if (st) {
         mlm_model_free(m);
         return st;

@@ -157,6 +157,10 @@ void mlm_model_vision_shapes(mlm_model *m);
  * it), set in P: each matrix the type its file stores it in. */
 mlm_status mlm_profile_resolve_native(mlm_profile *p, const mlm_config *cfg,
                                       const mlm_config *local, const char *dir, mlm_error *err);
+/* The same from the GGUF checkpoint CK already open (a model's load); DIR for messages. */
+mlm_status mlm_profile_resolve_native_ckpt(mlm_profile *p, const mlm_config *cfg,
+                                           const mlm_config *local, const mlm_checkpoint *ck,
+                                           const char *dir, mlm_error *err);
 
 // ---- convert.c ----
 

@@ -58,6 +58,15 @@ typedef struct mlm_ops {
     /* the attention job */
     void (*make_job)(void *user, int64_t task, mlm_attn_job *job);
     void *user;
+    /* the K-chunked product (ops_chunks.c): its weight, input and chunk-major f32 slices,
+     * tokens, columns a chunk, forms; the output, sum or apart, residual, fold scratch */
+    const mlm_weight *cw;
+    const float *csrc;
+    float *cx;
+    int64_t cn, ckc;
+    int cforms, csum;
+    float *cout, *cres, *cfold;
+    int64_t cfold_floats;
 } mlm_ops;
 
 /* The forms (1 << mlm_act_kind) the kernels of W read. */
@@ -82,6 +91,30 @@ void mlm_op_matmul(mlm_ops *o, mlm_pool *pool, const mlm_weight *const *w, float
  * kernels, for products that schedule their own tasks (forward.c's K-chunked ones). */
 void mlm_op_matmul_rows(const mlm_ops *o, const mlm_weight *w, float *out, int64_t out_stride,
                         const mlm_acts *a, int64_t r0, int64_t r1);
+
+/* K-chunked products (ops_chunks.c): W stored in K chunks (tensor/weight.h: wo and w2) times
+ * its input, each chunk's partial computed from zero by the kernel. First the input: N rows of
+ * SRC (W->cols wide) cut in W's chunks, each chunk prepared as a row of its own, chunk-major
+ * (chunk c of token t at row c * N + t of each form), TOK_CHUNK tokens a task; with several
+ * chunks and kernels that read f32, the f32 slices are copied to AX (N x W->cols floats). */
+void mlm_op_prepare_chunks(mlm_ops *o, mlm_pool *pool, const mlm_weight *w, const float *src,
+                           int64_t n, float *ax, int64_t tok_chunk);
+
+/* Then the product of the input prepared last, MLM_OP_ROW_CHUNK rows a task: with SUM, OUT
+ * (n, rows) = partial 0 + partial 1 + ... in chunk order (FOLD: FOLD_FLOATS floats of
+ * scratch per thread, at least n x MLM_OP_ROW_CHUNK), then added to RESIDUAL (n, rows) when
+ * it is given; else OUT (n, chunks, rows) token-major holds each chunk's partial apart, for a
+ * mesh to gather and add in the same order. */
+void mlm_op_matmul_chunks(mlm_ops *o, mlm_pool *pool, float *out, int sum, float *residual,
+                          float *fold, int64_t fold_floats);
+
+/* DST[i] += SRC[i] for LEN floats (separate buffers), in blocks the compiler vectorizes. */
+void mlm_vec_add(float *restrict dst, const float *restrict src, int64_t len);
+
+/* Stores K and V as entry IDX of the sequence with page table BLOCKS in the paged cache KV
+ * (backend.h's mlm_kv_store): the decoder's KV writes go through here. */
+void mlm_op_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k,
+                     const float *v);
 
 /* N_TASKS attention jobs, task I's made by MAKE_JOB(USER, I, &job), on the pool. */
 void mlm_op_attention(mlm_ops *o, mlm_pool *pool, int64_t n_tasks,

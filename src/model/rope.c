@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "config/config.h"
+#include "format/checkpoint.h"
 #include "model/model.h"
 
 mlm_status mlm_rope_init(mlm_model *m, mlm_error *err) {
@@ -37,7 +38,7 @@ mlm_status mlm_rope_init(mlm_model *m, mlm_error *err) {
         /* llama.cpp: angle = pos * theta^(-2i/hd) / rope_freqs[i] */
         float *f = malloc((size_t)half * sizeof *f);
         if (!f) return mlm_error_set(err, MLM_ERR_NOMEM, "model: out of memory");
-        mlm_status st = mlm_gguf_rope_factors(m->gguf_path, f, half, err);
+        mlm_status st = mlm_gguf_rope_factors(mlm_ckpt_gguf(m->ckpt), m->gguf_path, f, half, err);
         for (int i = 0; i < half && !st; i++) m->inv_freq[i] /= f[i];
         free(f);
         return st;

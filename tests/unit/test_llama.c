@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "helpers.h"
@@ -158,7 +159,9 @@ static void find_fixtures(void) {
         if (!d) continue;
         struct dirent *e;
         while ((e = readdir(d)) && n_fixtures < 16) {
-            if (e->d_name[0] == '.') continue;
+            char ref[256];
+            snprintf(ref, sizeof ref, "%s/%.100s/reference.json", dir, e->d_name);
+            if (e->d_name[0] == '.' || access(ref, R_OK) != 0) continue; /* chat/: no model */
             snprintf(fixtures[n_fixtures++], sizeof fixtures[0], "%s/%.100s", families[fam],
                      e->d_name);
         }
