@@ -2,7 +2,8 @@
  * (tools/server/toolcall.c): the input is a model's reply, parsed in each chat format against
  * two declared tools. Every call found must name a declared tool with arguments that are a
  * JSON object (the compact text parses back to one), and how much of a growing reply the
- * stream may show must never shrink as the reply grows. */
+ * stream may show must never shrink as the reply grows; the same for the reasoning split of a
+ * reply (mlm_chat_split_reasoning: a <think> block's reasoning, then the content). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +43,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             REQUIRE(safe <= n && safe >= prev);
             prev = safe;
         }
+    }
+    /* the reasoning split of a reply (mlm_chat_split_reasoning): ordered ranges inside the
+     * reply, and as it grows the settled part and the reasoning's start never move back */
+    mlm_reasoning_split end, sp;
+    mlm_chat_split_reasoning(text, size, 1, &end);
+    REQUIRE(end.settled == size && end.content_begin <= size);
+    REQUIRE(end.reasoning_begin <= end.reasoning_end && end.reasoning_end <= end.content_begin);
+    size_t prev = 0;
+    for (size_t n = 0; n <= size; n += 1 + n / 8) {
+        mlm_chat_split_reasoning(text, n, 0, &sp);
+        REQUIRE(sp.settled <= n && sp.settled >= prev && sp.content_begin <= sp.settled);
+        REQUIRE(sp.reasoning_begin <= sp.reasoning_end && sp.reasoning_end <= sp.content_begin);
+        REQUIRE(!sp.has_reasoning || (end.has_reasoning && sp.reasoning_begin == end.reasoning_begin));
+        prev = sp.settled;
     }
     json_decref(tools);
     return 0;
