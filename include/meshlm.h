@@ -1318,8 +1318,23 @@ mlm_status mlm_synth(const mlm_synth_params *p, mlm_error *err);
 mlm_status mlm_synth_total_bytes(const mlm_synth_params *p, int64_t *total, mlm_error *err);
 
 /* The preset names, space-separated (static string):
- * "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b phi-4". */
+ * "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b llama-3.2-11b-vision phi-4 qwen3-0.6b
+ * ... qwen2.5-32b". */
 const char *mlm_synth_presets(void);
+
+/* Where a preset's tokenizer comes from when the caller names none (mlm_synth_params'
+ * tokenizer): the environment variable ENV, else REL inside meshlm's source tree. */
+typedef struct mlm_synth_tokenizer {
+    const char *what; /* for messages: "Llama 3 tokenizer.model", ... */
+    const char *env;  /* "MESHLM_TOKENIZER", "MESHLM_PHI4_TOKENIZER", "MESHLM_QWEN_TOKENIZER" */
+    const char *rel;  /* the file (Llama 3's tokenizer.model) or directory (Phi-4, Qwen) */
+    const char *need; /* the file a directory must hold ("tokenizer.json"); NULL for a file */
+} mlm_synth_tokenizer;
+
+/* Fills *OUT for preset NAME (hidden test presets too; static strings); 0 when the preset has
+ * no tokenizer source or NAME is none. Qwen's is a stand-in (tests/data/qwen/chat/): Qwen's
+ * pre-tokenizer, NFC, special tokens and real chat template over a small vocabulary. */
+int mlm_synth_preset_tokenizer(const char *name, mlm_synth_tokenizer *out);
 
 /* ---- GGUF export ---- */
 

@@ -866,6 +866,38 @@ static const mlm_synth_preset presets[] = {
      pre_tiny_mllama, NULL},
 };
 
+/* Where each family's presets take their tokenizer from (mlm_synth_preset_tokenizer), by
+ * name prefix, the last match winning. */
+static const struct {
+    const char *prefix;
+    mlm_synth_tokenizer t;
+} tokenizers[] = {
+    {"llama-", {"Llama 3 tokenizer.model", "MESHLM_TOKENIZER",
+                "tests/data/tokenizer/llama3/tokenizer.model", NULL}},
+    {"phi-4", {"Phi-4 tokenizer (tokenizer.json)", "MESHLM_PHI4_TOKENIZER",
+               "tests/data/tokenizer/phi4", "tokenizer.json"}},
+    {"tiny-mllama-llama3", {"Llama 3 tokenizer.model", "MESHLM_TOKENIZER",
+                            "tests/data/tokenizer/llama3/tokenizer.model", NULL}},
+    {"qwen3-", {"Qwen3 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+                "tests/data/qwen/chat/qwen3", "tokenizer.json"}},
+    {"tiny-qwen3", {"Qwen3 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+                    "tests/data/qwen/chat/qwen3", "tokenizer.json"}},
+    {"qwen2.5-", {"Qwen2.5 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+                  "tests/data/qwen/chat/qwen2.5", "tokenizer.json"}},
+    {"tiny-qwen2", {"Qwen2.5 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
+                    "tests/data/qwen/chat/qwen2.5", "tokenizer.json"}},
+};
+
+int mlm_synth_preset_tokenizer(const char *name, mlm_synth_tokenizer *out) {
+    int found = 0;
+    for (size_t i = 0; name && out && i < sizeof tokenizers / sizeof tokenizers[0]; i++)
+        if (!strncmp(name, tokenizers[i].prefix, strlen(tokenizers[i].prefix))) {
+            *out = tokenizers[i].t;
+            found = 1;
+        }
+    return found;
+}
+
 const char *mlm_synth_presets(void) {
     return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b llama-3.2-11b-vision phi-4 "
            "qwen3-0.6b qwen3-1.7b qwen3-8b qwen3-14b qwen3-32b qwen2.5-0.5b qwen2.5-3b "

@@ -466,6 +466,29 @@ static char out[1 << 16];
 
 #define EXPECT(args, code, needle) HARNESS_EXPECT_MESHLM(out, args, code, needle)
 
+/* Every listed preset has a tokenizer source whose path is in this tree (a file, or a
+ * directory holding the file it names); the Qwen families take their own stand-ins. */
+TEST(preset_tokenizers) {
+    char list[1024];
+    snprintf(list, sizeof list, "%s", mlm_synth_presets());
+    int n = 0;
+    for (char *save = NULL, *name = strtok_r(list, " ", &save); name;
+         name = strtok_r(NULL, " ", &save), n++) {
+        mlm_synth_tokenizer t;
+        CHECKF(mlm_synth_preset_tokenizer(name, &t), "%s: no tokenizer source", name);
+        char path[512];
+        snprintf(path, sizeof path, "%s%s%s", t.rel, t.need ? "/" : "", t.need ? t.need : "");
+        CHECKF(access(path, R_OK) == 0, "%s: %s is missing", name, path);
+    }
+    CHECK(n == 16);
+    mlm_synth_tokenizer t;
+    CHECK(mlm_synth_preset_tokenizer("qwen3-8b", &t) && !strcmp(t.env, "MESHLM_QWEN_TOKENIZER") &&
+          strstr(t.rel, "qwen/chat/qwen3"));
+    CHECK(mlm_synth_preset_tokenizer("qwen2.5-7b", &t) && strstr(t.rel, "qwen/chat/qwen2.5"));
+    CHECK(mlm_synth_preset_tokenizer("llama-3.1-8b", &t) && t.need == NULL);
+    CHECK(!mlm_synth_preset_tokenizer("no-such-preset", &t) && !mlm_synth_preset_tokenizer(NULL, &t));
+}
+
 /* `meshlm plan` answers from a Qwen folder's config.json alone, for every size the presets
  * have: each profile gets a row; Qwen2.5-0.5B's 2 KV heads take TP 2, not TP 4. */
 TEST(plan_answers_for_qwen) {
@@ -582,6 +605,7 @@ int main(void) {
     RUN(real_preset_plans);
     RUN(qwen_presets);
     RUN(plan_answers_for_qwen);
+    RUN(preset_tokenizers);
     RUN(phi4_preset);
     RUN(fewer_layers_plans);
     RUN(command_help_and_refusals);

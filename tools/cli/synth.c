@@ -11,36 +11,6 @@
 
 #include "cli.h"
 
-/* Where a preset's tokenizer comes from: $ENV, else REL in the source tree the binary was
- * built in. Llama 3: the tokenizer.model file; Phi-4: a directory holding tokenizer.json
- * (with tokenizer_config.json and special_tokens_map.json), passed to mlm_synth as is. */
-typedef struct tok_source {
-    const char *prefix; /* presets whose names start with this */
-    const char *what;   /* for messages */
-    const char *env;
-    const char *rel;  /* the file (Llama) or directory (Phi-4) in the source tree */
-    const char *need; /* a directory must hold this file; NULL: REL/ENV name a file */
-} tok_source;
-
-static const tok_source tok_sources[] = {
-    {"llama-", "Llama 3 tokenizer.model", "MESHLM_TOKENIZER",
-     "tests/data/tokenizer/llama3/tokenizer.model", NULL},
-    {"phi-4", "Phi-4 tokenizer (tokenizer.json)", "MESHLM_PHI4_TOKENIZER",
-     "tests/data/tokenizer/phi4", "tokenizer.json"},
-    {"tiny-mllama-llama3", "Llama 3 tokenizer.model", "MESHLM_TOKENIZER",
-     "tests/data/tokenizer/llama3/tokenizer.model", NULL},
-    /* Qwen: the real tokenizer folder when given, else a stand-in with Qwen's pre-tokenizer,
-     * special tokens and chat template but a small vocabulary (tests/data/qwen/chat/) */
-    {"qwen3-", "Qwen3 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
-     "tests/data/qwen/chat/qwen3", "tokenizer.json"},
-    {"tiny-qwen3", "Qwen3 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
-     "tests/data/qwen/chat/qwen3", "tokenizer.json"},
-    {"qwen2.5-", "Qwen2.5 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
-     "tests/data/qwen/chat/qwen2.5", "tokenizer.json"},
-    {"tiny-qwen2", "Qwen2.5 tokenizer (tokenizer.json)", "MESHLM_QWEN_TOKENIZER",
-     "tests/data/qwen/chat/qwen2.5", "tokenizer.json"},
-};
-
 /* GB that PRESET writes in bf16 with its first N_LAYER layers (0: all). */
 static double preset_gb(const char *preset, int32_t n_layer) {
     mlm_synth_params p = mlm_synth_default_params();
@@ -176,14 +146,13 @@ static int64_t free_bytes(const char *dir) {
     return r;
 }
 
-/* The malloc'd tokenizer path for PRESET (see tok_sources), or NULL after a warning. A
- * directory counts only once the file it must hold (tokenizer.json) is there. */
+/* The malloc'd tokenizer path for PRESET (mlm_synth_preset_tokenizer says where it comes
+ * from), or NULL after a warning. A directory counts only once the file it must hold
+ * (tokenizer.json) is there. */
 static char *find_tokenizer(const char *preset, const char *out_dir) {
-    const tok_source *ts = NULL;
-    for (size_t i = 0; i < sizeof tok_sources / sizeof tok_sources[0]; i++)
-        if (!strncmp(preset, tok_sources[i].prefix, strlen(tok_sources[i].prefix)))
-            ts = &tok_sources[i];
-    if (!ts) return NULL;
+    mlm_synth_tokenizer t;
+    if (!mlm_synth_preset_tokenizer(preset, &t)) return NULL;
+    const mlm_synth_tokenizer *ts = &t;
     char *tok = NULL;
     const char *env = getenv(ts->env);
     if (env && *env) {
