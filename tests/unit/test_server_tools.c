@@ -83,6 +83,20 @@ static void explain(const mlm_tokenizer *tok, const mlm_tokens *ids, const char 
     free(got);
 }
 
+/* IDS against fixture prompt P's count and FNV-1a-64 of the template's ids (WHAT names the
+ * format or template), explaining a difference. */
+static void check_ids(const mlm_tokenizer *tok, const mlm_tokens *ids, const json_t *p,
+                      const char *what) {
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv64(ids->ids, ids->n));
+    int same = ids->n == json_integer_value(json_object_get(p, "n_ids")) &&
+               strcmp(hash, str(p, "ids_fnv64")) == 0;
+    CHECKF(same, "%s/%s: %lld ids (fnv %s), the template's text has %lld (fnv %s)", what,
+           str(p, "name"), (long long)ids->n, hash,
+           (long long)json_integer_value(json_object_get(p, "n_ids")), str(p, "ids_fnv64"));
+    if (!same) explain(tok, ids, str(p, "text"));
+}
+
 /* Renders, encodes and compares every fixture prompt of FORMAT with TOK; the count checked. */
 static int check_prompts(const mlm_tokenizer *tok, const char *format) {
     const char *have = mlm_tokenizer_chat_format(tok);
@@ -105,14 +119,7 @@ static int check_prompts(const mlm_tokenizer *tok, const char *format) {
             mlm_tokens_init(&ids);
             mlm_error err;
             CHECK_OK(mlm_tokenizer_encode_chat(tok, tp.msgs, tp.n_msgs, 1, &ids, &err), &err);
-            char hash[17];
-            snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv64(ids.ids, ids.n));
-            int same = ids.n == json_integer_value(json_object_get(p, "n_ids")) &&
-                       strcmp(hash, str(p, "ids_fnv64")) == 0;
-            CHECKF(same, "%s/%s: %lld ids (fnv %s), the template's text has %lld (fnv %s)", format,
-                   str(p, "name"), (long long)ids.n, hash,
-                   (long long)json_integer_value(json_object_get(p, "n_ids")), str(p, "ids_fnv64"));
-            if (!same) explain(tok, &ids, str(p, "text"));
+            check_ids(tok, &ids, p, format);
             mlm_tokens_deinit(&ids);
             srv_tool_prompt_deinit(&tp);
         }
@@ -192,14 +199,7 @@ static int check_qwen(const char *template) {
                  mlm_tokenizer_encode_chat_opts(tok, m, r.n_messages, &o, &ids, &err) == MLM_OK;
         }
         CHECKF(ok, "%s/%s: %s", template, str(p, "name"), e.message);
-        char hash[17];
-        snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv64(ids.ids, ids.n));
-        int same = ids.n == json_integer_value(json_object_get(p, "n_ids")) &&
-                   strcmp(hash, str(p, "ids_fnv64")) == 0;
-        CHECKF(same, "%s/%s: %lld ids (fnv %s), the template's text has %lld (fnv %s)", template,
-               str(p, "name"), (long long)ids.n, hash,
-               (long long)json_integer_value(json_object_get(p, "n_ids")), str(p, "ids_fnv64"));
-        if (!same) explain(tok, &ids, str(p, "text"));
+        check_ids(tok, &ids, p, template);
         mlm_tokens_deinit(&ids);
         srv_request_deinit(&r);
     }

@@ -489,21 +489,28 @@ TEST(preset_tokenizers) {
     CHECK(!mlm_synth_preset_tokenizer("no-such-preset", &t) && !mlm_synth_preset_tokenizer(NULL, &t));
 }
 
+/* tests/data/configs/NAME/config.json copied into DIR; 0 when it cannot be. */
+static int copy_config(const char *name, const char *dir) {
+    char path[400];
+    snprintf(path, sizeof path, "tests/data/configs/%s/config.json", name);
+    size_t n;
+    char *text = harness_read_file(path, &n);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int ok = text && harness_write_file(path, text, n) == 0;
+    free(text);
+    return ok;
+}
+
 /* `meshlm plan` answers from a Qwen folder's config.json alone, for every size the presets
  * have: each profile gets a row; Qwen2.5-0.5B's 2 KV heads take TP 2, not TP 4. */
 TEST(plan_answers_for_qwen) {
     static const char *dirs[] = {"Qwen3-0.6B",   "Qwen3-1.7B",  "Qwen3-8B",   "Qwen3-14B",
                                  "Qwen3-32B",    "Qwen2.5-0.5B", "Qwen2.5-3B", "Qwen2.5-7B",
                                  "Qwen2.5-14B", "Qwen2.5-32B"};
-    char tmp[128], args[512], path[400];
+    char tmp[128], args[512];
     CHECK(harness_tmpdir(tmp, sizeof tmp, "plan") == 0);
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(path, sizeof path, "tests/data/configs/%s/config.json", dirs[i]);
-        size_t n;
-        char *text = harness_read_file(path, &n);
-        snprintf(path, sizeof path, "%s/config.json", tmp);
-        CHECK(text && harness_write_file(path, text, n) == 0);
-        free(text);
+        CHECK(copy_config(dirs[i], tmp));
         snprintf(args, sizeof args, "plan -m %s", tmp);
         EXPECT(args, 0, "bf16");
         CHECKF(strstr(out, dirs[i][4] == '3' ? "qwen3," : "qwen2,") && strstr(out, "performance"),
@@ -512,12 +519,7 @@ TEST(plan_answers_for_qwen) {
     /* the last folder is Qwen2.5-32B (8 KV heads): TP 8 */
     snprintf(args, sizeof args, "plan -m %s --tp 8", tmp);
     EXPECT(args, 0, "TP 8 x DP 1");
-    snprintf(path, sizeof path, "tests/data/configs/Qwen2.5-0.5B/config.json");
-    size_t n;
-    char *text = harness_read_file(path, &n);
-    snprintf(path, sizeof path, "%s/config.json", tmp);
-    CHECK(text && harness_write_file(path, text, n) == 0);
-    free(text);
+    CHECK(copy_config("Qwen2.5-0.5B", tmp));
     snprintf(args, sizeof args, "plan -m %s --tp 4", tmp);
     EXPECT(args, 1, "does not divide the model's 2 KV heads");
     snprintf(args, sizeof args, "plan -m %s --tp 2", tmp);

@@ -152,6 +152,12 @@ int64_t srv_choice_n_toks(const srv_choice *c) {
     return n;
 }
 
+mlm_reasoning_split srv_choice_split(const srv_job *j, const srv_choice *c) {
+    mlm_reasoning_split sp = {0, 0, 0, 0, c->len};
+    if (j->reasoning) mlm_chat_split_reasoning(c->text ? c->text : "", c->len, c->done, &sp);
+    return sp;
+}
+
 const char *srv_finish_reason(mlm_finish f) {
     return f == MLM_FINISH_LENGTH ? "length" : "stop";
 }
@@ -321,8 +327,7 @@ static json_t *choice_json(srv_job *j, const srv_choice *c) {
     json_t *lp = j->logprobs ? srv_json_logprobs(j, c, 0, nt) : json_null();
     const char *fr = srv_finish_reason(c->finish);
     const char *text = c->text ? c->text : "";
-    mlm_reasoning_split sp = {0, 0, 0, 0, c->len};
-    if (j->reasoning) mlm_chat_split_reasoning(text, c->len, 1, &sp);
+    mlm_reasoning_split sp = srv_choice_split(j, c); /* C is done: the final split */
     const char *body = text + sp.content_begin; /* the content: the reply after its reasoning */
     size_t body_len = c->len - sp.content_begin;
     srv_tool_reply t = {0};

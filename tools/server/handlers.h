@@ -38,6 +38,9 @@ json_t *srv_json_logprobs(const srv_job *job, const srv_choice *c, int64_t from,
 json_t *srv_json_usage(const srv_job *job);
 /* The tokens of C that belong to its text: all, or those before a stop string's cut. */
 int64_t srv_choice_n_toks(const srv_choice *c);
+/* Where choice C's reply holds its reasoning and content (all content when J does not split
+ * reasoning), a reply still growing holding back what may become a tag. */
+mlm_reasoning_split srv_choice_split(const srv_job *j, const srv_choice *c);
 /* "stop" / "length" for a finished choice (the others are reported as errors). */
 const char *srv_finish_reason(mlm_finish f);
 /* A reply's tool calls as OpenAI's tool_calls array ({id, type, function: {name, arguments}}). */

@@ -68,13 +68,6 @@ static json_t *chunk(const srv_job *j, const srv_choice *c, json_t *delta_or_tex
     return o;
 }
 
-/* Where C's reply holds its reasoning and content now (all content without reasoning). */
-static mlm_reasoning_split split_of(const srv_job *j, const srv_choice *c) {
-    mlm_reasoning_split sp = {0, 0, 0, 0, c->len};
-    if (j->reasoning) mlm_chat_split_reasoning(c->text ? c->text : "", c->len, c->done, &sp);
-    return sp;
-}
-
 /* The part of [A, B) inside [LO, HI) as a JSON string under KEY of D (nothing when empty). */
 static void add_part(json_t *d, const char *key, const srv_choice *c, size_t a, size_t b,
                      size_t lo, size_t hi) {
@@ -84,18 +77,19 @@ static void add_part(json_t *d, const char *key, const srv_choice *c, size_t a, 
 }
 
 /* A chunk with C's text [C->sent, END) and the logprobs of its tokens [C->toks_sent, TO).
- * With reasoning the text goes to reasoning_content and content by where it lies; a piece
- * that is only a <think> tag sends nothing, its token's logprobs going with the next. */
-static int send_piece(stream *s, srv_choice *c, size_t end, int64_t to) {
+ * With reasoning the text goes to reasoning_content and content by where it lies in SP (the
+ * reply's split now); a piece that is only a <think> tag sends nothing, its token's logprobs
+ * going with the next. */
+static int send_piece(stream *s, srv_choice *c, const mlm_reasoning_split *sp, size_t end,
+                      int64_t to) {
     const srv_job *j = s->job;
     json_t *d;
     if (j->reasoning) {
-        mlm_reasoning_split sp = split_of(j, c);
         d = json_object();
-        if (sp.has_reasoning)
-            add_part(d, "reasoning_content", c, c->sent, end, sp.reasoning_begin,
-                     sp.reasoning_end);
-        add_part(d, "content", c, c->sent, end, sp.content_begin, c->len);
+        if (sp->has_reasoning)
+            add_part(d, "reasoning_content", c, c->sent, end, sp->reasoning_begin,
+                     sp->reasoning_end);
+        add_part(d, "content", c, c->sent, end, sp->content_begin, c->len);
         if (d && !json_object_size(d)) {
             json_decref(d);
             c->sent = end;
@@ -130,12 +124,12 @@ static size_t tok_end(const srv_choice *c, int64_t k) {
  * when C ended in an error (its event is out). */
 /* The finish of choice C when its reply holds tool calls T: the content before them, then per
  * call a chunk with its id and name and one with its arguments, as OpenAI streams them. */
-static int send_calls(stream *s, srv_choice *c, const srv_tool_reply *t, size_t body,
-                      int64_t nt) {
+static int send_calls(stream *s, srv_choice *c, const srv_tool_reply *t,
+                      const mlm_reasoning_split *sp, int64_t nt) {
     const srv_job *j = s->job;
-    size_t keep = body + (t->content ? strlen(t->content) : 0);
+    size_t keep = sp->content_begin + (t->content ? strlen(t->content) : 0);
     if (keep > c->len) keep = c->len;
-    if (c->sent < keep && !send_piece(s, c, keep, nt)) return 0;
+    if (c->sent < keep && !send_piece(s, c, sp, keep, nt)) return 0;
     for (int k = 0; k < t->n_calls; k++) {
         json_t *head = json_pack("{s:[{s:i, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index", k,
                                  "id", t->calls[k].id, "type", "function", "function", "name",
@@ -154,7 +148,7 @@ static int produce_choice(stream *s, srv_choice *c, int *failed) {
     int64_t nt = c->done ? srv_choice_n_toks(c) : c->n_toks;
     size_t safe = c->done ? c->len : c->safe < c->len ? c->safe : c->len;
     /* the content: the reply after its reasoning (what may still become a tag held back) */
-    const mlm_reasoning_split sp = split_of(j, c);
+    const mlm_reasoning_split sp = srv_choice_split(j, c);
     const char *body = (c->text ? c->text : "") + sp.content_begin;
     const size_t body_len = c->len - sp.content_begin;
     if (sp.settled < safe) safe = sp.settled;
@@ -166,7 +160,7 @@ static int produce_choice(stream *s, srv_choice *c, int *failed) {
     if (j->tool_format && c->done && c->finish == MLM_FINISH_STOP) {
         if (!srv_tools_parse(j->tools, j->tool_format, body, body_len, &j->rng, &t)) return 0;
         if (t.n_calls) {
-            int ok = send_calls(s, c, &t, sp.content_begin, nt);
+            int ok = send_calls(s, c, &t, &sp, nt);
             srv_tool_reply_deinit(&t);
             return ok;
         }
@@ -178,7 +172,7 @@ static int produce_choice(stream *s, srv_choice *c, int *failed) {
         int64_t k = c->toks_sent;
         while (k < nt && tok_end(c, k) <= c->sent) k++;
         if (k >= nt || tok_end(c, k) > safe) break;
-        if (!send_piece(s, c, tok_end(c, k), k + 1)) return 0;
+        if (!send_piece(s, c, &sp, tok_end(c, k), k + 1)) return 0;
     }
     if (!c->done) return 1;
     if (c->finish == MLM_FINISH_ERROR || c->finish == MLM_FINISH_CANCELLED) {
@@ -188,7 +182,7 @@ static int produce_choice(stream *s, srv_choice *c, int *failed) {
                    ? send_error(s, 500, "", c->error[0] ? c->error : "engine error")
                    : send_error(s, 503, "shutting_down", "server shutting down");
     }
-    if ((c->sent < c->len || c->toks_sent < nt) && !send_piece(s, c, c->len, nt)) return 0;
+    if ((c->sent < c->len || c->toks_sent < nt) && !send_piece(s, c, &sp, c->len, nt)) return 0;
     c->finish_sent = 1;
     json_t *d = j->kind == SRV_CHAT ? json_object() : json_string("");
     return send_event(s, chunk(j, c, d, NULL, srv_finish_reason(c->finish)));
