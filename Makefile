@@ -153,10 +153,8 @@ FUZZ_LIB := build-fuzz/lib/libmeshlm.a
 lib: $(LIB)
 fuzz-lib:
 	$(MAKE) CC=clang BUILD=build-fuzz/lib OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" lib
-# fuzz_server_*: the server's parsers (requests, tool-call replies) are built in with them.
-FUZZ_SERVER := tools/server/request.c tools/server/request_tools.c tools/server/toolcall.c \
-  tools/server/pytext.c \
-  tools/common/utf8.c
+# fuzz_server_*: the server's request parser is built in with them.
+FUZZ_SERVER := tools/server/request.c tools/server/request_tools.c tools/common/utf8.c
 build-fuzz/fuzz_server_%: tests/fuzz/fuzz_server_%.c fuzz-lib $(FUZZ_SERVER) $(wildcard tests/fuzz/*.h)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itools -Itests -Itools/server $(PKG_CFLAGS) \
 	  -fsanitize=fuzzer $(FUZZ_SAN) -pthread $< $(FUZZ_SERVER) $(FUZZ_LIB) $(LDLIBS) -o $@

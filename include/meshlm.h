@@ -387,6 +387,17 @@ mlm_status mlm_tokenizer_encode_chat_parts(const mlm_tokenizer *tok, const mlm_c
  * "chatml-newline", or NULL when there is none. */
 const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok);
 
+/* The same as an enum: what the tool-call calls below dispatch on. */
+typedef enum mlm_chat_kind {
+    MLM_CHAT_NONE = 0,
+    MLM_CHAT_LLAMA3,   /* "llama3": <|start_header_id|> role <|end_header_id|> "\n\n" content
+                          <|eot_id|> */
+    MLM_CHAT_CHATML,   /* "chatml": <|im_start|> role <|im_sep|> content <|im_end|> (Phi-4) */
+    MLM_CHAT_CHATML_NL /* "chatml-newline": <|im_start|> role "\n" content <|im_end|> "\n"
+                          (SmolLM2, Qwen) */
+} mlm_chat_kind;
+mlm_chat_kind mlm_tokenizer_chat_kind(const mlm_tokenizer *tok);
+
 /* The fixed system message the chat template adds when a dialog has none (ChatML with
  * newlines, e.g. SmolLM2's), or NULL. */
 const char *mlm_tokenizer_chat_system(const mlm_tokenizer *tok);
@@ -397,6 +408,131 @@ const char *mlm_tokenizer_chat_system(const mlm_tokenizer *tok);
  * most MAX of them into IDS (which may be NULL when MAX is 0) and returns how many there
  * are (0 without a chat format). */
 int32_t mlm_tokenizer_chat_stop_ids(const mlm_tokenizer *tok, int32_t *ids, int32_t max);
+
+/* ---- tool calls ----
+ *
+ * OpenAI-style tools in the chat formats, as the models' own chat templates write them and
+ * as vLLM's parsers read the replies:
+ *   MLM_CHAT_LLAMA3     Llama 3.1/3.2 Instruct's template: the tools (JSON, indent 4) in the
+ *                       first user message, a call written {"name": N, "parameters": ARGS},
+ *                       a tool result as role ipython holding the result as a JSON string
+ *                       (vLLM's llama3_json parser)
+ *   MLM_CHAT_CHATML_NL  Hermes style (Qwen2.5's and Qwen3's templates, vLLM's hermes parser):
+ *   MLM_CHAT_CHATML     the tools in the system message, calls as <tool_call>\n{"name": N,
+ *                       "arguments": ARGS}\n</tool_call>, results as <tool_response> blocks
+ *                       in a user turn
+ * Tools are OpenAI's "tools" array as JSON text ([{"type": "function", "function": {"name":
+ * ..., "description": ..., "parameters": {...}}}, ...]). */
+
+/* One call: in a dialog's assistant message, or found in a reply. */
+typedef struct mlm_tool_call {
+    const char *id;        /* the call's id (no template writes it; may be NULL in a dialog) */
+    const char *name;      /* the function's name */
+    const char *arguments; /* the arguments object as JSON text */
+} mlm_tool_call;
+
+/* A dialog message with what tools add to it. */
+typedef struct mlm_chat_turn {
+    const char *role;           /* "system", "user", "assistant", "tool" ("ipython" is Llama 3's
+                                   name for it) */
+    const char *content;        /* UTF-8 text; NULL: none ("") */
+    const char *reasoning;      /* an assistant message's reasoning (reasoning_content), or
+                                   NULL (mlm_chat_opts's reasoning) */
+    const mlm_tool_call *calls; /* an assistant message's calls, N_CALLS of them */
+    int32_t n_calls;
+} mlm_chat_turn;
+
+typedef struct mlm_chat_dialog {
+    const mlm_chat_turn *msgs;
+    int32_t n_msgs;
+    const char *tools; /* OpenAI's "tools" array as JSON text, or NULL: no tools */
+    int add_generation_prompt;
+    mlm_chat_thinking thinking;
+} mlm_chat_dialog;
+
+/* Encodes DIALOG in the tokenizer's chat format and appends to OUT. Without tools it is
+ * mlm_tokenizer_encode_chat_opts of the messages' role and content (calls are not written).
+ * With tools, the messages are first rewritten as the format's template does with tools:
+ *   llama3: a system message "Environment: ipython\nCutting Knowledge Date: December 2023\n
+ *     Today Date: 26 Jul 2024\n\n" + the first message's content trimmed when it is a system
+ *     one (always this date: the template's own when strftime_now is absent); then a user
+ *     message with the tool instructions, each tool as Python's json.dumps(indent=4) + "\n\n"
+ *     and the next message's content trimmed (whatever its role, as the template does); then
+ *     per message: a call (one per message) as {"name": "N", "parameters": ARGS}, a tool
+ *     result as role "ipython" holding json.dumps(content), any other message trimmed.
+ *   chatml-newline, chatml: a system message: the first message's content when it is a
+ *     system one, else the template's default system message (mlm_tokenizer_chat_system)
+ *     + "\n\n" when there is one, + the tool instructions with each tool as
+ *     json.dumps(tool); then per message: an assistant message's calls as <tool_call> blocks
+ *     after its content, consecutive tool results joined into one user message of
+ *     <tool_response> blocks, any other message as it is.
+ * Trimming is Python's str.strip() (Unicode White_Space), JSON is written as
+ * json.dumps(ensure_ascii=False) writes it, and a call's arguments are parsed and dumped
+ * again (the template gets a dict; text that is no JSON goes in as a JSON string).
+ * UNSUPPORTED when the tokenizer has no chat format; INVALID_ARG with a message that starts
+ * with the field at fault in the OpenAI request's terms and ": " ("messages", "messages[I]",
+ * "messages[I].tool_calls", "tools"): an unknown role, tools that are not a JSON array,
+ * and what the llama3 template refuses (no message after the system one, more than one call
+ * in a message); NOMEM. */
+mlm_status mlm_tokenizer_encode_dialog(const mlm_tokenizer *tok, const mlm_chat_dialog *dialog,
+                                       mlm_tokens *out, mlm_error *err);
+
+/* The calls found in a reply. */
+typedef struct mlm_tool_reply {
+    char *content;        /* the reply's text when it holds no call (as it is, "" for an
+                             empty reply); with calls, the text before the first one (ChatML
+                             forms, right-trimmed), NULL when there is none or only whitespace
+                             (always NULL for llama3) */
+    mlm_tool_call *calls; /* N_CALLS calls in reply order, their strings owned by the reply:
+                             ID "call_" + 24 random [A-Za-z0-9], NAME a declared function,
+                             ARGUMENTS the arguments object as compact JSON (Python's
+                             json.dumps(ensure_ascii=False, separators=(",", ":")), key order
+                             kept) */
+    int32_t n_calls;
+} mlm_tool_reply;
+
+/* Finds the tool calls in TEXT (LEN bytes), a finished reply in format KIND, into OUT
+ * (zeroed first), as vLLM's llama3_json and hermes parsers do:
+ *   llama3: the reply, trimmed (an optional leading "<|python_tag|>" skipped), is one or more
+ *     JSON objects {"name": N, "parameters" (or "arguments"): {...}}, separated by ';' and/or
+ *     whitespace, nothing else.
+ *   chatml-newline, chatml: each <tool_call>...</tool_call> block (the last may lack its
+ *     </tool_call>) holds {"name": N, "arguments" (or "parameters"): {...}}; text after the
+ *     last block is dropped.
+ * Only functions declared in TOOLS (JSON text; NULL: none) count: when any would-be call has
+ * an undeclared name, unparsable JSON, or arguments that are no object, the reply holds no
+ * call and is all content; a format without tool calls (MLM_CHAT_NONE) finds none. RNG (a
+ * caller-owned state, any seed; NULL: a fixed one) makes the ids and is advanced.
+ * INVALID_ARG ("tools: ...") when TOOLS is not a JSON array; NOMEM (OUT then holds nothing). */
+mlm_status mlm_tool_reply_parse(mlm_chat_kind kind, const char *tools, const char *text,
+                                size_t len, uint64_t *rng, mlm_tool_reply *out, mlm_error *err);
+void mlm_tool_reply_deinit(mlm_tool_reply *reply);
+
+/* For streaming: of TEXT (LEN bytes), the reply generated so far in format KIND, how many
+ * leading bytes are surely content, whatever comes next; the rest may be, or may become, a
+ * tool call and is held back until more text or the end (then mlm_tool_reply_parse
+ * decides). llama3: 0 while the reply is only whitespace, starts with '{' or with (a prefix
+ * of) "<|python_tag|>" after whitespace, else LEN. ChatML forms: up to the first
+ * "<tool_call>", or up to a tail that may still grow into one ("<", "<tool", ...), less the
+ * whitespace just before it (the content the parse gives is right-trimmed). A character cut
+ * short at the end is held back too. It never decreases as TEXT grows. MLM_CHAT_NONE: LEN. */
+size_t mlm_tool_reply_settled(mlm_chat_kind kind, const char *text, size_t len);
+
+/* What constrained decoding of calls needs in format KIND: *SCHEMA (malloc'd JSON text) the
+ * JSON Schema one call must satisfy: per allowed function {"type": "object", "properties":
+ * {"name": {"const": N}, KEY: PARAMS}, "required": ["name", KEY], "additionalProperties":
+ * false}, KEY "parameters" (llama3) or "arguments" (ChatML), PARAMS a copy of the
+ * function's "parameters" ({"type": "object", "properties": {}} when it has none); the one
+ * object when one function is allowed, else {"anyOf": [...]}. Allowed: every function
+ * declared in TOOLS, or only the one named ONLY when it is not NULL. *WRAP (may be NULL):
+ * the text the format puts around a call for mlm_grammar_compile (ChatML: "<tool_call>\n"
+ * before, "\n</tool_call>" after, "\n" between, one call: raise max_values for parallel
+ * calls), all zero for a format that writes a call bare (llama3). INVALID_ARG ("tools: ...")
+ * when TOOLS is not an array or no declared function is allowed; UNSUPPORTED for
+ * MLM_CHAT_NONE; NOMEM. */
+struct mlm_grammar_wrap;
+mlm_status mlm_tool_call_schema(mlm_chat_kind kind, const char *tools, const char *only,
+                                char **schema, struct mlm_grammar_wrap *wrap, mlm_error *err);
 
 /* ---- models ---- */
 

@@ -135,6 +135,10 @@ const char *mlm_tokenizer_chat_format(const mlm_tokenizer *tok) {
     return NULL;
 }
 
+mlm_chat_kind mlm_tokenizer_chat_kind(const mlm_tokenizer *tok) {
+    return tok ? tok->chat : MLM_CHAT_NONE;
+}
+
 const char *mlm_tokenizer_chat_system(const mlm_tokenizer *tok) {
     return tok && tok->chat == MLM_CHAT_CHATML_NL ? tok->chat_system : NULL;
 }

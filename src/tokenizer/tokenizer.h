@@ -14,14 +14,6 @@
 #include "tokenizer/specials.h"
 #include "tokenizer/vocab.h"
 
-/* The chat format mlm_tokenizer_encode_chat uses (chat.c). */
-typedef enum mlm_chat_kind {
-    MLM_CHAT_NONE = 0,
-    MLM_CHAT_LLAMA3,   /* <|start_header_id|> role <|end_header_id|> "\n\n" content <|eot_id|> */
-    MLM_CHAT_CHATML,   /* <|im_start|> role <|im_sep|> content <|im_end|> (Phi-4) */
-    MLM_CHAT_CHATML_NL /* <|im_start|> role "\n" content <|im_end|> "\n" (SmolLM2, Qwen) */
-} mlm_chat_kind;
-
 struct mlm_tokenizer {
     mlm_tok_flavour flavour;
     char *name;               /* owned: the file it came from, for messages */

@@ -565,6 +565,63 @@ TEST(qwen3_thinks) {
     json_decref(want);
 }
 
+/* --tools: the first turn's prompt is the template's dialog of the user message with the
+ * tools (transformers' apply_chat_template of Qwen3's template, in
+ * tests/data/qwen/chat/prompts.json: its token count); /tool gives a result as the template's
+ * <tool_response> turn and gets an answer; bad tools and Llama 3 are refused by name. */
+TEST(tools_in_the_prompt) {
+    json_error_t jerr;
+    json_t *doc = json_load_file("tests/data/qwen/chat/prompts.json", 0, &jerr), *p, *want = NULL;
+    CHECKF(doc, "%s", jerr.text);
+    size_t i;
+    json_array_foreach(doc, i, p) {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *tmpl = json_string_value(json_object_get(p, "template"));
+        if (name && tmpl && !strcmp(name, "tools_one_tool") && !strcmp(tmpl, "qwen3")) want = p;
+    }
+    CHECKF(want, "prompts.json has no qwen3 tools_one_tool");
+    if (!want) {
+        json_decref(doc);
+        return;
+    }
+    char tools[400], args[600], input[256], *o, *e;
+    snprintf(tools, sizeof tools, "%s/tools.json", tmpdir);
+    CHECK(json_dump_file(json_object_get(want, "tools"), tools, JSON_COMPACT) == 0);
+    const char *user = json_string_value(
+        json_object_get(json_array_get(json_object_get(want, "messages"), 0), "content"));
+    snprintf(args, sizeof args, "-m " THINK " --dry-multiplier 0 -n 8 -v --tools %s", tools);
+    snprintf(input, sizeof input, "%s\n/tool 22 C\n", user);
+    int rc = run_chat(args, input, &o, &e);
+    turn_stats ts[2];
+    int nt = parse_stats(e, ts, 2);
+    long long n_ids = json_integer_value(json_object_get(want, "n_ids"));
+    CHECKF(rc == 0 && nt == 2 && ts[0].prefilled == n_ids,
+           "exit %d, %d turns, prefilled %lld, the template's dialog has %lld ids (%s)", rc, nt,
+           nt ? ts[0].prefilled : -1, n_ids, e);
+    /* the tool turn: "<|im_start|>user\n<tool_response>\n22 C\n</tool_response><|im_end|>\n"
+     * and the generation prompt: more than the result's own tokens, read after the answer */
+    CHECKF(nt == 2 && ts[1].n_new > 8 && ts[1].context > ts[0].context, "%s", e);
+    free(o);
+    free(e);
+    /* tools that are no JSON array; a model whose template cannot keep them */
+    harness_write_file(tools, "{\"type\": 1}", 12);
+    rc = run_chat(args, "hi\n", &o, &e);
+    CHECKF(rc != 0 && strstr(e, "tools.json") && strstr(e, "not a JSON array"), "exit %d: %s", rc, e);
+    free(o);
+    free(e);
+    snprintf(args, sizeof args, "-m " MODEL " -n 4 --tools %s", tools);
+    rc = run_chat(args, "hi\n", &o, &e);
+    CHECKF(rc != 0 && strstr(e, "Llama 3"), "exit %d: %s", rc, e);
+    free(o);
+    free(e);
+    /* /tool without --tools: a notice, no turn */
+    rc = run_chat("-m " THINK " --dry-multiplier 0 -n 4", "/tool x\n", &o, &e);
+    CHECKF(rc == 0 && strstr(e, "/tool needs --tools") && !*o, "exit %d: '%s' %s", rc, o, e);
+    free(o);
+    free(e);
+    json_decref(doc);
+}
+
 /* The main job of scripts/setup.sh: the question with no options on the default model. Chat's
  * rule picks bf16 for SmolLM2-135M (0.27 GB of bf16 weights, under 0.4 GB) and its loop guard
  * is on; the answer is the model card's, short, closed at the end of the turn. */
@@ -751,6 +808,7 @@ int main(void) {
     RUN(default_model);
     RUN(smollm2_answers_end_at_im_end);
     RUN(qwen3_thinks);
+    RUN(tools_in_the_prompt);
     RUN(main_job_answers_right);
     RUN(terminal_ctrl_c_stops_an_answer_not_the_program);
     lm_free(&tiny);

@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "../tools/server/dialog.h"
 #include "../tools/server/request.h"
 #include "harness.h"
 
@@ -415,7 +416,7 @@ TEST(tool_calls_and_tool_messages) {
               r);
     CHECK(r.n_messages == 3 && r.messages[1].n_tool_calls == 1);
     CHECK(strcmp(r.messages[1].tool_calls[0].name, "get") == 0);
-    CHECK(strcmp(json_string_value(json_object_get(r.messages[1].tool_calls[0].args, "city")), "Oslo") == 0);
+    CHECK(strcmp(r.messages[1].tool_calls[0].arguments, "{\"city\": \"Oslo\"}") == 0);
     CHECK(strcmp(r.messages[2].tool_call_id, "call_1") == 0);
     srv_request_deinit(&r);
     EXPECT_FAIL(SRV_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\",\"tool_call_id\":5}]}",
@@ -424,6 +425,41 @@ TEST(tool_calls_and_tool_messages) {
                 "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\","
                 "\"arguments\":\"{oops\"}}]}]}",
                 "messages[0].tool_calls[0].function.arguments", "JSON object");
+}
+
+/* A request's dialog through the library (srv_chat_encode): what the chat template refuses
+ * comes back as a 400 whose param is the field the library's message names. */
+TEST(chat_encode_names_the_field) {
+    mlm_tokenizer *tok = NULL;
+    mlm_error err;
+    CHECK_OK(mlm_tokenizer_load("tests/data/tokenizer/llama3", &tok, &err), &err);
+    if (!tok) return;
+    srv_request r;
+    srv_error e = {0};
+    mlm_tokens ids;
+    mlm_tokens_init(&ids);
+    const char *two = "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":"
+                      "\"assistant\",\"content\":null,\"tool_calls\":["
+                      "{\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}},"
+                      "{\"id\":\"b\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}],"
+                      "\"tools\":[" TOOL("f") "]}";
+    EXPECT_OK(SRV_CHAT, two, r);
+    CHECK(srv_chat_encode(tok, "m", &r, &ids, &e) == 0);
+    CHECKF(e.http == 400 && strcmp(e.param, "messages[1].tool_calls") == 0, "%d '%s' %s", e.http,
+           e.param, e.message);
+    r.tool_choice = SRV_TOOLS_NONE; /* the tools not shown: the calls are not written */
+    CHECK(srv_chat_encode(tok, "m", &r, &ids, &e) == 1 && ids.n > 0);
+    srv_request_deinit(&r);
+    srv_request r2;
+    EXPECT_OK(SRV_CHAT, "{\"messages\":[{\"role\":\"system\",\"content\":\"x\"}],\"tools\":[" TOOL("f") "]}",
+              r2);
+    memset(&e, 0, sizeof e);
+    CHECK(srv_chat_encode(tok, "m", &r2, &ids, &e) == 0);
+    CHECKF(e.http == 400 && strcmp(e.param, "messages") == 0, "%d '%s' %s", e.http, e.param,
+           e.message);
+    srv_request_deinit(&r2);
+    mlm_tokens_deinit(&ids);
+    mlm_tokenizer_free(tok);
 }
 
 /* reasoning_content on assistant messages (vLLM's newer "reasoning" too; others ignored)
@@ -945,6 +981,7 @@ int main(void) {
     RUN(model_and_ignore_eos);
     RUN(chat_logprobs);
     RUN(completion_logprobs);
+    RUN(chat_encode_names_the_field);
     RUN(everything_at_once);
     RUN(malformed_json);
     RUN(non_object_json);

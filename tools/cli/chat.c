@@ -19,6 +19,7 @@
 #include "cli.h"
 
 #define CHAT_COMMANDS                                                                              \
+    "  /tool TEXT      a tool's result for the model's call (with --tools), then its answer\n"       \
     "  /reset          forget the conversation (the system message stays)\n"                       \
     "  /system [TEXT]  set the system message (none without TEXT) and reset\n"                     \
     "  /help           these commands\n"                                                           \
@@ -41,6 +42,11 @@ static void help(void) {
            "  -m, --model PATH         a model folder or .gguf file whose tokenizer has a chat\n"
            "                           format\n"
            "      --system TEXT        a system message at the start of the conversation\n"
+           "      --tools FILE         OpenAI-style tools (a JSON array of {\"type\": \"function\",\n"
+           "                           \"function\": {name, description, parameters}}) shown to\n"
+           "                           the model as its chat template shows them (ChatML forms:\n"
+           "                           in the system message); a call in an answer is named on\n"
+           "                           stderr, and /tool TEXT gives the model its result\n"
            "      --no-think           a model that thinks (Qwen3) answers at once: each\n"
            "                           answer starts after an empty <think></think> block, as\n"
            "                           its template's enable_thinking=False writes (in a\n"
@@ -92,7 +98,7 @@ static void help(void) {
 // clang-format on
 
 typedef struct chat_opts {
-    const char *model, *system;
+    const char *model, *system, *tools; /* TOOLS: --tools FILE */
     int n_threads, verbose;
     long long max_new, max_seq_len;
     mlm_sampler_params sp;
@@ -124,6 +130,9 @@ static int parse(int argc, char **argv, chat_opts *o) {
         } else if (!strcmp(a, "--system")) {
             VALUE();
             o->system = v;
+        } else if (!strcmp(a, "--tools")) {
+            VALUE();
+            o->tools = v;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             o->verbose = 1;
         } else if (!strcmp(a, "--no-think")) {
@@ -228,6 +237,8 @@ typedef struct chat {
     int turn_no;   /* answers since the last reset */
     int32_t think_open, think_close; /* a model that thinks, on a terminal: its <think> and
                                         </think> ids, the block between shown dimmed; else -1 */
+    char *tools;      /* owned: --tools' JSON text, in every encoding of the dialog; or NULL */
+    uint64_t call_rng; /* the ids of calls found in answers */
 } chat;
 
 static mlm_status append(mlm_tokens *t, const int32_t *ids, int64_t n) {
@@ -239,17 +250,17 @@ static mlm_status append(mlm_tokens *t, const int32_t *ids, int64_t n) {
 
 /* A message's share of a dialog's tokens is what encoding [ANCHOR, message] adds to
  * encoding [ANCHOR]: the anchor takes what only a dialog's start gets (Llama 3's BOS, a
- * template's default system message when the first message is not a system one). */
-static const mlm_chat_message ANCHOR = {"user", "x"};
+ * template's default system message when the first message is not a system one, the tools). */
+static const mlm_chat_turn ANCHOR = {"user", "x", NULL, NULL, 0};
 
-/* Encodes the dialog MSGS[0, N) and appends to OUT what follows PREFIX's tokens in it;
- * UNSUPPORTED when it does not start with them. */
-static mlm_status encode_after(const chat *c, const mlm_chat_message *msgs, int n, int gen,
+/* Encodes the dialog MSGS[0, N) (with the tools) and appends to OUT what follows PREFIX's
+ * tokens in it; UNSUPPORTED when it does not start with them. */
+static mlm_status encode_after(const chat *c, const mlm_chat_turn *msgs, int n, int gen,
                                const mlm_tokens *prefix, mlm_tokens *out, mlm_error *err) {
     mlm_tokens all;
     mlm_tokens_init(&all);
-    mlm_chat_opts co = {gen, c->o->thinking, NULL};
-    mlm_status st = mlm_tokenizer_encode_chat_opts(c->tok, msgs, n, &co, &all, err);
+    mlm_chat_dialog d = {msgs, n, c->tools, gen, c->o->thinking};
+    mlm_status st = mlm_tokenizer_encode_dialog(c->tok, &d, &all, err);
     int64_t k = prefix->n;
     if (!st && (all.n < k || (k && memcmp(all.ids, prefix->ids, (size_t)k * sizeof *all.ids))))
         st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
@@ -269,7 +280,7 @@ static int64_t turn_start(const chat *c, int64_t k) {
 static mlm_status reset(chat *c, char *system, mlm_error *err) {
     mlm_tokens head, none = {0};
     mlm_tokens_init(&head);
-    mlm_chat_message m = {"system", system};
+    mlm_chat_turn m = {"system", system, NULL, NULL, 0};
     mlm_status st = system ? encode_after(c, &m, 1, 0, &none, &head, err)
                            : append(&head, c->nosys.ids, c->nosys.n);
     if (!st && head.n + c->close.n + 8 > c->o->max_seq_len) {
@@ -295,6 +306,7 @@ static mlm_status reset(chat *c, char *system, mlm_error *err) {
 
 static void chat_deinit(chat *c) {
     free(c->system);
+    free(c->tools);
     free(c->breakers);
     mlm_tokens_deinit(&c->conv);
     mlm_tokens_deinit(&c->turns);
@@ -305,6 +317,31 @@ static void chat_deinit(chat *c) {
     tool_draft_free(&c->draft);
     mlm_tokenizer_free(c->tok);
     mlm_model_free(c->model);
+}
+
+/* Reads --tools into C. Llama 3's template puts the tools into the first user message, which
+ * a dialog built turn by turn (and cut from the front when full) cannot keep: refused. */
+static mlm_status load_tools(chat *c, mlm_error *err) {
+    if (mlm_tokenizer_chat_kind(c->tok) == MLM_CHAT_LLAMA3)
+        return mlm_error_set(err, MLM_ERR_UNSUPPORTED,
+                             "--tools: Llama 3's chat template puts the tools into the first "
+                             "user message, which chat cannot keep while it drops old turns; "
+                             "'meshlm serve' takes tools for it");
+    size_t len = 0;
+    if (!(c->tools = tool_read_text(c->o->tools, &len)))
+        return mlm_error_set(err, MLM_ERR_IO, "--tools: cannot read %s", c->o->tools);
+    mlm_tokens t;
+    mlm_tokens_init(&t);
+    mlm_chat_dialog d = {&ANCHOR, 1, c->tools, 1, MLM_THINK_DEFAULT};
+    mlm_status st = mlm_tokenizer_encode_dialog(c->tok, &d, &t, err); /* checks the JSON */
+    mlm_tokens_deinit(&t);
+    if (st) {
+        char msg[MLM_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return mlm_error_set(err, st, "%s: %s", c->o->tools, msg);
+    }
+    c->call_rng = 0x6d65736c6dull; /* ids need only differ within a conversation */
+    return MLM_OK;
 }
 
 /* Loads everything; the tokenizer first, so that a model without a chat format is refused
@@ -325,6 +362,7 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
                            "ChatML's); 'meshlm generate' takes plain prompts",
                            o->model);
     }
+    if (!st && o->tools) st = load_tools(c, err);
     if (!st) st = tool_load_model("chat", o->model, &o->prec, o->n_threads, &c->model, err);
     if (st) return st;
     mlm_sched_params p = *sp;
@@ -356,8 +394,8 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
     mlm_tokens_init(&gen);
     mlm_tokens_init(&share);
     mlm_tokens_init(&mid);
-    mlm_chat_message m[2] = {ANCHOR, ANCHOR};
-    st = mlm_tokenizer_encode_chat(c->tok, &ANCHOR, 1, 0, &c->anchor, err);
+    mlm_chat_turn m[2] = {ANCHOR, ANCHOR};
+    st = encode_after(c, &ANCHOR, 1, 0, &c->nosys, &c->anchor, err); /* nosys is empty here */
     if (!st) st = encode_after(c, m, 2, 0, &c->anchor, &share, err);
     int64_t n_nosys = c->anchor.n - share.n;
     if (!st && (n_nosys < 0 || (share.n && memcmp(c->anchor.ids + n_nosys, share.ids,
@@ -365,9 +403,10 @@ static mlm_status chat_init(chat *c, const chat_opts *o, const mlm_sched_params 
         st = mlm_error_set(err, MLM_ERR_UNSUPPORTED,
                            "chat: the chat format encodes a message differently at the start");
     if (!st) st = append(&c->nosys, c->anchor.ids, n_nosys);
-    mlm_chat_message m3[3] = {ANCHOR, {"assistant", ""}, ANCHOR};
-    const mlm_chat_opts go = {1, MLM_THINK_DEFAULT, NULL}; /* the plain generation prompt */
-    if (!st) st = mlm_tokenizer_encode_chat_opts(c->tok, &ANCHOR, 1, &go, &gen, err);
+    mlm_chat_turn m3[3] = {ANCHOR, {"assistant", "", NULL, NULL, 0}, ANCHOR};
+    /* the plain generation prompt */
+    const mlm_chat_dialog go = {&ANCHOR, 1, c->tools, 1, MLM_THINK_DEFAULT};
+    if (!st) st = mlm_tokenizer_encode_dialog(c->tok, &go, &gen, err);
     if (!st) st = encode_after(c, m3, 3, 0, &gen, &mid, err); /* the closing, then the share */
     int64_t n_close = mid.n - share.n;
     if (!st && (n_close < 1 || memcmp(mid.ids + n_close, share.ids,
@@ -420,11 +459,45 @@ typedef struct answer {
     int interrupted; /* Ctrl-C during the answer */
     int dimmed;      /* inside a <think> block shown dimmed */
     int nomem;
+    char *text; /* with --tools: the answer's text so far (owned), LEN bytes */
+    size_t len, cap;
     mlm_finish finish;
     int32_t n_prompt, n_cached;
     double t_first; /* when the first token came */
     char error[MLM_ERROR_MSG_MAX];
 } answer;
+
+/* Appends N bytes to A's text; 0 (A->nomem set) when out of memory. */
+static int add_text(answer *a, const char *s, size_t n) {
+    if (a->len + n + 1 > a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 256;
+        while (cap < a->len + n + 1)
+            cap *= 2;
+        char *p = realloc(a->text, cap);
+        if (!p) return !(a->nomem = 1);
+        a->text = p, a->cap = cap;
+    }
+    memcpy(a->text + a->len, s, n);
+    a->text[a->len += n] = 0;
+    return 1;
+}
+
+/* The tool calls in a finished answer A (its reasoning left out), named on stderr. */
+static mlm_status report_calls(chat *c, const answer *a, mlm_error *err) {
+    mlm_reasoning_split sp = {0};
+    if (mlm_tokenizer_chat_thinks(c->tok)) mlm_chat_split_reasoning(a->text, a->len, 1, &sp);
+    mlm_tool_reply r;
+    mlm_status st = mlm_tool_reply_parse(mlm_tokenizer_chat_kind(c->tok), c->tools,
+                                         a->text + sp.content_begin, a->len - sp.content_begin,
+                                         &c->call_rng, &r, err);
+    if (st) return st;
+    for (int32_t k = 0; k < r.n_calls; k++)
+        fprintf(stderr, "meshlm chat: tool call %s: %s(%s)\n", r.calls[k].id, r.calls[k].name,
+                r.calls[k].arguments);
+    if (r.n_calls) fprintf(stderr, "meshlm chat: /tool TEXT gives the model a result\n");
+    mlm_tool_reply_deinit(&r);
+    return MLM_OK;
+}
 
 static int on_event(void *user, const mlm_sched_event *ev) {
     answer *a = user;
@@ -446,6 +519,7 @@ static int on_event(void *user, const mlm_sched_event *ev) {
             if (mlm_detok_push(&a->dt, c->tok, ev->token, buf, sizeof buf, &n, &e) != MLM_OK) n = 0;
             if (ev->token == c->think_open) fputs(DIM, stdout), a->dimmed = 1;
             fwrite(buf, 1, n, stdout);
+            if (c->tools && !add_text(a, buf, n)) return 1;
             if (ev->token == c->think_close && a->dimmed) fputs(UNDIM, stdout), a->dimmed = 0;
             fflush(stdout);
             if (interrupted) {
@@ -463,12 +537,13 @@ static int on_event(void *user, const mlm_sched_event *ev) {
     return 0;
 }
 
-/* One user message: room, then the whole dialog as one request (only its new tokens are
- * computed), the answer streamed to stdout and closed in the dialog. *REJECTED when the
- * message cannot fit even alone. */
-static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err) {
+/* One message (a user's, or a tool result with ROLE "tool"): room, then the whole dialog as
+ * one request (only its new tokens are computed), the answer streamed to stdout and closed in
+ * the dialog, its tool calls named. *REJECTED when the message cannot fit even alone. */
+static mlm_status turn(chat *c, const char *role, const char *text, int *rejected,
+                       mlm_error *err) {
     const chat_opts *o = c->o;
-    mlm_chat_message m[2] = {ANCHOR, {"user", text}};
+    mlm_chat_turn m[2] = {ANCHOR, {role, text, NULL, NULL, 0}};
     mlm_tokens part;
     mlm_tokens_init(&part);
     mlm_status st = encode_after(c, m, 2, 1, &c->anchor, &part, err);
@@ -541,6 +616,8 @@ static mlm_status turn(chat *c, const char *text, int *rejected, mlm_error *err)
         st = append(&c->conv, c->close.ids + (stopped == 2), c->close.n - (stopped == 2));
     fputc('\n', stdout);
     fflush(stdout);
+    if (!st && c->tools && a.text) st = report_calls(c, &a, err);
+    free(a.text);
     double t2 = tool_now();
     c->turn_no++;
     mlm_sched_get_stats(c->sched, &after);
@@ -675,14 +752,21 @@ static mlm_status loop(chat *c, int tty, int *rejected, mlm_error *err) {
             break;
         }
         if (!msg[strspn(msg, " \t\n")]) continue;
-        if (msg[0] == '/') {
+        int bad = 0;
+        const char *role = "user";
+        if (!strncmp(msg, "/tool", 5) && (msg[5] == ' ' || msg[5] == '\t' || !msg[5])) {
+            role = "tool", msg += 5 + strspn(msg + 5, " \t");
+            if (!c->tools) {
+                fprintf(stderr, "meshlm chat: /tool needs --tools FILE\n");
+                continue;
+            }
+        } else if (msg[0] == '/') {
             int r = command(c, msg, tty, err);
             if (r < 0) st = err->status;
             if (r) break;
             continue;
         }
-        int bad = 0;
-        if ((st = turn(c, msg, &bad, err))) break;
+        if ((st = turn(c, role, msg, &bad, err))) break;
         if (bad) {
             *rejected = 1;
             if (!tty) fputc('\n', stdout); /* one reply line per message, even an empty one */

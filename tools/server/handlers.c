@@ -17,7 +17,7 @@
 #include "http.h"
 #include "images.h"
 #include "structured.h"
-#include "toolcall.h"
+#include "dialog.h"
 
 // ---- JSON pieces ----
 
@@ -305,7 +305,7 @@ static int submit_all(srv_job *j, const srv_request *r, prompt_ids *p, srv_error
 // ---- whole responses ----
 
 /* A reply's calls as OpenAI's tool_calls array. */
-json_t *srv_json_tool_calls(const srv_tool_reply *t) {
+json_t *srv_json_tool_calls(const mlm_tool_reply *t) {
     json_t *a = json_array();
     for (int k = 0; a && k < t->n_calls; k++)
         json_array_append_new(a, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", t->calls[k].id, "type",
@@ -330,9 +330,10 @@ static json_t *choice_json(srv_job *j, const srv_choice *c) {
     mlm_reasoning_split sp = srv_choice_split(j, c); /* C is done: the final split */
     const char *body = text + sp.content_begin; /* the content: the reply after its reasoning */
     size_t body_len = c->len - sp.content_begin;
-    srv_tool_reply t = {0};
-    if (j->tool_format && c->finish == MLM_FINISH_STOP &&
-        !srv_tools_parse(j->tools, j->tool_format, body, body_len, &j->rng, &t))
+    mlm_tool_reply t = {0};
+    mlm_error err;
+    if (j->tool_kind && c->finish == MLM_FINISH_STOP &&
+        mlm_tool_reply_parse(j->tool_kind, j->tools, body, body_len, &j->rng, &t, &err))
         return NULL;
     if (t.n_calls) {
         json_t *content = t.content ? srv_json_text(t.content, strlen(t.content)) : json_null();
@@ -341,10 +342,10 @@ static json_t *choice_json(srv_job *j, const srv_choice *c) {
                               srv_json_tool_calls(&t), "logprobs", lp, "finish_reason",
                               "tool_calls");
         add_reasoning(json_object_get(o, "message"), c, &sp);
-        srv_tool_reply_deinit(&t);
+        mlm_tool_reply_deinit(&t);
         return o;
     }
-    srv_tool_reply_deinit(&t);
+    mlm_tool_reply_deinit(&t);
     if (j->kind == SRV_CHAT) {
         /* after a <think> block an empty content is null, as vLLM writes it */
         json_t *content = sp.has_reasoning && !body_len ? json_null()

@@ -44,7 +44,6 @@ mlm_reasoning_split srv_choice_split(const srv_job *j, const srv_choice *c);
 /* "stop" / "length" for a finished choice (the others are reported as errors). */
 const char *srv_finish_reason(mlm_finish f);
 /* A reply's tool calls as OpenAI's tool_calls array ({id, type, function: {name, arguments}}). */
-struct srv_tool_reply;
-json_t *srv_json_tool_calls(const struct srv_tool_reply *t);
+json_t *srv_json_tool_calls(const mlm_tool_reply *t);
 
 #endif

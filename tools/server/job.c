@@ -51,7 +51,7 @@ static void job_free(srv_job *j) {
     for (int i = 0; j->matchers && i < j->n_choices; i++) mlm_matcher_free(j->matchers[i]);
     free(j->matchers);
     mlm_grammar_free(j->grammar);
-    json_decref(j->tools);
+    free(j->tools);
     free(j->choices);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);

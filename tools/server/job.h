@@ -87,9 +87,10 @@ typedef struct srv_job {
     /* structured output and tool calls (structured.c) */
     mlm_grammar *grammar;        /* owned; NULL: free text */
     mlm_matcher **matchers;      /* owned, N_CHOICES (NULL entries without a grammar) */
-    json_t *tools;               /* owned reference: the request's tools when calls are
+    char *tools;                 /* owned: the request's tools as JSON text when calls are
                                     parsed from the replies (tool_choice not none) */
-    const char *tool_format;     /* the chat format the calls are written in (static) */
+    mlm_chat_kind tool_kind;     /* the chat format the calls are written in; MLM_CHAT_NONE:
+                                    replies are not parsed for calls */
     uint64_t rng;                /* for the calls' ids */
     struct srv_job *next, *prev; /* in srv->jobs while the HTTP side holds it */
 } srv_job;

@@ -47,8 +47,8 @@ typedef struct srv_part {
 typedef struct srv_tool_call {
     char *id;        /* owned; "" when absent */
     char *name;      /* owned: function.name */
-    char *arguments; /* owned: function.arguments, the JSON text as the client sent it */
-    json_t *args;    /* owned reference: ARGUMENTS parsed (a JSON object) */
+    char *arguments; /* owned: function.arguments, the JSON text of an object as the client
+                        sent it */
 } srv_tool_call;
 
 typedef struct srv_message {

@@ -200,11 +200,13 @@ static int parse_call(const json_t *c, int i, size_t k, srv_tool_call *out, srv_
     if (!(out->arguments = srv_dup(json_string_value(args), json_string_length(args), e, param)))
         return 0;
     json_error_t jerr;
-    out->args = json_loadb(out->arguments, json_string_length(args), 0, &jerr);
-    if (!json_is_object(out->args))
+    json_t *parsed = json_loadb(out->arguments, json_string_length(args), 0, &jerr);
+    int object = json_is_object(parsed), is_json = parsed != NULL;
+    json_decref(parsed);
+    if (!object)
         return srv_fail(e, 400, SRV_INVALID, param, "invalid_value",
                         "Invalid '%s': expected a JSON object in a string, but %s.", param,
-                        out->args ? "it holds another JSON value" : jerr.text);
+                        is_json ? "it holds another JSON value" : jerr.text);
     return 1;
 }
 
@@ -241,7 +243,6 @@ void srv_tools_deinit(srv_request *r) {
             free(m->tool_calls[k].id);
             free(m->tool_calls[k].name);
             free(m->tool_calls[k].arguments);
-            json_decref(m->tool_calls[k].args);
         }
         free(m->tool_calls);
         free(m->tool_call_id);

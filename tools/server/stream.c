@@ -13,7 +13,6 @@
 
 #include "handlers.h"
 #include "http.h"
-#include "toolcall.h"
 
 typedef struct stream {
     srv_server *srv; /* borrowed */
@@ -124,7 +123,7 @@ static size_t tok_end(const srv_choice *c, int64_t k) {
  * when C ended in an error (its event is out). */
 /* The finish of choice C when its reply holds tool calls T: the content before them, then per
  * call a chunk with its id and name and one with its arguments, as OpenAI streams them. */
-static int send_calls(stream *s, srv_choice *c, const srv_tool_reply *t,
+static int send_calls(stream *s, srv_choice *c, const mlm_tool_reply *t,
                       const mlm_reasoning_split *sp, int64_t nt) {
     const srv_job *j = s->job;
     size_t keep = sp->content_begin + (t->content ? strlen(t->content) : 0);
@@ -152,19 +151,21 @@ static int produce_choice(stream *s, srv_choice *c, int *failed) {
     const char *body = (c->text ? c->text : "") + sp.content_begin;
     const size_t body_len = c->len - sp.content_begin;
     if (sp.settled < safe) safe = sp.settled;
-    srv_tool_reply t = {0};
-    if (j->tool_format && !c->done) { /* what may become a call is held back */
-        size_t plain = sp.content_begin + srv_tools_stream_safe(j->tool_format, body, body_len);
+    mlm_tool_reply t = {0};
+    if (j->tool_kind && !c->done) { /* what may become a call is held back */
+        size_t plain = sp.content_begin + mlm_tool_reply_settled(j->tool_kind, body, body_len);
         if (plain < safe) safe = plain;
     }
-    if (j->tool_format && c->done && c->finish == MLM_FINISH_STOP) {
-        if (!srv_tools_parse(j->tools, j->tool_format, body, body_len, &j->rng, &t)) return 0;
+    if (j->tool_kind && c->done && c->finish == MLM_FINISH_STOP) {
+        mlm_error err;
+        if (mlm_tool_reply_parse(j->tool_kind, j->tools, body, body_len, &j->rng, &t, &err))
+            return 0;
         if (t.n_calls) {
             int ok = send_calls(s, c, &t, &sp, nt);
-            srv_tool_reply_deinit(&t);
+            mlm_tool_reply_deinit(&t);
             return ok;
         }
-        srv_tool_reply_deinit(&t);
+        mlm_tool_reply_deinit(&t);
     }
     if (c->sent > c->len) c->sent = c->len;
     if (nt < c->toks_sent) nt = c->toks_sent;

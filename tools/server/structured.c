@@ -1,6 +1,6 @@
 /* tools/server/structured.c: what a request constrains its replies to (structured.h). With
  * tool_choice "required" or a named function, the reply is a call: the format's call schema
- * (toolcall.c), wrapped for ChatML in "<tool_call>\n" ... "\n</tool_call>" blocks (up to 8
+ * (mlm_tool_call_schema), wrapped for ChatML in "<tool_call>\n" ... "\n</tool_call>" blocks (up to 8
  * with parallel_tool_calls, one otherwise); Llama 3 writes one bare call. Else
  * response_format's schema, or any JSON object for json_object. The vocabulary trie is built
  * once, on the first such request. */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "toolcall.h"
+#include "dialog.h"
 
 static mlm_token_trie *server_trie(srv_server *srv, srv_error *e) {
     pthread_mutex_lock(&srv->trie_mu);
@@ -25,36 +25,37 @@ static mlm_token_trie *server_trie(srv_server *srv, srv_error *e) {
 }
 
 int srv_structured_setup(srv_server *srv, const srv_request *r, srv_job *j, srv_error *e) {
-    const char *fmt = mlm_tokenizer_chat_format(srv->tok);
-    int tools = r->kind == SRV_CHAT && r->tools && r->tool_choice != SRV_TOOLS_NONE && fmt;
-    if (tools) {
-        j->tools = json_incref(r->tools);
-        j->tool_format = fmt;
+    mlm_chat_kind kind = mlm_tokenizer_chat_kind(srv->tok);
+    int oom = 0;
+    if (r->kind == SRV_CHAT && kind != MLM_CHAT_NONE && (j->tools = srv_tools_text(r, &oom))) {
+        j->tool_kind = kind;
         if (getrandom(&j->rng, sizeof j->rng, 0) != (ssize_t)sizeof j->rng)
             j->rng = (uint64_t)(uintptr_t)j ^ 0x9E3779B97F4A7C15ull;
     }
-    int call = tools && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED);
+    if (oom) return srv_fail(e, 500, "server_error", "", "", "out of memory");
+    int call = j->tools && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED);
     if (!call && r->format == SRV_FORMAT_TEXT) return 1;
-    json_t *schema = NULL;
+    char *text = NULL;
     const char *param = "response_format.json_schema.schema";
-    mlm_grammar_wrap wrap = {"<tool_call>\n", "\n</tool_call>", "\n", 1, 1};
+    mlm_grammar_wrap wrap;
     const mlm_grammar_wrap *w = NULL;
+    mlm_error err = {0};
+    mlm_status st = MLM_OK;
     if (call) {
-        schema = srv_tools_call_schema(r, fmt);
-        if (!schema) return srv_fail(e, 500, "server_error", "", "", "out of memory");
+        const char *only = r->tool_choice == SRV_TOOLS_NAMED ? r->tool_choice_name : NULL;
+        st = mlm_tool_call_schema(kind, j->tools, only, &text, &wrap, &err);
+        if (st == MLM_ERR_NOMEM) return srv_fail(e, 500, "server_error", "", "", "%s", err.msg);
+        if (st) return srv_fail(e, 400, "invalid_request_error", "tools", "", "%s", err.msg);
         param = "tools";
-        if (strcmp(fmt, "llama3") != 0) {
+        if (wrap.before) { /* calls in tags: parallel ones with tool_choice required */
             wrap.max_values = r->parallel_tool_calls && r->tool_choice == SRV_TOOLS_REQUIRED ? 8 : 1;
             w = &wrap;
         }
-    } else if (r->format == SRV_FORMAT_JSON_SCHEMA) {
-        schema = json_incref(r->schema);
+    } else if (r->format == SRV_FORMAT_JSON_SCHEMA && r->schema) {
+        text = json_dumps(r->schema, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!text) return srv_fail(e, 500, "server_error", "", "", "out of memory");
     }
-    char *text = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    json_decref(schema);
-    if (schema && !text) return srv_fail(e, 500, "server_error", "", "", "out of memory");
-    mlm_error err = {0};
-    mlm_status st = mlm_grammar_compile(text, text ? strlen(text) : 0, w, &j->grammar, &err);
+    st = mlm_grammar_compile(text, text ? strlen(text) : 0, w, &j->grammar, &err);
     free(text);
     if (st == MLM_ERR_NOMEM) return srv_fail(e, 500, "server_error", "", "", "%s", err.msg);
     if (st) return srv_fail(e, 400, "invalid_request_error", param, "invalid_schema", "%s", err.msg);

@@ -1,7 +1,7 @@
 /* tools/server/structured.h: a request's constraint on its replies: a JSON Schema from
  * response_format, or a tool call when tool_choice requires one, compiled into the job's
  * grammar with a matcher for each choice (the scheduler masks tokens with it); and the job's
- * tools when replies are parsed for calls (toolcall.h). */
+ * tools when replies are parsed for calls (as JSON text, dialog.h). */
 #ifndef MESHLM_SERVER_STRUCTURED_H
 #define MESHLM_SERVER_STRUCTURED_H
 

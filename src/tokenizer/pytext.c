@@ -1,18 +1,16 @@
-/* tools/server/pytext.c: text as Python writes it (pytext.h): a growing string, json.dumps as
+/* tokenizer/pytext.c: text as Python writes it (pytext.h): a growing string, json.dumps as
  * transformers' templates call it (ensure_ascii=False; indent and separators as given; reals
  * as repr writes them), and str.strip's whitespace. */
-#include "pytext.h"
+#include "tokenizer/pytext.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "toolcall.h"
-
 // ---- a growing string ----
 
-void srv_sb_add(srv_sbuf *b, const char *s, size_t n) {
+void mlm_sb_add(mlm_sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
@@ -31,11 +29,11 @@ void srv_sb_add(srv_sbuf *b, const char *s, size_t n) {
     b->s[b->n] = 0;
 }
 
-void srv_sb_str(srv_sbuf *b, const char *s) { srv_sb_add(b, s, strlen(s)); }
+void mlm_sb_str(mlm_sbuf *b, const char *s) { mlm_sb_add(b, s, strlen(s)); }
 
 /* The string built (malloc'd, "" when nothing was added), or NULL when out of memory. */
-char *srv_sb_take(srv_sbuf *b) {
-    if (!b->oom && !b->s) srv_sb_add(b, "", 0);
+char *mlm_sb_take(mlm_sbuf *b) {
+    if (!b->oom && !b->s) mlm_sb_add(b, "", 0);
     if (b->oom) {
         free(b->s);
         b->s = NULL;
@@ -48,8 +46,8 @@ char *srv_sb_take(srv_sbuf *b) {
 // ---- JSON as Python writes it ----
 
 /* S (N bytes) as a JSON string the way json.dumps(ensure_ascii=False) escapes it. */
-void srv_py_string(srv_sbuf *b, const char *s, size_t n) {
-    srv_sb_add(b, "\"", 1);
+void mlm_py_string(mlm_sbuf *b, const char *s, size_t n) {
+    mlm_sb_add(b, "\"", 1);
     size_t run = 0; /* bytes copied as they are, pending */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -62,17 +60,17 @@ void srv_py_string(srv_sbuf *b, const char *s, size_t n) {
                           : c == '\f' ? "\\f"
                                       : NULL;
         if (!esc && c >= 0x20) continue;
-        srv_sb_add(b, s + run, i - run);
+        mlm_sb_add(b, s + run, i - run);
         run = i + 1;
         char u[8];
         if (!esc) {
             snprintf(u, sizeof u, "\\u%04x", c);
             esc = u;
         }
-        srv_sb_str(b, esc);
+        mlm_sb_str(b, esc);
     }
-    srv_sb_add(b, s + run, n - run);
-    srv_sb_add(b, "\"", 1);
+    mlm_sb_add(b, s + run, n - run);
+    mlm_sb_add(b, "\"", 1);
 }
 
 /* X as Python's repr(float) writes it: the fewest significant digits that read back as X,
@@ -130,90 +128,90 @@ typedef struct dump_style {
     const char *item_sep, *key_sep;
 } dump_style;
 
-static void newline(srv_sbuf *b, const dump_style *st, int level) {
+static void newline(mlm_sbuf *b, const dump_style *st, int level) {
     if (st->indent < 0) return;
-    srv_sb_add(b, "\n", 1);
+    mlm_sb_add(b, "\n", 1);
     for (int i = 0; i < st->indent * level; i++)
-        srv_sb_add(b, " ", 1);
+        mlm_sb_add(b, " ", 1);
 }
 
-static void dump(srv_sbuf *b, const json_t *v, const dump_style *st, int level) {
+static void dump(mlm_sbuf *b, const json_t *v, const dump_style *st, int level) {
     char num[48];
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         if (json_object_size(v) == 0) {
-            srv_sb_str(b, "{}");
+            mlm_sb_str(b, "{}");
             return;
         }
-        srv_sb_add(b, "{", 1);
+        mlm_sb_add(b, "{", 1);
         const char *key;
         json_t *item;
         int first = 1;
         json_object_foreach((json_t *)v, key, item) {
-            if (!first) srv_sb_str(b, st->item_sep);
+            if (!first) mlm_sb_str(b, st->item_sep);
             first = 0;
             newline(b, st, level + 1);
-            srv_py_string(b, key, strlen(key));
-            srv_sb_str(b, st->key_sep);
+            mlm_py_string(b, key, strlen(key));
+            mlm_sb_str(b, st->key_sep);
             dump(b, item, st, level + 1);
         }
         newline(b, st, level);
-        srv_sb_add(b, "}", 1);
+        mlm_sb_add(b, "}", 1);
         return;
     }
     case JSON_ARRAY: {
         if (json_array_size(v) == 0) {
-            srv_sb_str(b, "[]");
+            mlm_sb_str(b, "[]");
             return;
         }
-        srv_sb_add(b, "[", 1);
+        mlm_sb_add(b, "[", 1);
         for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) srv_sb_str(b, st->item_sep);
+            if (i) mlm_sb_str(b, st->item_sep);
             newline(b, st, level + 1);
             dump(b, json_array_get(v, i), st, level + 1);
         }
         newline(b, st, level);
-        srv_sb_add(b, "]", 1);
+        mlm_sb_add(b, "]", 1);
         return;
     }
-    case JSON_STRING: srv_py_string(b, json_string_value(v), json_string_length(v)); return;
+    case JSON_STRING: mlm_py_string(b, json_string_value(v), json_string_length(v)); return;
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        srv_sb_str(b, num);
+        mlm_sb_str(b, num);
         return;
     case JSON_REAL:
         py_float(num, json_real_value(v));
-        srv_sb_str(b, num);
+        mlm_sb_str(b, num);
         return;
-    case JSON_TRUE: srv_sb_str(b, "true"); return;
-    case JSON_FALSE: srv_sb_str(b, "false"); return;
-    case JSON_NULL: srv_sb_str(b, "null"); return;
+    case JSON_TRUE: mlm_sb_str(b, "true"); return;
+    case JSON_FALSE: mlm_sb_str(b, "false"); return;
+    case JSON_NULL: mlm_sb_str(b, "null"); return;
     }
 }
 
-char *srv_json_dumps(const json_t *v, int indent, const char *item_sep, const char *key_sep) {
+char *mlm_py_dumps(const json_t *v, int indent, const char *item_sep, const char *key_sep) {
     if (!v) return NULL;
     dump_style st = {indent, item_sep, key_sep};
-    srv_sbuf b = {0};
+    mlm_sbuf b = {0};
     dump(&b, v, &st, 0);
-    return srv_sb_take(&b);
+    return mlm_sb_take(&b);
 }
 
-/* json.dumps(v) with the default separators into B: transformers' `v | srv_tojson`. */
-void srv_tojson(srv_sbuf *b, const json_t *v) {
-    char *s = srv_json_dumps(v, -1, ", ", ": ");
+/* json.dumps(v) with the default separators into B: transformers' `v | tojson`. */
+void mlm_py_tojson(mlm_sbuf *b, const json_t *v) {
+    char *s = mlm_py_dumps(v, -1, ", ", ": ");
     if (!s) {
         b->oom = 1;
         return;
     }
-    srv_sb_str(b, s);
+    mlm_sb_str(b, s);
     free(s);
 }
 
 // ---- Python's str.strip ----
 
 /* The byte length of the White_Space character (str.isspace) at S (N bytes), or 0. */
-size_t srv_space_len(const unsigned char *s, size_t n) {
+size_t mlm_py_space_len(const unsigned char *s, size_t n) {
     if (n == 0) return 0;
     unsigned c = s[0];
     if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
@@ -228,28 +226,28 @@ size_t srv_space_len(const unsigned char *s, size_t n) {
     return 0;
 }
 
-size_t srv_skip_space(const char *s, size_t i, size_t n) {
+size_t mlm_py_skip_space(const char *s, size_t i, size_t n) {
     size_t k;
-    while (i < n && (k = srv_space_len((const unsigned char *)s + i, n - i)) > 0)
+    while (i < n && (k = mlm_py_space_len((const unsigned char *)s + i, n - i)) > 0)
         i += k;
     return i;
 }
 
 /* The end of S[START, END) without its trailing whitespace. */
-size_t srv_rstrip_end(const char *s, size_t start, size_t end) {
+size_t mlm_py_rstrip_end(const char *s, size_t start, size_t end) {
     while (end > start) {
         size_t i = end - 1;
         while (i > start && ((unsigned char)s[i] & 0xc0) == 0x80)
             i--;
-        if (srv_space_len((const unsigned char *)s + i, end - i) != end - i) break;
+        if (mlm_py_space_len((const unsigned char *)s + i, end - i) != end - i) break;
         end = i;
     }
     return end;
 }
 
 /* S trimmed (Jinja's trim) into B. */
-void srv_add_trimmed(srv_sbuf *b, const char *s) {
-    size_t n = strlen(s), a = srv_skip_space(s, 0, n);
-    srv_sb_add(b, s + a, srv_rstrip_end(s, a, n) - a);
+void mlm_py_add_trimmed(mlm_sbuf *b, const char *s) {
+    size_t n = strlen(s), a = mlm_py_skip_space(s, 0, n);
+    mlm_sb_add(b, s + a, mlm_py_rstrip_end(s, a, n) - a);
 }
 

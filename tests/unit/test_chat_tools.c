@@ -1,16 +1,17 @@
-/* tests/unit/test_server_tools.c: OpenAI tool calls (tools/server/toolcall.c) against
- * tests/data/tools/tool_prompts.json (tests/fixtures/make_tool_prompt_fixtures.py): every
- * dialog with tools, rendered and encoded with the real tokenizer of its chat format, gives
- * the ids of the chat template's text as transformers renders it and tiktoken / tokenizers
- * tokenize it; replies parse to the calls the Python reference parsers find; JSON is written
- * as Python's json.dumps writes it. Plus the render errors, the streaming hold-back, the call
- * schema and the call ids. Requests are built by hand, not by srv_request_parse. */
+/* tests/unit/test_chat_tools.c: OpenAI tool calls in the chat formats (src/tokenizer/tools_*.c)
+ * against tests/data/tools/tool_prompts.json (tests/fixtures/make_tool_prompt_fixtures.py):
+ * every dialog with tools, encoded by mlm_tokenizer_encode_dialog with the real tokenizer of
+ * its chat format, gives the ids of the chat template's text as transformers renders it and
+ * tiktoken / tokenizers tokenize it; replies parse to the calls the Python reference parsers
+ * find; JSON is written as Python's json.dumps writes it. Plus the render errors, the
+ * streaming hold-back, the call schema and the call ids. */
 #include <jansson.h>
 #include <stdint.h>
 
-#include "../tools/server/toolcall.h"
 #include "harness.h"
 #include "meshlm.h"
+#include "tokenizer/pytext.h"
+#include "tokenizer/tools.h"
 
 #define FIXTURE "tests/data/tools/tool_prompts.json"
 
@@ -20,42 +21,52 @@ static const char *str(const json_t *o, const char *key) {
     return json_string_value(json_object_get(o, key));
 }
 
-static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+// ---- a dialog from the fixture ----
 
-// ---- a request by hand ----
+#define MAX_TURNS 16
+#define MAX_CALLS 32
 
-/* R with the fixture's MESSAGES (OpenAI-style) and TOOLS (borrowed), as the request parser
- * would fill it: null content is "", arguments parsed into ARGS. */
-static void build_request(srv_request *r, const json_t *messages, json_t *tools) {
-    memset(r, 0, sizeof *r);
-    r->kind = SRV_CHAT;
-    r->n_messages = (int)json_array_size(messages);
-    r->messages = calloc((size_t)r->n_messages, sizeof *r->messages);
-    for (int i = 0; i < r->n_messages; i++) {
+/* A fixture dialog as the library's turns; strings borrowed from the fixture. */
+typedef struct dialog {
+    mlm_chat_turn turns[MAX_TURNS];
+    mlm_tool_call calls[MAX_CALLS];
+    char *tools; /* owned JSON text, or NULL */
+    mlm_chat_dialog d;
+} dialog;
+
+/* D with MESSAGES (OpenAI-style) and TOOLS (a JSON array or NULL), a generation prompt, the
+ * default thinking; 0 when the fixture holds more than the arrays take. */
+static int build_dialog(dialog *d, const json_t *messages, const json_t *tools) {
+    memset(d, 0, sizeof *d);
+    int n = (int)json_array_size(messages), n_calls = 0;
+    if (n > MAX_TURNS) return 0;
+    for (int i = 0; i < n; i++) {
         const json_t *m = json_array_get(messages, (size_t)i);
-        srv_message *d = &r->messages[i];
-        d->role = dup_or_empty(str(m, "role"));
-        d->content = dup_or_empty(str(m, "content"));
-        if (str(m, "tool_call_id")) d->tool_call_id = strdup(str(m, "tool_call_id"));
-        if (str(m, "reasoning_content")) d->reasoning = strdup(str(m, "reasoning_content"));
+        mlm_chat_turn *t = &d->turns[i];
+        t->role = str(m, "role");
+        t->content = str(m, "content");
+        t->reasoning = str(m, "reasoning_content");
         const json_t *calls = json_object_get(m, "tool_calls");
-        d->n_tool_calls = (int)json_array_size(calls);
-        d->tool_calls =
-            d->n_tool_calls ? calloc((size_t)d->n_tool_calls, sizeof *d->tool_calls) : NULL;
-        for (int k = 0; k < d->n_tool_calls; k++) {
+        t->calls = &d->calls[n_calls];
+        t->n_calls = (int32_t)json_array_size(calls);
+        if (n_calls + t->n_calls > MAX_CALLS) return 0;
+        for (int k = 0; k < t->n_calls; k++) {
             const json_t *c = json_array_get(calls, (size_t)k);
             const json_t *f = json_object_get(c, "function");
-            srv_tool_call *t = &d->tool_calls[k];
-            t->id = dup_or_empty(str(c, "id"));
-            t->name = dup_or_empty(str(f, "name"));
-            t->arguments = dup_or_empty(str(f, "arguments"));
-            t->args = json_loads(t->arguments, 0, NULL);
+            d->calls[n_calls++] = (mlm_tool_call){str(c, "id"), str(f, "name"), str(f, "arguments")};
         }
     }
-    r->tools = json_incref(tools); /* srv_request_deinit drops it */
-    r->n_tools = (int)json_array_size(tools);
-    r->tool_choice = SRV_TOOLS_AUTO;
-    r->parallel_tool_calls = 1;
+    d->tools = json_is_array(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
+    d->d = (mlm_chat_dialog){d->turns, n, d->tools, 1, MLM_THINK_DEFAULT};
+    return 1;
+}
+
+/* The chat format named NAME (mlm_tokenizer_chat_format's names; others: none). */
+static mlm_chat_kind kind_of(const char *name) {
+    return strcmp(name, "llama3") == 0           ? MLM_CHAT_LLAMA3
+           : strcmp(name, "chatml") == 0         ? MLM_CHAT_CHATML
+           : strcmp(name, "chatml-newline") == 0 ? MLM_CHAT_CHATML_NL
+                                                 : MLM_CHAT_NONE;
 }
 
 // ---- prompts ----
@@ -97,7 +108,7 @@ static void check_ids(const mlm_tokenizer *tok, const mlm_tokens *ids, const jso
     if (!same) explain(tok, ids, str(p, "text"));
 }
 
-/* Renders, encodes and compares every fixture prompt of FORMAT with TOK; the count checked. */
+/* Encodes and compares every fixture prompt of FORMAT with TOK; the count checked. */
 static int check_prompts(const mlm_tokenizer *tok, const char *format) {
     const char *have = mlm_tokenizer_chat_format(tok);
     CHECKF(have && strcmp(have, format) == 0, "tokenizer format %s, want %s", have ? have : "none",
@@ -108,22 +119,16 @@ static int check_prompts(const mlm_tokenizer *tok, const char *format) {
     json_array_foreach(prompts, i, p) {
         if (strcmp(str(p, "format"), format) != 0) continue;
         n++;
-        srv_request r;
-        build_request(&r, json_object_get(p, "messages"), json_object_get(p, "tools"));
-        srv_tool_prompt tp;
-        srv_error e = {0};
-        int ok = srv_tools_render(&r, format, mlm_tokenizer_chat_system(tok), &tp, &e);
-        CHECKF(ok, "%s/%s: %s", format, str(p, "name"), e.message);
-        if (ok) {
-            mlm_tokens ids;
-            mlm_tokens_init(&ids);
-            mlm_error err;
-            CHECK_OK(mlm_tokenizer_encode_chat(tok, tp.msgs, tp.n_msgs, 1, &ids, &err), &err);
-            check_ids(tok, &ids, p, format);
-            mlm_tokens_deinit(&ids);
-            srv_tool_prompt_deinit(&tp);
-        }
-        srv_request_deinit(&r);
+        dialog d;
+        CHECKF(build_dialog(&d, json_object_get(p, "messages"), json_object_get(p, "tools")),
+               "%s/%s: too many messages for the test", format, str(p, "name"));
+        mlm_tokens ids;
+        mlm_tokens_init(&ids);
+        mlm_error err;
+        CHECK_OK(mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err), &err);
+        check_ids(tok, &ids, p, format);
+        mlm_tokens_deinit(&ids);
+        free(d.tools);
     }
     return n;
 }
@@ -156,8 +161,8 @@ TEST(phi4_chatml_prompts_match_template) {
 /* Qwen2.5's and Qwen3's own chat templates (tests/data/qwen/chat/prompts.json, made by
  * tests/fixtures/make_qwen_chat_fixtures.py with transformers' apply_chat_template): every
  * dialog, with tools or without, thinking on, off or the template's default, reasoning in
- * the content or in reasoning_content, through the server's srv_chat_encode, gives the ids
- * of the template's text. */
+ * the content or in reasoning_content, through mlm_tokenizer_encode_dialog (the server's
+ * call), gives the ids of the template's text. */
 static int check_qwen(const char *template) {
     char dir[96];
     snprintf(dir, sizeof dir, "tests/data/qwen/chat/%s", template);
@@ -174,34 +179,21 @@ static int check_qwen(const char *template) {
     json_array_foreach(doc, i, p) {
         if (strcmp(str(p, "template"), template) != 0) continue;
         n++;
-        srv_request r;
-        json_t *tools = json_object_get(p, "tools");
-        build_request(&r, json_object_get(p, "messages"), json_is_array(tools) ? tools : NULL);
+        dialog d;
+        CHECKF(build_dialog(&d, json_object_get(p, "messages"), json_object_get(p, "tools")),
+               "%s/%s: too many messages for the test", template, str(p, "name"));
         const json_t *think = json_object_get(p, "enable_thinking");
-        r.thinking = json_is_boolean(think) ? (json_is_true(think) ? MLM_THINK_ON : MLM_THINK_OFF)
-                                            : MLM_THINK_DEFAULT;
+        d.d.thinking = json_is_boolean(think) ? (json_is_true(think) ? MLM_THINK_ON : MLM_THINK_OFF)
+                                              : MLM_THINK_DEFAULT;
+        d.d.add_generation_prompt = json_is_true(json_object_get(p, "add_generation_prompt"));
         mlm_tokens ids;
         mlm_tokens_init(&ids);
-        srv_error e = {0};
-        int ok;
-        if (json_is_true(json_object_get(p, "add_generation_prompt"))) {
-            ok = srv_chat_encode(tok, "qwen", &r, &ids, &e);
-        } else { /* the library's call: the server always asks for a generation prompt */
-            mlm_chat_message m[16];
-            const char *reasoning[16];
-            mlm_error err;
-            for (int k = 0; k < r.n_messages && k < 16; k++) {
-                m[k] = (mlm_chat_message){r.messages[k].role, r.messages[k].content};
-                reasoning[k] = r.messages[k].reasoning;
-            }
-            mlm_chat_opts o = {0, r.thinking, reasoning};
-            ok = r.n_messages <= 16 && !r.tools &&
-                 mlm_tokenizer_encode_chat_opts(tok, m, r.n_messages, &o, &ids, &err) == MLM_OK;
-        }
-        CHECKF(ok, "%s/%s: %s", template, str(p, "name"), e.message);
+        mlm_error err = {0};
+        mlm_status st = mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err);
+        CHECKF(st == MLM_OK, "%s/%s: %s", template, str(p, "name"), err.msg);
         check_ids(tok, &ids, p, template);
         mlm_tokens_deinit(&ids);
-        srv_request_deinit(&r);
+        free(d.tools);
     }
     json_decref(doc);
     mlm_tokenizer_free(tok);
@@ -223,11 +215,11 @@ TEST(llama3_render_text) {
         "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\": 1.50}\"}}]},"
         "{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"ok \\\"1\\\"\"}]",
         0, NULL);
-    srv_request r;
-    build_request(&r, msgs, tools);
-    srv_tool_prompt tp;
-    srv_error e = {0};
-    CHECK(srv_tools_render(&r, "llama3", NULL, &tp, &e) == 1);
+    dialog d;
+    CHECK(build_dialog(&d, msgs, tools));
+    mlm_tools_prompt tp;
+    mlm_error err;
+    CHECK_OK(mlm_tools_render(MLM_CHAT_LLAMA3, d.turns, d.d.n_msgs, tools, NULL, &tp, &err), &err);
     CHECK(tp.n_msgs == 4);
     if (tp.n_msgs == 4) {
         CHECK(strcmp(tp.msgs[0].role, "system") == 0);
@@ -244,11 +236,18 @@ TEST(llama3_render_text) {
         CHECK(strcmp(tp.msgs[3].role, "ipython") == 0);
         CHECK(strcmp(tp.msgs[3].content, "\"ok \\\"1\\\"\"") == 0);
     }
-    srv_tool_prompt_deinit(&tp);
-    srv_tool_prompt_deinit(&tp); /* twice: a no-op */
-    srv_request_deinit(&r);
+    mlm_tools_prompt_deinit(&tp);
+    mlm_tools_prompt_deinit(&tp); /* twice: a no-op */
+    free(d.tools);
     json_decref(msgs);
     json_decref(tools);
+}
+
+/* Whether ERR is INVALID_ARG naming FIELD first ("FIELD: ..."), as the server reads it. */
+static int names_field(const mlm_error *err, const char *field) {
+    size_t n = strlen(field);
+    return err->status == MLM_ERR_INVALID_ARG && strncmp(err->msg, field, n) == 0 &&
+           err->msg[n] == ':';
 }
 
 TEST(render_errors) {
@@ -259,33 +258,64 @@ TEST(render_errors) {
         "\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}},"
         "{\"id\":\"b\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]",
         0, NULL);
-    srv_request r;
-    srv_tool_prompt tp;
-    srv_error e = {0};
-    build_request(&r, only_system, tools);
-    CHECK(srv_tools_render(&r, "llama3", NULL, &tp, &e) == 0);
-    CHECK(e.http == 400 && strcmp(e.param, "messages") == 0);
+    json_t *bad_role = json_loads("[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"robot\"}]",
+                                  0, NULL);
+    dialog d;
+    mlm_tools_prompt tp;
+    mlm_error err = {0};
+    build_dialog(&d, only_system, tools);
+    CHECK(mlm_tools_render(MLM_CHAT_LLAMA3, d.turns, 1, tools, NULL, &tp, &err) != MLM_OK);
+    CHECKF(names_field(&err, "messages"), "%s", err.msg);
     CHECK(tp.msgs == NULL && tp.n_msgs == 0);
     /* ChatML takes a dialog of only a system message */
-    CHECK(srv_tools_render(&r, "chatml", NULL, &tp, &e) == 1 && tp.n_msgs == 1);
-    srv_tool_prompt_deinit(&tp);
-    srv_request_deinit(&r);
-    build_request(&r, two_calls, tools);
-    memset(&e, 0, sizeof e);
-    CHECK(srv_tools_render(&r, "llama3", NULL, &tp, &e) == 0);
-    CHECKF(e.http == 400 && strcmp(e.param, "messages[1].tool_calls") == 0, "%d %s", e.http,
-           e.param);
-    CHECK(srv_tools_render(&r, "chatml-newline", NULL, &tp, &e) == 1 && tp.n_msgs == 3);
+    CHECK(mlm_tools_render(MLM_CHAT_CHATML, d.turns, 1, tools, NULL, &tp, &err) == MLM_OK &&
+          tp.n_msgs == 1);
+    mlm_tools_prompt_deinit(&tp);
+    free(d.tools);
+    build_dialog(&d, two_calls, tools);
+    CHECK(mlm_tools_render(MLM_CHAT_LLAMA3, d.turns, 2, tools, NULL, &tp, &err) != MLM_OK);
+    CHECKF(names_field(&err, "messages[1].tool_calls"), "%s", err.msg);
+    CHECK(mlm_tools_render(MLM_CHAT_CHATML_NL, d.turns, 2, tools, NULL, &tp, &err) == MLM_OK &&
+          tp.n_msgs == 3);
     if (tp.n_msgs == 3)
         CHECK(strcmp(tp.msgs[2].content, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n"
                                          "</tool_call>\n<tool_call>\n{\"name\": \"f\", "
                                          "\"arguments\": {}}\n</tool_call>") == 0);
-    srv_tool_prompt_deinit(&tp);
-    memset(&e, 0, sizeof e);
-    CHECK(srv_tools_render(&r, "gpt2", NULL, &tp, &e) == 0 && e.http == 400);
-    srv_request_deinit(&r);
+    mlm_tools_prompt_deinit(&tp);
+    CHECK(mlm_tools_render(MLM_CHAT_NONE, d.turns, 2, tools, NULL, &tp, &err) ==
+          MLM_ERR_UNSUPPORTED);
+    free(d.tools);
+    build_dialog(&d, bad_role, tools);
+    for (int k = MLM_CHAT_LLAMA3; k <= MLM_CHAT_CHATML_NL; k++) {
+        CHECK(mlm_tools_render((mlm_chat_kind)k, d.turns, 2, tools, NULL, &tp, &err) != MLM_OK);
+        CHECKF(names_field(&err, "messages[1]"), "%s", err.msg);
+    }
+    free(d.tools);
+    /* through the public call: tools that are no array, and the same refusals */
+    mlm_tokenizer *tok = NULL;
+    CHECK_OK(mlm_tokenizer_load("tests/data/tokenizer/llama3", &tok, &err), &err);
+    if (tok) {
+        mlm_tokens ids;
+        mlm_tokens_init(&ids);
+        build_dialog(&d, two_calls, tools);
+        CHECK(mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err) != MLM_OK);
+        CHECKF(names_field(&err, "messages[1].tool_calls"), "%s", err.msg);
+        d.d.tools = "{\"type\": \"function\"}";
+        CHECK(mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err) != MLM_OK);
+        CHECKF(names_field(&err, "tools"), "%s", err.msg);
+        d.d.tools = "[";
+        CHECK(mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err) != MLM_OK);
+        CHECKF(names_field(&err, "tools"), "%s", err.msg);
+        CHECK(ids.n == 0);
+        d.d.tools = NULL; /* without tools, calls are not written: the two-call dialog encodes */
+        CHECK_OK(mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err), &err);
+        free(d.tools);
+        mlm_tokens_deinit(&ids);
+        mlm_tokenizer_free(tok);
+    }
     json_decref(only_system);
     json_decref(two_calls);
+    json_decref(bad_role);
     json_decref(tools);
 }
 
@@ -317,8 +347,11 @@ TEST(replies_parse_as_reference) {
     json_array_foreach(replies, i, c) {
         const char *fmt = str(c, "format"), *name = str(c, "name"), *text = str(c, "text");
         json_t *tools = declare(json_object_get(c, "tools"));
-        srv_tool_reply t;
-        CHECK(srv_tools_parse(tools, fmt, text, strlen(text), &rng, &t) == 1);
+        char *tools_text = json_dumps(tools, JSON_COMPACT);
+        mlm_tool_reply t;
+        mlm_error err;
+        CHECK_OK(mlm_tool_reply_parse(kind_of(fmt), tools_text, text, strlen(text), &rng, &t, &err),
+                 &err);
         const char *want = str(c, "content");
         CHECKF(want ? t.content && strcmp(t.content, want) == 0 : t.content == NULL,
                "%s/%s: content '%s', want '%s'", fmt, name, t.content ? t.content : "(null)",
@@ -333,37 +366,47 @@ TEST(replies_parse_as_reference) {
             CHECKF(strcmp(t.calls[k].arguments, str(w, "arguments")) == 0,
                    "%s/%s: call %d arguments\n    got  %s\n    want %s", fmt, name, k,
                    t.calls[k].arguments, str(w, "arguments"));
-            CHECK(json_is_object(t.calls[k].args));
+            json_t *args = json_loads(t.calls[k].arguments, 0, NULL);
+            CHECK(json_is_object(args));
+            json_decref(args);
             CHECKF(is_call_id(t.calls[k].id), "%s", t.calls[k].id);
             if (k) CHECK(strcmp(t.calls[k].id, t.calls[k - 1].id) != 0);
         }
-        srv_tool_reply_deinit(&t);
+        mlm_tool_reply_deinit(&t);
+        free(tools_text);
         json_decref(tools);
     }
 }
 
 TEST(call_ids_follow_the_rng) {
-    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", 0, NULL);
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]";
     const char *text = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
     uint64_t a = 7, b = 7, c = 8;
-    srv_tool_reply ta, tb, tc;
-    CHECK(srv_tools_parse(tools, "chatml", text, strlen(text), &a, &ta) == 1);
-    CHECK(srv_tools_parse(tools, "chatml", text, strlen(text), &b, &tb) == 1);
-    CHECK(srv_tools_parse(tools, "chatml", text, strlen(text), &c, &tc) == 1);
+    mlm_tool_reply ta, tb, tc;
+    mlm_error err;
+    CHECK(mlm_tool_reply_parse(MLM_CHAT_CHATML, tools, text, strlen(text), &a, &ta, &err) == MLM_OK);
+    CHECK(mlm_tool_reply_parse(MLM_CHAT_CHATML, tools, text, strlen(text), &b, &tb, &err) == MLM_OK);
+    CHECK(mlm_tool_reply_parse(MLM_CHAT_CHATML, tools, text, strlen(text), &c, &tc, &err) == MLM_OK);
     CHECK(ta.n_calls == 1 && tb.n_calls == 1 && tc.n_calls == 1);
     if (ta.n_calls && tb.n_calls && tc.n_calls) {
         CHECK(strcmp(ta.calls[0].id, tb.calls[0].id) == 0);
         CHECK(strcmp(ta.calls[0].id, tc.calls[0].id) != 0);
         CHECK(a == b && a != 7);
     }
-    srv_tool_reply_deinit(&ta);
-    srv_tool_reply_deinit(&tb);
-    srv_tool_reply_deinit(&tc);
-    /* an unknown format has no calls: the reply is content */
-    CHECK(srv_tools_parse(tools, "gpt2", text, strlen(text), &a, &ta) == 1);
+    mlm_tool_reply_deinit(&ta);
+    mlm_tool_reply_deinit(&tb);
+    mlm_tool_reply_deinit(&tc);
+    /* a format without tool calls finds none: the reply is content */
+    CHECK(mlm_tool_reply_parse(MLM_CHAT_NONE, tools, text, strlen(text), &a, &ta, &err) == MLM_OK);
     CHECK(ta.n_calls == 0 && ta.content && strcmp(ta.content, text) == 0);
-    srv_tool_reply_deinit(&ta);
-    json_decref(tools);
+    mlm_tool_reply_deinit(&ta);
+    /* no tools declared: no call */
+    CHECK(mlm_tool_reply_parse(MLM_CHAT_CHATML, NULL, text, strlen(text), &a, &ta, &err) == MLM_OK);
+    CHECK(ta.n_calls == 0 && ta.content && strcmp(ta.content, text) == 0);
+    mlm_tool_reply_deinit(&ta);
+    CHECK(mlm_tool_reply_parse(MLM_CHAT_CHATML, "{}", text, strlen(text), &a, &ta, &err) ==
+          MLM_ERR_INVALID_ARG);
+    CHECK(ta.content == NULL && ta.n_calls == 0);
 }
 
 /* mlm_chat_split_reasoning: where a growing reply's reasoning and content lie, and what is
@@ -437,7 +480,7 @@ TEST(stream_hold_back) {
         {"gpt2", "{", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t got = srv_tools_stream_safe(cases[i].format, cases[i].text, strlen(cases[i].text));
+        size_t got = mlm_tool_reply_settled(kind_of(cases[i].format), cases[i].text, strlen(cases[i].text));
         CHECKF(got == cases[i].safe, "%s '%s': %zu, want %zu", cases[i].format, cases[i].text, got,
                cases[i].safe);
     }
@@ -446,7 +489,7 @@ TEST(stream_hold_back) {
                         "</tool_call>";
     size_t last = 0;
     for (size_t n = 0; n <= strlen(reply); n++) {
-        size_t s = srv_tools_stream_safe("chatml-newline", reply, n);
+        size_t s = mlm_tool_reply_settled(MLM_CHAT_CHATML_NL, reply, n);
         CHECKF(s >= last && s <= n, "at %zu: %zu after %zu", n, s, last);
         last = s;
     }
@@ -454,64 +497,76 @@ TEST(stream_hold_back) {
     /* a character still cut short may be whitespace: held back (U+3000 byte by byte) */
     const char *ideo = "Hi\xe3\x80\x80";
     for (size_t n = 2; n <= 5; n++) {
-        CHECKF(srv_tools_stream_safe("chatml", ideo, n) == 2, "chatml at %zu", n);
-        CHECKF(srv_tools_stream_safe("llama3", ideo + 2, n - 2) == 0, "llama3 at %zu", n);
+        CHECKF(mlm_tool_reply_settled(MLM_CHAT_CHATML, ideo, n) == 2, "chatml at %zu", n);
+        CHECKF(mlm_tool_reply_settled(MLM_CHAT_LLAMA3, ideo + 2, n - 2) == 0, "llama3 at %zu", n);
     }
 }
 
 // ---- the call schema ----
 
+/* The internal schema as JSON text (NULL when there is none). */
+static char *schema_text(mlm_chat_kind kind, const json_t *tools, const char *only) {
+    json_t *s = mlm_tools_call_schema(kind, tools, only);
+    char *text = s ? json_dumps(s, JSON_COMPACT) : NULL;
+    json_decref(s);
+    return text;
+}
+
 TEST(call_schema) {
-    srv_request r;
-    memset(&r, 0, sizeof r);
-    r.tools = json_loads(
+    const char *tools_text =
         "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\","
         "\"properties\":{\"x\":{\"type\":\"number\"}}}}},"
-        "{\"type\":\"function\",\"function\":{\"name\":\"b\"}}]",
-        0, NULL);
-    r.n_tools = 2;
-    r.tool_choice = SRV_TOOLS_REQUIRED;
-    CHECK(strcmp(srv_tools_args_key("llama3"), "parameters") == 0);
-    CHECK(strcmp(srv_tools_args_key("chatml"), "arguments") == 0);
-    CHECK(strcmp(srv_tools_args_key("chatml-newline"), "arguments") == 0);
-    CHECK(srv_tools_args_key("gpt2") == NULL);
-    json_t *s = srv_tools_call_schema(&r, "llama3");
-    char *text = s ? json_dumps(s, JSON_COMPACT) : NULL;
-    CHECKF(text &&
-               strcmp(text, "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"
-                            "\"a\"},\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":{"
-                            "\"type\":\"number\"}}}},\"required\":[\"name\",\"parameters\"],"
-                            "\"additionalProperties\":false},{\"type\":\"object\","
-                            "\"properties\":{\"name\":{\"const\":\"b\"},\"parameters\":{\"type\":"
-                            "\"object\",\"properties\":{}}},\"required\":[\"name\","
-                            "\"parameters\"],\"additionalProperties\":false}]}") == 0,
-           "%s", text ? text : "(null)");
+        "{\"type\":\"function\",\"function\":{\"name\":\"b\"}}]";
+    json_t *tools = json_loads(tools_text, 0, NULL);
+    CHECK(strcmp(mlm_tools_args_key(MLM_CHAT_LLAMA3), "parameters") == 0);
+    CHECK(strcmp(mlm_tools_args_key(MLM_CHAT_CHATML), "arguments") == 0);
+    CHECK(strcmp(mlm_tools_args_key(MLM_CHAT_CHATML_NL), "arguments") == 0);
+    CHECK(mlm_tools_args_key(MLM_CHAT_NONE) == NULL);
+    const char *both =
+        "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"
+        "\"a\"},\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":{"
+        "\"type\":\"number\"}}}},\"required\":[\"name\",\"parameters\"],"
+        "\"additionalProperties\":false},{\"type\":\"object\","
+        "\"properties\":{\"name\":{\"const\":\"b\"},\"parameters\":{\"type\":"
+        "\"object\",\"properties\":{}}},\"required\":[\"name\","
+        "\"parameters\"],\"additionalProperties\":false}]}";
+    char *text = schema_text(MLM_CHAT_LLAMA3, tools, NULL);
+    CHECKF(text && strcmp(text, both) == 0, "%s", text ? text : "(null)");
     free(text);
-    json_decref(s);
-    r.tool_choice = SRV_TOOLS_NAMED;
-    r.tool_choice_name = strdup("b");
-    s = srv_tools_call_schema(&r, "chatml");
-    text = s ? json_dumps(s, JSON_COMPACT) : NULL;
-    CHECKF(text && strcmp(text, "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"b\"},"
-                                "\"arguments\":{\"type\":\"object\",\"properties\":{}}},"
-                                "\"required\":[\"name\",\"arguments\"],\"additionalProperties\":"
-                                "false}") == 0,
-           "%s", text ? text : "(null)");
+    const char *only_b = "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"b\"},"
+                         "\"arguments\":{\"type\":\"object\",\"properties\":{}}},"
+                         "\"required\":[\"name\",\"arguments\"],\"additionalProperties\":"
+                         "false}";
+    text = schema_text(MLM_CHAT_CHATML, tools, "b");
+    CHECKF(text && strcmp(text, only_b) == 0, "%s", text ? text : "(null)");
     free(text);
-    json_decref(s);
-    free(r.tool_choice_name);
-    r.tool_choice_name = strdup("nope");
-    CHECK(srv_tools_call_schema(&r, "chatml") == NULL);
-    r.tool_choice = SRV_TOOLS_NONE;
-    CHECK(srv_tools_call_schema(&r, "llama3") == NULL);
-    r.tool_choice = SRV_TOOLS_AUTO;
-    s = srv_tools_call_schema(&r, "llama3");
-    CHECK(json_array_size(json_object_get(s, "anyOf")) == 2);
-    json_decref(s);
-    CHECK(srv_tools_declared(r.tools, "a") && srv_tools_declared(r.tools, "b"));
-    CHECK(!srv_tools_declared(r.tools, "c") && !srv_tools_declared(NULL, "a"));
-    free(r.tool_choice_name);
-    json_decref(r.tools);
+    CHECK(mlm_tools_call_schema(MLM_CHAT_CHATML, tools, "nope") == NULL);
+    CHECK(mlm_tools_call_schema(MLM_CHAT_NONE, tools, NULL) == NULL);
+    CHECK(mlm_tools_declared(tools, "a") && mlm_tools_declared(tools, "b"));
+    CHECK(!mlm_tools_declared(tools, "c") && !mlm_tools_declared(NULL, "a"));
+    /* the public call: the same text, and the wrap of the format's calls */
+    mlm_grammar_wrap wrap;
+    mlm_error err;
+    text = NULL;
+    CHECK_OK(mlm_tool_call_schema(MLM_CHAT_LLAMA3, tools_text, NULL, &text, &wrap, &err), &err);
+    CHECK(text && strcmp(text, both) == 0);
+    CHECK(wrap.before == NULL && wrap.after == NULL && wrap.max_values == 0); /* a bare call */
+    free(text);
+    text = NULL;
+    CHECK_OK(mlm_tool_call_schema(MLM_CHAT_CHATML_NL, tools_text, "b", &text, &wrap, &err), &err);
+    CHECK(text && strcmp(text, only_b) == 0);
+    CHECK(wrap.before && strcmp(wrap.before, "<tool_call>\n") == 0 && wrap.after &&
+          strcmp(wrap.after, "\n</tool_call>") == 0 && wrap.min_values == 1 &&
+          wrap.max_values == 1);
+    free(text);
+    CHECK(mlm_tool_call_schema(MLM_CHAT_CHATML, tools_text, "nope", &text, NULL, &err) ==
+          MLM_ERR_INVALID_ARG && text == NULL);
+    CHECKF(names_field(&err, "tools"), "%s", err.msg);
+    CHECK(mlm_tool_call_schema(MLM_CHAT_NONE, tools_text, NULL, &text, NULL, &err) ==
+          MLM_ERR_UNSUPPORTED);
+    CHECK(mlm_tool_call_schema(MLM_CHAT_LLAMA3, "[]", NULL, &text, NULL, &err) ==
+          MLM_ERR_INVALID_ARG);
+    json_decref(tools);
 }
 
 // ---- JSON as Python writes it ----
@@ -529,7 +584,7 @@ TEST(json_dumps_as_python) {
         } styles[] = {
             {"default", -1, ", ", ": "}, {"indent4", 4, ",", ": "}, {"compact", -1, ",", ":"}};
         for (size_t k = 0; k < 3; k++) {
-            char *got = srv_json_dumps(v, styles[k].indent, styles[k].item, styles[k].colon);
+            char *got = mlm_py_dumps(v, styles[k].indent, styles[k].item, styles[k].colon);
             const char *want = str(c, styles[k].key);
             size_t at = 0;
             while (got && want && got[at] && got[at] == want[at])
@@ -540,7 +595,7 @@ TEST(json_dumps_as_python) {
             free(got);
         }
     }
-    CHECK(srv_json_dumps(NULL, -1, ",", ":") == NULL);
+    CHECK(mlm_py_dumps(NULL, -1, ",", ":") == NULL);
 }
 
 int main(void) {
