@@ -900,8 +900,9 @@ int mlm_synth_preset_tokenizer(const char *name, mlm_synth_tokenizer *out) {
 
 const char *mlm_synth_presets(void) {
     return "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b llama-3.2-11b-vision phi-4 "
-           "qwen3-0.6b qwen3-1.7b qwen3-8b qwen3-14b qwen3-32b qwen2.5-0.5b qwen2.5-3b "
-           "qwen2.5-7b qwen2.5-14b qwen2.5-32b";
+           "qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen2.5-0.5b "
+           "qwen2.5-1.5b-instruct qwen2.5-3b qwen2.5-7b qwen2.5-14b qwen2.5-32b "
+           "qwen2.5-72b-instruct";
 }
 
 const mlm_synth_preset *mlm_synth_preset_find(const char *name) {

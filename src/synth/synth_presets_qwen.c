@@ -5,9 +5,10 @@
  * the checks made on each in tests/data/configs/QWEN_SOURCES.md: public copies of the Hugging
  * Face files; no file came from the Hub itself). The Qwen2.5 presets are the base models'
  * configs (the byte-exact copies found; Instruct differs in eos_token_id 151645 and
- * max_window_layers, and the 14B/32B Instruct in rms_norm_eps 1e-06). No
- * generation_config.json of a Qwen model was found with a source: the presets write none.
- * Not found at all, so no preset: Qwen3-4B, Qwen2.5-1.5B, Qwen2.5-72B. Test-only presets
+ * max_window_layers, and the 14B/32B Instruct in rms_norm_eps 1e-06), but for 1.5B and 72B,
+ * whose Instruct configs were the only copies found (named so: qwen2.5-1.5b-instruct,
+ * qwen2.5-72b-instruct; the same shapes as the base models). No generation_config.json of a
+ * Qwen model was found with a source: the presets write none. Test-only presets
  * tiny-qwen3 (head_dim 32 != 64 / 4, untied) and tiny-qwen2 (tied) have two layers and a
  * 640-token vocabulary, room for tests/data/qwen/chat's stand-in tokenizer (612 ids). */
 #include <stddef.h>
@@ -69,6 +70,39 @@ static const char cfg_qwen3_1_7b[] =
     "  \"model_type\": \"qwen3\",\n"
     "  \"num_attention_heads\": 16,\n"
     "  \"num_hidden_layers\": 28,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
+/* tests/data/configs/Qwen3-4B/config.json */
+static const char cfg_qwen3_4b[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen3ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 2560,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 9728,\n"
+    "  \"max_position_embeddings\": 40960,\n"
+    "  \"max_window_layers\": 36,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 32,\n"
+    "  \"num_hidden_layers\": 36,\n"
     "  \"num_key_value_heads\": 8,\n"
     "  \"rms_norm_eps\": 1e-06,\n"
     "  \"rope_scaling\": null,\n"
@@ -212,6 +246,36 @@ static const char cfg_qwen2_5_0_5b[] =
     "  \"vocab_size\": 151936\n"
     "}";
 
+/* tests/data/configs/Qwen2.5-1.5B-Instruct/config.json */
+static const char cfg_qwen2_5_1_5b_instruct[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 1536,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 8960,\n"
+    "  \"max_position_embeddings\": 32768,\n"
+    "  \"max_window_layers\": 21,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 12,\n"
+    "  \"num_hidden_layers\": 28,\n"
+    "  \"num_key_value_heads\": 2,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 32768,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.43.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}";
+
 /* tests/data/configs/Qwen2.5-3B/config.json */
 static const char cfg_qwen2_5_3b[] =
     "{\n"
@@ -334,6 +398,36 @@ static const char cfg_qwen2_5_32b[] =
     "  \"vocab_size\": 152064\n"
     "}";
 
+/* tests/data/configs/Qwen2.5-72B-Instruct/config.json */
+static const char cfg_qwen2_5_72b_instruct[] =
+    "{\n"
+    "  \"architectures\": [\n"
+    "    \"Qwen2ForCausalLM\"\n"
+    "  ],\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 8192,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 29568,\n"
+    "  \"max_position_embeddings\": 32768,\n"
+    "  \"max_window_layers\": 70,\n"
+    "  \"model_type\": \"qwen2\",\n"
+    "  \"num_attention_heads\": 64,\n"
+    "  \"num_hidden_layers\": 80,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": 131072,\n"
+    "  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.43.1\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 152064\n"
+    "}";
+
 static const char cfg_tiny_qwen3[] =
     "{\n"
     "  \"architectures\": [\n"
@@ -401,14 +495,17 @@ static const char cfg_tiny_qwen2[] =
 const mlm_synth_preset mlm_synth_qwen_presets[] = {
     {"qwen3-0.6b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_0_6b, NULL, NULL, NULL, NULL},
     {"qwen3-1.7b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_1_7b, NULL, NULL, NULL, NULL},
+    {"qwen3-4b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_4b, NULL, NULL, NULL, NULL},
     {"qwen3-8b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_8b, NULL, NULL, NULL, NULL},
     {"qwen3-14b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_14b, NULL, NULL, NULL, NULL},
     {"qwen3-32b", 0, MLM_FAMILY_QWEN3, 0, cfg_qwen3_32b, NULL, NULL, NULL, NULL},
     {"qwen2.5-0.5b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_0_5b, NULL, NULL, NULL, NULL},
+    {"qwen2.5-1.5b-instruct", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_1_5b_instruct, NULL, NULL, NULL, NULL},
     {"qwen2.5-3b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_3b, NULL, NULL, NULL, NULL},
     {"qwen2.5-7b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_7b, NULL, NULL, NULL, NULL},
     {"qwen2.5-14b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_14b, NULL, NULL, NULL, NULL},
     {"qwen2.5-32b", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_32b, NULL, NULL, NULL, NULL},
+    {"qwen2.5-72b-instruct", 0, MLM_FAMILY_QWEN2, 0, cfg_qwen2_5_72b_instruct, NULL, NULL, NULL, NULL},
     {"tiny-qwen3", 1, MLM_FAMILY_QWEN3, 0, cfg_tiny_qwen3, NULL, NULL, NULL, NULL},
     {"tiny-qwen2", 1, MLM_FAMILY_QWEN2, 0, cfg_tiny_qwen2, NULL, NULL, NULL, NULL},
 };

@@ -22,9 +22,10 @@ static const char *meshlm;
 
 TEST(presets_and_argument_errors) {
     CHECK(!strcmp(mlm_synth_presets(), "llama-3.2-1b llama-3.2-3b llama-3.1-8b llama-3.1-70b "
-                                       "llama-3.2-11b-vision phi-4 qwen3-0.6b qwen3-1.7b qwen3-8b "
-                                       "qwen3-14b qwen3-32b qwen2.5-0.5b qwen2.5-3b qwen2.5-7b "
-                                       "qwen2.5-14b qwen2.5-32b"));
+                                       "llama-3.2-11b-vision phi-4 qwen3-0.6b qwen3-1.7b qwen3-4b "
+                                       "qwen3-8b qwen3-14b qwen3-32b qwen2.5-0.5b "
+                                       "qwen2.5-1.5b-instruct qwen2.5-3b qwen2.5-7b qwen2.5-14b "
+                                       "qwen2.5-32b qwen2.5-72b-instruct"));
     mlm_synth_params p = mlm_synth_default_params();
     CHECK(p.format == MLM_SYNTH_HF && p.dtype == MLM_DTYPE_BF16 &&
           p.max_shard_bytes == 5000000000LL);
@@ -231,6 +232,9 @@ TEST(qwen_presets) {
         {"qwen3-32b", "Qwen3-32B", 32762123264LL},     {"qwen2.5-0.5b", "Qwen2.5-0.5B", 494032768LL},
         {"qwen2.5-3b", "Qwen2.5-3B", 3085938688LL},    {"qwen2.5-7b", "Qwen2.5-7B", 7615616512LL},
         {"qwen2.5-14b", "Qwen2.5-14B", 14770033664LL}, {"qwen2.5-32b", "Qwen2.5-32B", 32763876352LL},
+        {"qwen3-4b", "Qwen3-4B", 4022468096LL},
+        {"qwen2.5-1.5b-instruct", "Qwen2.5-1.5B-Instruct", 1543714304LL},
+        {"qwen2.5-72b-instruct", "Qwen2.5-72B-Instruct", 72706203648LL},
     };
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         mlm_synth_params p = mlm_synth_default_params();
@@ -480,7 +484,7 @@ TEST(preset_tokenizers) {
         snprintf(path, sizeof path, "%s%s%s", t.rel, t.need ? "/" : "", t.need ? t.need : "");
         CHECKF(access(path, R_OK) == 0, "%s: %s is missing", name, path);
     }
-    CHECK(n == 16);
+    CHECK(n == 19);
     mlm_synth_tokenizer t;
     CHECK(mlm_synth_preset_tokenizer("qwen3-8b", &t) && !strcmp(t.env, "MESHLM_QWEN_TOKENIZER") &&
           strstr(t.rel, "qwen/chat/qwen3"));
@@ -504,9 +508,10 @@ static int copy_config(const char *name, const char *dir) {
 /* `meshlm plan` answers from a Qwen folder's config.json alone, for every size the presets
  * have: each profile gets a row; Qwen2.5-0.5B's 2 KV heads take TP 2, not TP 4. */
 TEST(plan_answers_for_qwen) {
-    static const char *dirs[] = {"Qwen3-0.6B",   "Qwen3-1.7B",  "Qwen3-8B",   "Qwen3-14B",
-                                 "Qwen3-32B",    "Qwen2.5-0.5B", "Qwen2.5-3B", "Qwen2.5-7B",
-                                 "Qwen2.5-14B", "Qwen2.5-32B"};
+    static const char *dirs[] = {"Qwen3-0.6B",   "Qwen3-1.7B",  "Qwen3-4B",   "Qwen3-8B",
+                                 "Qwen3-14B",    "Qwen3-32B",   "Qwen2.5-0.5B",
+                                 "Qwen2.5-1.5B-Instruct",       "Qwen2.5-3B", "Qwen2.5-7B",
+                                 "Qwen2.5-14B",  "Qwen2.5-72B-Instruct",      "Qwen2.5-32B"};
     char tmp[128], args[512];
     CHECK(harness_tmpdir(tmp, sizeof tmp, "plan") == 0);
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {

@@ -25,7 +25,8 @@ const char *tool_value(int argc, char **argv, int *i);
 /* Writes S (LEN bytes) as a JSON string literal; invalid UTF-8 bytes become U+FFFD. */
 void tool_json_string(FILE *out, const char *s, size_t len);
 
-/* Reads a whole file (or stdin for "-") into a malloc'd buffer; NULL and a message on error. */
+/* Reads a whole file (or stdin for "-") into a malloc'd buffer, NUL-terminated after its *LEN
+ * bytes; NULL and a message on error. */
 char *tool_read_text(const char *path, size_t *len);
 
 /* Parses an integer / number flag value in [LO, HI]; prints a usage error naming FLAG and

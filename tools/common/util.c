@@ -90,6 +90,7 @@ char *tool_read_text(const char *path, size_t *len) {
         free(buf);
         return NULL;
     }
+    buf[n] = 0; /* n < cap: the loop stops on a short read */
     *len = n;
     return buf;
 }
