@@ -115,7 +115,7 @@ static mlm_acts token_rows(const mlm_ops *o, int64_t t0, int64_t t1) {
                       .s = a->s + t0 * mlm_q8_sums_len(a->cols)};
 }
 
-/* Task: one MLM_OP_ROW_CHUNK block of rows of one weight (with SWIGLU: of gate and up) for
+/* Task: one run of mlm_op_task_rows rows of one weight (with SWIGLU: of gate and up) for
  * one chunk of tokens, then the epilogue on it. */
 static void task_matmul(void *ctx, int64_t task, int thread) {
     (void)thread;
@@ -128,8 +128,8 @@ static void task_matmul(void *ctx, int64_t task, int thread) {
     if (o->mm_tok_chunk)
         t0 = tc * o->mm_tok_chunk, t1 = t0 + o->mm_tok_chunk < n ? t0 + o->mm_tok_chunk : n;
     mlm_acts part = o->mm_tok_chunk ? token_rows(o, t0, t1) : o->acts;
-    int64_t rows = o->mw[s]->rows, r0 = rc * MLM_OP_ROW_CHUNK;
-    int64_t r1 = r0 + MLM_OP_ROW_CHUNK < rows ? r0 + MLM_OP_ROW_CHUNK : rows;
+    int64_t rows = o->mw[s]->rows, r0 = rc * o->task_rows[s];
+    int64_t r1 = r0 + o->task_rows[s] < rows ? r0 + o->task_rows[s] : rows;
     int n_run = o->epi.kind == MLM_EPI_SWIGLU ? 2 : 1; /* gate and up: the same rows of both */
     for (int i = 0; i < n_run; i++)
         mlm_op_matmul_rows(o, o->mw[s + i], o->out[s + i] + t0 * rows, rows, &part, r0, r1);
@@ -164,6 +164,14 @@ static void task_matmul(void *ctx, int64_t task, int thread) {
     }
 }
 
+int64_t mlm_op_task_rows(int64_t rows, int64_t n_tokens, int threads) {
+    if (n_tokens > MLM_OP_DECODE_TOKENS || threads < 1) return MLM_OP_ROW_CHUNK;
+    int64_t per = (rows + (int64_t)threads * MLM_OP_DECODE_TASKS - 1) /
+                  ((int64_t)threads * MLM_OP_DECODE_TASKS);
+    per = (per + MLM_OP_ROW_CHUNK - 1) / MLM_OP_ROW_CHUNK * MLM_OP_ROW_CHUNK;
+    return per > MLM_OP_ROW_CHUNK ? per : MLM_OP_ROW_CHUNK;
+}
+
 void mlm_op_matmul(mlm_ops *o, mlm_pool *pool, const mlm_weight *const *w, float *const *out, int n,
                    mlm_epilogue epi, int64_t tok_chunk) {
     int64_t total = 0;
@@ -171,10 +179,11 @@ void mlm_op_matmul(mlm_ops *o, mlm_pool *pool, const mlm_weight *const *w, float
     o->n_tok_chunks = tok_chunk ? (o->acts.n + tok_chunk - 1) / tok_chunk : 1;
     for (int i = 0; i < n; i++) {
         o->mw[i] = w[i], o->out[i] = out[i];
+        o->task_rows[i] = mlm_op_task_rows(w[i]->rows, o->acts.n, mlm_pool_threads(pool));
         /* with SWIGLU up's rows go with gate's tasks */
         o->n_row_chunks[i] = epi.kind == MLM_EPI_SWIGLU && i == 1
                                  ? 0
-                                 : (w[i]->rows + MLM_OP_ROW_CHUNK - 1) / MLM_OP_ROW_CHUNK;
+                                 : (w[i]->rows + o->task_rows[i] - 1) / o->task_rows[i];
         total += o->n_row_chunks[i];
     }
     mlm_pool_run(pool, total * o->n_tok_chunks, task_matmul, o);

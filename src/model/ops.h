@@ -12,6 +12,18 @@
 #include "tensor/weight.h"
 
 #define MLM_OP_ROW_CHUNK 64 /* output rows per matmul task: 4 BFP panels, a chunked block */
+/* Tasks per thread for a product of a few tokens (memory-bound decode): rows go in runs of
+ * about rows / (threads x this), whole MLM_OP_ROW_CHUNK blocks, so each thread streams long
+ * stretches of the weight (64-row tasks, 64 a thread on a 8192-row matrix, read 7-25% below
+ * what a run of the whole half did: bench/matmul from memory, 2 threads, AMD Zen 4,
+ * 2026-12-07) while a thread that falls behind still leaves work to the others. */
+#define MLM_OP_DECODE_TASKS 4
+/* Prefill (more tokens than this) keeps 64-row tasks: it is compute-bound, the tile reads
+ * 4 panels at a time. */
+#define MLM_OP_DECODE_TOKENS 4
+
+/* The rows a matmul task takes: a multiple of MLM_OP_ROW_CHUNK (see MLM_OP_DECODE_TASKS). */
+int64_t mlm_op_task_rows(int64_t rows, int64_t n_tokens, int threads);
 
 typedef enum mlm_norm { MLM_NORM_NONE, MLM_NORM_RMS, MLM_NORM_LAYER } mlm_norm;
 
@@ -53,7 +65,7 @@ typedef struct mlm_ops {
     const mlm_weight *mw[3];
     float *out[3];
     int n_w;
-    int64_t n_row_chunks[3], n_tok_chunks, mm_tok_chunk;
+    int64_t n_row_chunks[3], task_rows[3], n_tok_chunks, mm_tok_chunk;
     mlm_epilogue epi;
     /* the attention job */
     void (*make_job)(void *user, int64_t task, mlm_attn_job *job);
@@ -63,7 +75,7 @@ typedef struct mlm_ops {
     const mlm_weight *cw;
     const float *csrc;
     float *cx;
-    int64_t cn, ckc;
+    int64_t cn, ckc, ctask_rows;
     int cforms, csum;
     float *cout, *cres, *cfold;
     int64_t cfold_floats;
@@ -83,7 +95,7 @@ void mlm_op_prepare(mlm_ops *o, mlm_pool *pool, const float *src, int64_t rows, 
                     int64_t tok_chunk);
 
 /* OUT[i] (acts.n, W[i]->rows) = W[i] . o->acts for the N (1 to 3) weights as one job of
- * MLM_OP_ROW_CHUNK rows by TOK_CHUNK tokens a task (0: all), then EPI on each task's part. */
+ * mlm_op_task_rows rows by TOK_CHUNK tokens a task (0: all), then EPI on each task's part. */
 void mlm_op_matmul(mlm_ops *o, mlm_pool *pool, const mlm_weight *const *w, float *const *out, int n,
                    mlm_epilogue epi, int64_t tok_chunk);
 
@@ -100,7 +112,8 @@ void mlm_op_matmul_rows(const mlm_ops *o, const mlm_weight *w, float *out, int64
 void mlm_op_prepare_chunks(mlm_ops *o, mlm_pool *pool, const mlm_weight *w, const float *src,
                            int64_t n, float *ax, int64_t tok_chunk);
 
-/* Then the product of the input prepared last, MLM_OP_ROW_CHUNK rows a task: with SUM, OUT
+/* Then the product of the input prepared last, mlm_op_task_rows rows a task (each
+ * MLM_OP_ROW_CHUNK block of them in turn): with SUM, OUT
  * (n, rows) = partial 0 + partial 1 + ... in chunk order (FOLD: FOLD_FLOATS floats of
  * scratch per thread, at least n x MLM_OP_ROW_CHUNK), then added to RESIDUAL (n, rows) when
  * it is given; else OUT (n, chunks, rows) token-major holds each chunk's partial apart, for a

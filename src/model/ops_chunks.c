@@ -66,16 +66,16 @@ static mlm_acts chunk_acts(const mlm_ops *o, int32_t c) {
 /* Rows [r0, r0 + ROW_CHUNK) (block TASK of every chunk): partial 0 into the output, each
  * further partial into this thread's fold buffer and added; then the residual add. Apart:
  * each chunk's partial token-major in the output (n, chunks, rows). */
-static void task_chunks(void *ctx, int64_t task, int thread) {
-    const mlm_ops *o = ctx;
+/* One MLM_OP_ROW_CHUNK block B of the product (a block of the weight's storage). */
+static void chunk_block(const mlm_ops *o, int64_t b, int thread) {
     const mlm_weight *w = o->cw;
-    int64_t rows = w->rows, r0 = task * MLM_OP_ROW_CHUNK;
+    int64_t rows = w->rows, r0 = b * MLM_OP_ROW_CHUNK;
     int64_t r1 = r0 + MLM_OP_ROW_CHUNK < rows ? r0 + MLM_OP_ROW_CHUNK : rows, nr = r1 - r0;
     int64_t n = o->cn;
     float *tmp = o->cfold + (size_t)thread * (size_t)o->cfold_floats;
     int32_t chunks = mlm_weight_chunks(w);
     for (int32_t c = 0; c < chunks; c++) {
-        mlm_weight k = mlm_weight_part(w, task, c); /* a plain (nr, kc) matrix */
+        mlm_weight k = mlm_weight_part(w, b, c); /* a plain (nr, kc) matrix */
         mlm_acts a = chunk_acts(o, c);
         if (!o->csum) /* token t's chunk c at (t * chunks + c) * rows */
             mlm_op_matmul_rows(o, &k, o->cout + c * rows + r0, chunks * rows, &a, 0, nr);
@@ -89,6 +89,15 @@ static void task_chunks(void *ctx, int64_t task, int thread) {
     if (o->cres) add_rows(o->cres + r0, rows, o->cout + r0, rows, n, nr);
 }
 
+/* Task: a run of o->ctask_rows rows, block by block. */
+static void task_chunks(void *ctx, int64_t task, int thread) {
+    const mlm_ops *o = ctx;
+    int64_t per = o->ctask_rows / MLM_OP_ROW_CHUNK;
+    int64_t n_blocks = (o->cw->rows + MLM_OP_ROW_CHUNK - 1) / MLM_OP_ROW_CHUNK;
+    for (int64_t b = task * per; b < (task + 1) * per && b < n_blocks; b++)
+        chunk_block(o, b, thread);
+}
+
 void mlm_op_matmul_chunks(mlm_ops *o, mlm_pool *pool, float *out, int sum, float *residual,
                           float *fold, int64_t fold_floats) {
     o->cout = out;
@@ -96,7 +105,8 @@ void mlm_op_matmul_chunks(mlm_ops *o, mlm_pool *pool, float *out, int sum, float
     o->cres = sum ? residual : NULL;
     o->cfold = fold;
     o->cfold_floats = fold_floats;
-    mlm_pool_run(pool, (o->cw->rows + MLM_OP_ROW_CHUNK - 1) / MLM_OP_ROW_CHUNK, task_chunks, o);
+    o->ctask_rows = mlm_op_task_rows(o->cw->rows, o->cn, mlm_pool_threads(pool));
+    mlm_pool_run(pool, (o->cw->rows + o->ctask_rows - 1) / o->ctask_rows, task_chunks, o);
 }
 
 void mlm_op_kv_store(const mlm_paged_kv *kv, const int32_t *blocks, int32_t idx, const float *k,
