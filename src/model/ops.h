@@ -16,8 +16,10 @@
  * about rows / (threads x this), whole MLM_OP_ROW_CHUNK blocks, so each thread streams long
  * stretches of the weight (64-row tasks, 64 a thread on a 8192-row matrix, read 7-25% below
  * what a run of the whole half did: bench/matmul from memory, 2 threads, AMD Zen 4,
- * 2026-12-07) while a thread that falls behind still leaves work to the others. */
-#define MLM_OP_DECODE_TASKS 4
+ * 2026-12-07) while the last tasks stay small enough that the threads finish together (4 a
+ * thread decoded the 8B Q4_K_M 7% slower on 2 threads than 8 or 16, the idle end of each
+ * product; 8 and 4 equal on one thread: bench/decode, same machine and day). */
+#define MLM_OP_DECODE_TASKS 8
 /* Prefill (more tokens than this) keeps 64-row tasks: it is compute-bound, the tile reads
  * 4 panels at a time. */
 #define MLM_OP_DECODE_TOKENS 4
