@@ -120,3 +120,13 @@ mlm_status helper_synth(const char *preset, const char *dir, int format, mlm_dty
     p.max_shard_bytes = max_shard;
     return mlm_synth(&p, err);
 }
+
+// ---- token ids ----
+
+uint64_t helper_fnv64_ids(const int32_t *ids, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++)
+            h = (h ^ (((uint32_t)ids[i] >> (8 * b)) & 0xFF)) * 0x100000001b3ull;
+    return h;
+}

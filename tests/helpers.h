@@ -1,7 +1,7 @@
 /* tests/helpers.h: what several test programs share beyond the harness: loading a fixture
  * model, argmax, reading a raw f32 file or a tensor as floats, comparing files, counting a
- * folder's entries and writing a synthetic checkpoint. Built once (tests/helpers.c) and linked
- * into every unit test and mesh program. It does not include harness.h, whose counters
+ * folder's entries, hashing token ids and writing a synthetic checkpoint. Built once
+ * (tests/helpers.c) and linked into every unit test and mesh program. It does not include harness.h, whose counters
  * belong to each binary's own translation unit: a helper that must fail a case takes the
  * case's flag (&harness_case_failed). Everything returned is the caller's to free. */
 #ifndef MESHLM_TESTS_HELPERS_H
@@ -41,6 +41,12 @@ int helper_files_equal(const char *a, const char *b);
 /* Number of entries of folder DIR other than . and .. (-1 when it cannot be opened), and
  * when TEMPS is not NULL how many of them are temporary files (".tmp-" in the name). */
 int helper_count_entries(const char *dir, int *temps);
+
+// ---- token ids ----
+
+/* FNV-1a-64 of N token ids, each as its 4 little-endian bytes (the fixture scripts' hash of
+ * an id list). */
+uint64_t helper_fnv64_ids(const int32_t *ids, int64_t n);
 
 // ---- checkpoints ----
 

@@ -63,10 +63,9 @@ static mlm_acts chunk_acts(const mlm_ops *o, int32_t c) {
                       .s = o->as + c * n * mlm_q8_sums_len(kc)};
 }
 
-/* Rows [r0, r0 + ROW_CHUNK) (block TASK of every chunk): partial 0 into the output, each
- * further partial into this thread's fold buffer and added; then the residual add. Apart:
- * each chunk's partial token-major in the output (n, chunks, rows). */
-/* One MLM_OP_ROW_CHUNK block B of the product (a block of the weight's storage). */
+/* Rows [r0, r0 + MLM_OP_ROW_CHUNK), block B of every chunk of the weight's storage: partial 0
+ * into the output, each further partial into this thread's fold buffer and added; then the
+ * residual add. Apart: each chunk's partial token-major in the output (n, chunks, rows). */
 static void chunk_block(const mlm_ops *o, int64_t b, int thread) {
     const mlm_weight *w = o->cw;
     int64_t rows = w->rows, r0 = b * MLM_OP_ROW_CHUNK;

@@ -63,6 +63,17 @@ static int add_call(mlm_tool_reply *out, const char *name, const json_t *args, u
     return 1;
 }
 
+/* OBJ (released here) as a call into OUT, its arguments under FIRST or else SECOND: 1 taken,
+ * 0 no call of a declared function, -1 out of memory. */
+static int take_call(const json_t *tools, json_t *obj, const char *first, const char *second,
+                     uint64_t *rng, mlm_tool_reply *out) {
+    json_t *args = NULL;
+    const char *name = read_call(tools, obj, first, second, &args);
+    int r = name ? (add_call(out, name, args, rng) ? 1 : -1) : 0;
+    json_decref(obj);
+    return r;
+}
+
 /* Calls: {"name", "parameters"|"arguments"} objects filling TEXT[A, B), each followed by
  * ';' or whitespace. 1 found, 0 not a call list, -1 out of memory. */
 static int llama3_calls(const json_t *tools, const char *text, size_t a, size_t b, uint64_t *rng,
@@ -70,12 +81,8 @@ static int llama3_calls(const json_t *tools, const char *text, size_t a, size_t 
     while (a < b) {
         json_error_t err;
         json_t *obj = json_loadb(text + a, b - a, JSON_DISABLE_EOF_CHECK, &err);
-        json_t *args = NULL;
-        const char *name = read_call(tools, obj, "parameters", "arguments", &args);
-        int ok = name ? add_call(out, name, args, rng) : 0;
-        json_decref(obj);
-        if (!name) return 0;
-        if (!ok) return -1;
+        int r = take_call(tools, obj, "parameters", "arguments", rng, out);
+        if (r != 1) return r;
         a += (size_t)err.position;
         for (size_t k; a < b; a += k) /* separators: ';' and whitespace, any mix */
             if ((k = text[a] == ';' ? 1 : mlm_py_space_len((const unsigned char *)text + a, b - a)) == 0)
@@ -94,12 +101,8 @@ static int hermes_calls(const json_t *tools, const char *text, size_t len, const
         const char *close = memmem(body, (size_t)(end - body), CLOSE, sizeof CLOSE - 1);
         const char *stop = close ? close : end;
         json_t *obj = json_loadb(body, (size_t)(stop - body), 0, NULL);
-        json_t *args = NULL;
-        const char *name = read_call(tools, obj, "arguments", "parameters", &args);
-        int ok = name ? add_call(out, name, args, rng) : 0;
-        json_decref(obj);
-        if (!name) return 0;
-        if (!ok) return -1;
+        int r = take_call(tools, obj, "arguments", "parameters", rng, out);
+        if (r != 1) return r;
         if (!close) break;
         const char *next = close + sizeof CLOSE - 1;
         start = memmem(next, (size_t)(end - next), OPEN, sizeof OPEN - 1);
@@ -244,17 +247,17 @@ mlm_status mlm_tool_call_schema(mlm_chat_kind kind, const char *tools_text, cons
     json_t *tools = NULL;
     mlm_status st = mlm_tools_load(tools_text, &tools, err);
     if (st) return st;
-    json_t *s = mlm_tools_call_schema(kind, tools, only);
-    int allowed = 0; /* why there is no schema: no function allowed, or out of memory */
-    for (size_t i = 0; !s && i < json_array_size(tools); i++) {
-        const char *name = json_string_value(
-            json_object_get(json_object_get(json_array_get(tools, i), "function"), "name"));
-        allowed |= name && (!only || strcmp(name, only) == 0);
+    int named = 0; /* functions with a name: with none allowed there is no schema */
+    for (size_t i = 0; !only && i < json_array_size(tools); i++)
+        named += json_string_value(json_object_get(
+                     json_object_get(json_array_get(tools, i), "function"), "name")) != NULL;
+    if (only ? !mlm_tools_declared(tools, only) : !named) {
+        json_decref(tools);
+        return only ? mlm_error_set(err, MLM_ERR_INVALID_ARG, "tools: no function named '%s'", only)
+                    : mlm_error_set(err, MLM_ERR_INVALID_ARG, "tools: no function");
     }
+    json_t *s = mlm_tools_call_schema(kind, tools, only); /* NULL: out of memory */
     json_decref(tools);
-    if (!s && !allowed && only)
-        return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tools: no function named '%s'", only);
-    if (!s && !allowed) return mlm_error_set(err, MLM_ERR_INVALID_ARG, "tools: no function");
     *schema = s ? json_dumps(s, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(s);
     if (!*schema) return mlm_error_set(err, MLM_ERR_NOMEM, "out of memory");

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "helpers.h"
 #include "meshlm.h"
 #include "tokenizer/pytext.h"
 #include "tokenizer/tools.h"
@@ -71,14 +72,6 @@ static mlm_chat_kind kind_of(const char *name) {
 
 // ---- prompts ----
 
-static uint64_t fnv64(const int32_t *ids, int64_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int64_t i = 0; i < n; i++)
-        for (int b = 0; b < 4; b++)
-            h = (h ^ (((uint32_t)ids[i] >> (8 * b)) & 0xFF)) * 0x100000001b3ull;
-    return h;
-}
-
 /* Prints where the decoded ids first differ from the template's text. */
 static void explain(const mlm_tokenizer *tok, const mlm_tokens *ids, const char *want) {
     char *got = NULL;
@@ -94,18 +87,25 @@ static void explain(const mlm_tokenizer *tok, const mlm_tokens *ids, const char 
     free(got);
 }
 
-/* IDS against fixture prompt P's count and FNV-1a-64 of the template's ids (WHAT names the
- * format or template), explaining a difference. */
-static void check_ids(const mlm_tokenizer *tok, const mlm_tokens *ids, const json_t *p,
-                      const char *what) {
+/* Encodes dialog D with TOK and compares the ids with fixture prompt P's count and FNV-1a-64
+ * of the template's ids (WHAT names the format or template), explaining a difference; frees
+ * D's tools text. */
+static void check_dialog(const mlm_tokenizer *tok, dialog *d, const json_t *p, const char *what) {
+    mlm_tokens ids;
+    mlm_tokens_init(&ids);
+    mlm_error err = {0};
+    mlm_status st = mlm_tokenizer_encode_dialog(tok, &d->d, &ids, &err);
+    CHECKF(st == MLM_OK, "%s/%s: %s", what, str(p, "name"), err.msg);
     char hash[17];
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv64(ids->ids, ids->n));
-    int same = ids->n == json_integer_value(json_object_get(p, "n_ids")) &&
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)helper_fnv64_ids(ids.ids, ids.n));
+    int same = ids.n == json_integer_value(json_object_get(p, "n_ids")) &&
                strcmp(hash, str(p, "ids_fnv64")) == 0;
     CHECKF(same, "%s/%s: %lld ids (fnv %s), the template's text has %lld (fnv %s)", what,
-           str(p, "name"), (long long)ids->n, hash,
+           str(p, "name"), (long long)ids.n, hash,
            (long long)json_integer_value(json_object_get(p, "n_ids")), str(p, "ids_fnv64"));
-    if (!same) explain(tok, ids, str(p, "text"));
+    if (!same) explain(tok, &ids, str(p, "text"));
+    mlm_tokens_deinit(&ids);
+    free(d->tools);
 }
 
 /* Encodes and compares every fixture prompt of FORMAT with TOK; the count checked. */
@@ -122,13 +122,7 @@ static int check_prompts(const mlm_tokenizer *tok, const char *format) {
         dialog d;
         CHECKF(build_dialog(&d, json_object_get(p, "messages"), json_object_get(p, "tools")),
                "%s/%s: too many messages for the test", format, str(p, "name"));
-        mlm_tokens ids;
-        mlm_tokens_init(&ids);
-        mlm_error err;
-        CHECK_OK(mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err), &err);
-        check_ids(tok, &ids, p, format);
-        mlm_tokens_deinit(&ids);
-        free(d.tools);
+        check_dialog(tok, &d, p, format);
     }
     return n;
 }
@@ -186,14 +180,7 @@ static int check_qwen(const char *template) {
         d.d.thinking = json_is_boolean(think) ? (json_is_true(think) ? MLM_THINK_ON : MLM_THINK_OFF)
                                               : MLM_THINK_DEFAULT;
         d.d.add_generation_prompt = json_is_true(json_object_get(p, "add_generation_prompt"));
-        mlm_tokens ids;
-        mlm_tokens_init(&ids);
-        mlm_error err = {0};
-        mlm_status st = mlm_tokenizer_encode_dialog(tok, &d.d, &ids, &err);
-        CHECKF(st == MLM_OK, "%s/%s: %s", template, str(p, "name"), err.msg);
-        check_ids(tok, &ids, p, template);
-        mlm_tokens_deinit(&ids);
-        free(d.tools);
+        check_dialog(tok, &d, p, template);
     }
     json_decref(doc);
     mlm_tokenizer_free(tok);

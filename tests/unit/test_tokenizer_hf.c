@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "helpers.h"
 #include "tokenizer_cases.h"
 #include "meshlm.h"
 #include "tokenizer/bpe.h"
@@ -87,14 +88,6 @@ static int check_vectors(const mlm_tokenizer *tok, const char *inp, const char *
     return n;
 }
 
-static uint64_t fnv64(const int32_t *ids, int64_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int64_t i = 0; i < n; i++)
-        for (int b = 0; b < 4; b++)
-            h = (h ^ (((uint32_t)ids[i] >> (8 * b)) & 0xFF)) * 0x100000001b3ull;
-    return h;
-}
-
 static const char *const BOOKS[] = {"frankenstein", "tale-of-two-cities"};
 
 // ---- Phi-4 ----
@@ -163,7 +156,7 @@ TEST(phi4_books_vs_tokenizers) {
             p++;
             unsigned long long want = strtoull(p, NULL, 16);
             int64_t m = got.n - i < chunk ? got.n - i : chunk;
-            if (fnv64(got.ids + i, m) != want && bad++ == 0)
+            if (helper_fnv64_ids(got.ids + i, m) != want && bad++ == 0)
                 printf("  %s: first differing chunk starts at id %lld\n", BOOKS[b], (long long)i);
         }
         CHECKF(bad == 0, "%s: %d chunks differ", BOOKS[b], bad);
