@@ -27,10 +27,23 @@
 #define PAUSE() ((void)0)
 #endif
 
-/* Spins before sleeping: a few microseconds of pause instructions. Longer spins did not make
- * the quiet machine faster, and cost a thread on a busy core its share (measured with
- * `yes` on one of two cores: 53-62% of quiet decode speed with 4000, 60-68% with 0-200). */
+/* How long threads wait before sleeping on a futex (a wake-up is a system call for the waker
+ * and tens of microseconds for the sleeper on a virtual machine). Measured on AMD Zen 4 (EPYC
+ * 9004, 2 cores, a pause there is 25 ns), decode on two threads, alternating runs:
+ *   a worker between jobs: SPINS pauses (5 us), then up to YIELDS sched_yield calls (about
+ *     0.5 ms on an idle core), then sleep. The caller's own work between products (norms,
+ *     activation quantization) outlasts 5 us, so the 8B's worker slept and was woken about
+ *     200 times a token; yielding keeps it awake through them (230 context switches in 32
+ *     tokens instead of 6,600) while a busy core still gets its share: with `yes` on one of
+ *     the two cores, pausing 500 us instead of yielding cost 25% of decode speed (1B Q4_K_M,
+ *     32 -> 24.7 tok/s), yielding nothing (31.4);
+ *   the caller waiting for the workers' last tasks: CALLER_SPINS pauses (0.5 ms), then sleep.
+ *     Its wait is on the critical path of every product, and the worker it waits for is
+ *     running, so pausing costs nothing a busy core needs (1B: 45 -> 53 tok/s quiet, level
+ *     with `yes`). */
 #define SPINS 200
+#define YIELDS 1000
+#define CALLER_SPINS 20000
 
 typedef struct slot {
     _Atomic uint64_t claim; /* generation << 32 | next task index */
@@ -86,6 +99,10 @@ static void *worker_main(void *arg) {
         uint32_t g = atomic_load(&p->gen);
         for (int i = 0; g == seen && i < SPINS; i++) {
             PAUSE();
+            g = atomic_load(&p->gen);
+        }
+        for (int i = 0; g == seen && i < YIELDS; i++) {
+            sched_yield();
             g = atomic_load(&p->gen);
         }
         if (g == seen) {
@@ -169,7 +186,7 @@ void mlm_pool_run(mlm_pool *p, int64_t n_tasks, mlm_task_fn fn, void *ctx) {
     if (atomic_load(&p->workers_sleep)) futex_wake(&p->gen, p->n_threads);
     work(p, s, g, 0);
     uint32_t left = atomic_load(&p->remaining);
-    for (int i = 0; left && i < SPINS; i++) {
+    for (int i = 0; left && i < CALLER_SPINS; i++) {
         PAUSE();
         left = atomic_load(&p->remaining);
     }
