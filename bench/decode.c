@@ -22,6 +22,12 @@
  *                          aggregate tok/s next to llama-batched-bench's S_TG on the same file
  *   MESHLM_BENCH_REQUANT   0: a GGUF file is run by llama.cpp only as it is, not requantized
  *                          to Q8_0 too (an 8B's Q8_0 copy is 8.5 GB of disk and minutes)
+ *   MESHLM_BENCH_PAIRS     N >= 2 (with LLAMA_BENCH): each cell of the decode table and the
+ *                          batched row alternates meshlm and llama.cpp N times on the
+ *                          GGUF file MESHLM_BENCH_PAIR_WITH (default: MODEL_DIR when it is a
+ *                          .gguf) and reports the medians and the median of the N ratios: on
+ *                          a shared machine whose bandwidth moves by 10-30% from minute to
+ *                          minute, a ratio of runs taken minutes apart is that noise
  * A profile's weight cache is built by the first load if needed (timed apart); the load time
  * reported is a second, warm load that maps it. Decode tok/s excludes the first decode step,
  * as the demos do; effective GB/s = weight bytes read per token x tok/s.
@@ -73,7 +79,28 @@ typedef struct figures {
     double decode_tps, bytes, prefill_tps[16];
     double at[MAX_T][MAX_D]; /* decode tok/s by thread count and context depth */
     double batch_tps;        /* aggregate decode tok/s of the batched row */
+    /* paired with llama.cpp (MESHLM_BENCH_PAIRS): its medians and the median ratios */
+    int pairs;
+    double l_at[MAX_T][MAX_D], r_at[MAX_T][MAX_D], l_batch, r_batch;
 } figures;
+
+/* Alternation with llama.cpp: the file, and how many pairs (0: none). */
+typedef struct pairing {
+    const char *path;
+    int n;
+} pairing;
+
+#define MAX_PAIRS 16
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 /* The decode table's rows: thread counts, context depths, each count's read bandwidth. */
 typedef struct table {
@@ -167,7 +194,8 @@ done:
 }
 
 static int bench_profile(const char *dir, const char *profile, double bw, const int *prefills,
-                         int n_prefills, int n_decode, const table *tb, figures *fig) {
+                         int n_prefills, int n_decode, const table *tb, const pairing *pr,
+                         figures *fig) {
     mlm_error err;
     bench_load ld;
     mlm_model *m = bench_load_warm("bench/decode", dir, profile, &ld);
@@ -221,6 +249,17 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
         decode_after(e, tokens, 16, 8, logits); /* warm-up: the new executor's first touches */
         for (int di = 0; di < tb->n_depth; di++) {
             double at = fig->at[ti][di] = decode_after(e, tokens, tb->depth[di], n_decode, logits);
+            if (pr->n) { /* alternate: meshlm (the run above first), llama.cpp, meshlm, ... */
+                double mt[MAX_PAIRS], l[MAX_PAIRS], r[MAX_PAIRS];
+                for (int k = 0; k < pr->n; k++) {
+                    mt[k] = k ? decode_after(e, tokens, tb->depth[di], n_decode, logits) : at;
+                    l[k] = llamacpp_decode(pr->path, tb->thr[ti], tb->depth[di], n_decode);
+                    r[k] = l[k] > 0 ? mt[k] / l[k] : 0;
+                }
+                at = fig->at[ti][di] = median(mt, pr->n);
+                fig->l_at[ti][di] = median(l, pr->n), fig->r_at[ti][di] = median(r, pr->n);
+                fig->pairs = pr->n;
+            }
             printf("  decode after %5d, %d thread%s  %8.2f tok/s = %.2f GB/s = %.0f%% of %d-thread read bandwidth\n",
                    tb->depth[di], tb->thr[ti], tb->thr[ti] > 1 ? "s" : " ", at, bytes * at / 1e9,
                    tb->bw[ti] > 0 ? 100.0 * bytes * at / 1e9 / tb->bw[ti] : 0, tb->thr[ti]);
@@ -230,6 +269,17 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     int n_batch = getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32;
     if (n_batch > 1) {
         fig->batch_tps = decode_batched(m, n_batch, n_decode, c->n_vocab);
+        if (pr->n) {
+            int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+            double mb[MAX_PAIRS], l[MAX_PAIRS], r[MAX_PAIRS];
+            for (int k = 0; k < pr->n; k++) {
+                mb[k] = k ? decode_batched(m, n_batch, n_decode, c->n_vocab) : fig->batch_tps;
+                l[k] = llamacpp_batched_decode(pr->path, threads, n_batch, BATCH_PROMPT, n_decode);
+                r[k] = l[k] > 0 ? mb[k] / l[k] : 0;
+            }
+            fig->batch_tps = median(mb, pr->n);
+            fig->l_batch = median(l, pr->n), fig->r_batch = median(r, pr->n);
+        }
         printf("  decode batch %2d, all threads    %8.2f tok/s in all (%.2f per sequence)\n",
                n_batch, fig->batch_tps, fig->batch_tps / n_batch);
     }
@@ -238,9 +288,26 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
     return 0;
 }
 
-/* llama.cpp on the GGUF file PATH at each thread count and depth of the table, next to F. */
+/* The decode table of profile WHAT measured in alternation with llama.cpp on PATH. */
+static void paired_table(const char *path, const char *what, const table *tb, const figures *f) {
+    printf("meshlm %s against llama.cpp on %s, medians of %d alternating pairs\n", what, path,
+           f->pairs);
+    for (int ti = 0; ti < tb->n_thr; ti++)
+        for (int di = 0; di < tb->n_depth; di++)
+            printf("  decode after %5d, %d thread%s  llama.cpp %8.2f tok/s, meshlm %8.2f: %.2fx\n",
+                   tb->depth[di], tb->thr[ti], tb->thr[ti] > 1 ? "s" : " ", f->l_at[ti][di],
+                   f->at[ti][di], f->r_at[ti][di]);
+    if (f->l_batch > 0)
+        printf("  decode batch %2d, %d threads     llama-batched-bench %8.2f tok/s, meshlm %8.2f: %.2fx\n",
+               getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32,
+               (int)sysconf(_SC_NPROCESSORS_ONLN), f->l_batch, f->batch_tps, f->r_batch);
+}
+
+/* llama.cpp on the GGUF file PATH at each thread count and depth of the table, next to F
+ * (unless F's table was paired: paired_table). */
 static void compare_table(const char *path, const char *what, const table *tb, int n_decode,
                           const figures *f) {
+    if (f->pairs) return; /* the decode table was measured in alternation: printed apart */
     for (int ti = 0; ti < tb->n_thr; ti++)
         for (int di = 0; di < tb->n_depth; di++) {
             double l = llamacpp_decode(path, tb->thr[ti], tb->depth[di], n_decode);
@@ -288,19 +355,27 @@ int main(int argc, char **argv) {
     }
     char list[256];
     snprintf(list, sizeof list, "%s", profiles);
+    size_t dl = strlen(dir);
+    pairing pr = {getenv("MESHLM_BENCH_PAIR_WITH"), bench_env_int("MESHLM_BENCH_PAIRS", 1)};
+    if (!pr.path && dl > 5 && !strcmp(dir + dl - 5, ".gguf")) pr.path = dir;
+    if (pr.n > MAX_PAIRS) pr.n = MAX_PAIRS;
+    if (pr.n < 2 || !pr.path || !getenv("LLAMA_BENCH")) pr.n = 0;
     int rc = 0;
     figures perf = {0}, acc = {0}, bf = {0}, other = {0};
     const char *other_name = "other"; /* the last profile not named above (native, f32) */
     for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         int named = !strcmp(name, "performance") || !strcmp(name, "accuracy") || !strcmp(name, "bf16");
         if (!named) other_name = name;
-        rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode, &tb,
+        rc |= bench_profile(dir, name, bw, prefills, n_prefills, n_decode, &tb, &pr,
                             !strcmp(name, "performance") ? &perf
                             : !strcmp(name, "accuracy")  ? &acc
                             : !strcmp(name, "bf16")      ? &bf
                                                          : &other);
     }
-    size_t dl = strlen(dir);
+    const figures *all[4] = {&perf, &acc, &bf, &other};
+    const char *all_names[4] = {"performance", "accuracy", "bf16", other_name};
+    for (int o = 0; o < 4; o++)
+        if (all[o]->pairs) paired_table(pr.path, all_names[o], &tb, all[o]);
     if (getenv("LLAMA_BENCH") && dl > 5 && !strcmp(dir + dl - 5, ".gguf")) {
         const char *q[2] = {"file", "Q8_0"};
         const figures *ours[4] = {&perf, &acc, &bf, &other};
