@@ -325,6 +325,7 @@ static void compare_table(const char *path, const char *what, const table *tb, i
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each figure as it comes, also into a file: runs are long */
     const char *dir = argc > 1 ? argv[1] : getenv("MESHLM_BENCH_MODEL");
     if (!dir)
         dir = bench_synth_model("bench/decode", getenv("MESHLM_BENCH_PRESET")
