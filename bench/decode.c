@@ -102,6 +102,20 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* N alternating pairs of meshlm (M) and llama.cpp (L) figures: the medians of each and of
+ * the N ratios M / L into *MED_M, *MED_L, *MED_R (M and L are reordered). */
+static void pair_medians(double *m, double *l, int n, double *med_m, double *med_l,
+                         double *med_r) {
+    double r[MAX_PAIRS];
+    for (int k = 0; k < n; k++) r[k] = l[k] > 0 ? m[k] / l[k] : 0;
+    *med_r = median(r, n), *med_m = median(m, n), *med_l = median(l, n);
+}
+
+/* Sequences of the batched row (MESHLM_BENCH_BATCH, default 32; 1 skips it). */
+static int batch_size(void) {
+    return getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32;
+}
+
 /* The decode table's rows: thread counts, context depths, each count's read bandwidth. */
 typedef struct table {
     int thr[MAX_T], n_thr, depth[MAX_D], n_depth;
@@ -250,14 +264,14 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
         for (int di = 0; di < tb->n_depth; di++) {
             double at = fig->at[ti][di] = decode_after(e, tokens, tb->depth[di], n_decode, logits);
             if (pr->n) { /* alternate: meshlm (the run above first), llama.cpp, meshlm, ... */
-                double mt[MAX_PAIRS], l[MAX_PAIRS], r[MAX_PAIRS];
+                double mt[MAX_PAIRS], l[MAX_PAIRS];
                 for (int k = 0; k < pr->n; k++) {
                     mt[k] = k ? decode_after(e, tokens, tb->depth[di], n_decode, logits) : at;
                     l[k] = llamacpp_decode(pr->path, tb->thr[ti], tb->depth[di], n_decode);
-                    r[k] = l[k] > 0 ? mt[k] / l[k] : 0;
                 }
-                at = fig->at[ti][di] = median(mt, pr->n);
-                fig->l_at[ti][di] = median(l, pr->n), fig->r_at[ti][di] = median(r, pr->n);
+                pair_medians(mt, l, pr->n, &fig->at[ti][di], &fig->l_at[ti][di],
+                             &fig->r_at[ti][di]);
+                at = fig->at[ti][di];
                 fig->pairs = pr->n;
             }
             printf("  decode after %5d, %d thread%s  %8.2f tok/s = %.2f GB/s = %.0f%% of %d-thread read bandwidth\n",
@@ -266,19 +280,17 @@ static int bench_profile(const char *dir, const char *profile, double bw, const 
         }
         mlm_exec_free(e);
     }
-    int n_batch = getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32;
+    int n_batch = batch_size();
     if (n_batch > 1) {
         fig->batch_tps = decode_batched(m, n_batch, n_decode, c->n_vocab);
         if (pr->n) {
             int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-            double mb[MAX_PAIRS], l[MAX_PAIRS], r[MAX_PAIRS];
+            double mb[MAX_PAIRS], l[MAX_PAIRS];
             for (int k = 0; k < pr->n; k++) {
                 mb[k] = k ? decode_batched(m, n_batch, n_decode, c->n_vocab) : fig->batch_tps;
                 l[k] = llamacpp_batched_decode(pr->path, threads, n_batch, BATCH_PROMPT, n_decode);
-                r[k] = l[k] > 0 ? mb[k] / l[k] : 0;
             }
-            fig->batch_tps = median(mb, pr->n);
-            fig->l_batch = median(l, pr->n), fig->r_batch = median(r, pr->n);
+            pair_medians(mb, l, pr->n, &fig->batch_tps, &fig->l_batch, &fig->r_batch);
         }
         printf("  decode batch %2d, all threads    %8.2f tok/s in all (%.2f per sequence)\n",
                n_batch, fig->batch_tps, fig->batch_tps / n_batch);
@@ -299,8 +311,7 @@ static void paired_table(const char *path, const char *what, const table *tb, co
                    f->at[ti][di], f->r_at[ti][di]);
     if (f->l_batch > 0)
         printf("  decode batch %2d, %d threads     llama-batched-bench %8.2f tok/s, meshlm %8.2f: %.2fx\n",
-               getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32,
-               (int)sysconf(_SC_NPROCESSORS_ONLN), f->l_batch, f->batch_tps, f->r_batch);
+               batch_size(), (int)sysconf(_SC_NPROCESSORS_ONLN), f->l_batch, f->batch_tps, f->r_batch);
 }
 
 /* llama.cpp on the GGUF file PATH at each thread count and depth of the table, next to F
@@ -315,7 +326,7 @@ static void compare_table(const char *path, const char *what, const table *tb, i
                    tb->depth[di], tb->thr[ti], tb->thr[ti] > 1 ? "s" : " ", l, what,
                    f->at[ti][di], l > 0 ? f->at[ti][di] / l : 0);
         }
-    int n_batch = getenv("MESHLM_BENCH_BATCH") ? atoi(getenv("MESHLM_BENCH_BATCH")) : 32;
+    int n_batch = batch_size();
     if (n_batch > 1 && f->batch_tps > 0) {
         int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
         double l = llamacpp_batched_decode(path, threads, n_batch, BATCH_PROMPT, n_decode);

@@ -2,8 +2,9 @@
  * job of N tasks with the workers: tasks are handed out one at a time (first come, first
  * served), so a thread that the OS delays holds back at most the task it is running. Idle
  * workers spin briefly, then yield their core for a while, then sleep on a futex, so an
- * otherwise busy machine loses no more than its share (pool.c has the measurements). Not reentrant: one job at a time, from one thread of control.
- * Owns its threads; mlm_pool_free joins them. */
+ * otherwise busy machine loses no more than its share (pool.c has the measurements). Not
+ * reentrant: one job at a time, from one thread of control. Owns its threads; mlm_pool_free
+ * joins them. */
 #ifndef MESHLM_CORE_POOL_H
 #define MESHLM_CORE_POOL_H
 
