@@ -174,8 +174,8 @@ INLINE __m512 block_value_q6k(__m512i i0, __m512i i1, const float *s16, __m512 s
 
 /* A group of blocks' activations for the T tokens of a tile, packed so one pointer reaches
  * every token at a constant offset: per block, the T tokens' 32 codes, then per block the
- * floats d (T), S32 (T) and S16 (2T), and the offset products OFF * S as int32 of S32 (T) and S16
- * (2T). */
+ * floats d (T), S32 (T) and S16 (2T), and the int32 offset products OFF * S of S32 (T) and
+ * S16 (2T). */
 typedef struct packed {
     int8_t q[8 * TMAX * 32];
     float f[8 * TMAX * 4];
