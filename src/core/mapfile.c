@@ -3,14 +3,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/pool.h"
 
 mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err) {
     memset(f, 0, sizeof *f);
@@ -60,6 +63,8 @@ void mlm_mapfile_close(mlm_mapfile *f) {
     if (!f) return;
     if (f->borrowed) {
         /* the caller's bytes */
+    } else if (f->copy) {
+        munmap(f->copy, f->copy_bytes);
     } else if (f->mapped) {
         munmap((void *)f->data, f->size);
     } else {
@@ -67,6 +72,76 @@ void mlm_mapfile_close(mlm_mapfile *f) {
     }
     free(f->path);
     memset(f, 0, sizeof *f);
+}
+
+int mlm_mapfile_memory_wanted(size_t size) {
+    const char *env = getenv("MESHLM_HUGEPAGES");
+    if (env && *env) return strcmp(env, "0") != 0;
+    char line[256];
+    FILE *fp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    int thp = fp && fgets(line, sizeof line, fp) &&
+              (strstr(line, "[always]") || strstr(line, "[madvise]"));
+    if (fp) fclose(fp);
+    if (!thp) return 0;
+    unsigned long long avail_kb = 0;
+    fp = fopen("/proc/meminfo", "r");
+    while (fp && fgets(line, sizeof line, fp))
+        if (sscanf(line, "MemAvailable: %llu kB", &avail_kb) == 1) break;
+    if (fp) fclose(fp);
+    return size / 1024 <= avail_kb / 2;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+typedef struct copy_job {
+    unsigned char *dst;
+    int fd;
+    size_t size;
+    _Atomic int failed;
+} copy_job;
+
+/* Huge page TASK of the copy, read from the file (not through the mapping, whose pages would
+ * count twice in the resident set meanwhile); faulting it in and filling it happen on the same
+ * thread, so the pool's threads share both. */
+static void copy_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    copy_job *j = ctx;
+    size_t at = (size_t)task * HUGE_PAGE, end = j->size - at < HUGE_PAGE ? j->size : at + HUGE_PAGE;
+    while (at < end && !atomic_load(&j->failed)) {
+        ssize_t got = pread(j->fd, j->dst + at, end - at, (off_t)at);
+        if (got <= 0 && errno != EINTR) atomic_store(&j->failed, 1);
+        if (got > 0) at += (size_t)got;
+    }
+}
+
+int mlm_mapfile_to_memory(mlm_mapfile *f, struct mlm_pool *pool) {
+    if (!f->mapped || f->borrowed || f->copy || f->size == 0 || !f->path) return -1;
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t bytes = (f->size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE + HUGE_PAGE;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    unsigned char *at = (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    madvise(at, bytes - (size_t)(at - (unsigned char *)p), MADV_HUGEPAGE); /* a wish: may fail */
+    copy_job j = {at, fd, f->size, 0};
+    int64_t n = (int64_t)((f->size + HUGE_PAGE - 1) / HUGE_PAGE);
+    if (pool) mlm_pool_run(pool, n, copy_task, &j);
+    else
+        for (int64_t i = 0; i < n; i++) copy_task(&j, i, 0);
+    close(fd);
+    if (atomic_load(&j.failed)) {
+        munmap(p, bytes);
+        return -1;
+    }
+    mprotect(p, bytes, PROT_READ);
+    munmap((void *)f->data, f->size);
+    f->data = at;
+    f->copy = p;
+    f->copy_bytes = bytes;
+    return 0;
 }
 
 mlm_status mlm_read_file(const char *path, size_t max_bytes, char **out, size_t *len,

@@ -14,11 +14,27 @@ typedef struct mlm_mapfile {
     size_t size;
     int mapped;              /* data came from mmap (else from malloc, for empty files) */
     int borrowed;            /* data belongs to the caller (mlm_mapfile_borrow): never freed */
+    void *copy;              /* mlm_mapfile_to_memory: the anonymous mapping data lies in */
+    size_t copy_bytes;
 } mlm_mapfile;
 
 /* Maps PATH read-only. IO with the path and strerror on failure. */
 mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err);
 void mlm_mapfile_close(mlm_mapfile *f);
+
+/* Whether mlm_mapfile_to_memory is wanted for a file of SIZE bytes: MESHLM_HUGEPAGES=0 says
+ * no and 1 yes; unset, yes where the kernel gives transparent huge pages on request
+ * (/sys/kernel/mm/transparent_hugepage/enabled: always or madvise) and SIZE is at most half of
+ * the available memory (MemAvailable). */
+int mlm_mapfile_memory_wanted(size_t size);
+
+/* Moves mapped F into anonymous memory on 2 MB boundaries, asking for transparent huge pages,
+ * read-only like the mapping: the bytes copied in parallel on POOL (NULL: by the caller), then
+ * the file's mapping dropped. Pointers into the old data die. Weights read from there stream
+ * faster: on a 2-core Zen 4 VM, Llama 3.2 1B Q4_K_M decode 8-12% faster on one thread, 3-15%
+ * on two (README). Returns 0, or -1 when memory cannot be had (F is then unchanged). */
+struct mlm_pool;
+int mlm_mapfile_to_memory(mlm_mapfile *f, struct mlm_pool *pool);
 
 /* Wraps a caller's buffer as a "file" named NAME (for fuzzing and in-memory use); the bytes
  * must outlive it and are never freed by mlm_mapfile_close. */

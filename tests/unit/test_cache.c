@@ -1,6 +1,6 @@
 /* tests/unit/test_cache.c: the weight cache of the BFP profiles. A first load builds the
  * cache file; a second maps it without converting, with logits bit-identical to a model
- * converted in memory; touching a source file, corrupting one byte of a tensor or of the
+ * converted in memory, whether the file is read into memory or mapped; touching a source file, corrupting one byte of a tensor or of the
  * index, or truncating the file is detected, named in a message and rebuilt; two processes
  * building the same cache at once leave one valid file and no temporaries; the `meshlm cache`
  * command builds, lists (valid / stale) and clears. */
@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <utime.h>
 
+#include "core/mapfile.h"
 #include "harness.h"
 #include "meshlm.h"
 
@@ -92,15 +93,52 @@ TEST(build_then_map) {
     CHECK(!memcmp(got, want, (size_t)12 * (size_t)V * 4));
     free(got);
     mlm_model_free(m);
-    m = load("performance", 1);
-    if (!m) return;
-    CHECK(mlm_model_cache_built(m) == 0);
-    CHECKF(messages[0] == 0, "a valid cache gave messages: %s", messages);
-    got = logits_of(m);
-    CHECK(!memcmp(got, want, (size_t)12 * (size_t)V * 4));
-    free(got);
+    /* a later load reads the file into memory (MESHLM_HUGEPAGES=1) or maps it (0) */
+    for (int copy = 1; copy >= 0; copy--) {
+        setenv("MESHLM_HUGEPAGES", copy ? "1" : "0", 1);
+        m = load("performance", 1);
+        unsetenv("MESHLM_HUGEPAGES");
+        if (!m) break;
+        CHECK(mlm_model_cache_built(m) == 0);
+        CHECKF(messages[0] == 0, "a valid cache gave messages: %s", messages);
+        got = logits_of(m);
+        CHECKF(!memcmp(got, want, (size_t)12 * (size_t)V * 4), "cache %s",
+               copy ? "in memory" : "mapped");
+        free(got);
+        mlm_model_free(m);
+    }
     free(want);
-    mlm_model_free(m);
+}
+
+/* mlm_mapfile_to_memory: a file of 5 MB + 3 bytes (three huge pages, the last one partly)
+ * holds, after the move, the bytes read from it with stdio, on a 2 MB boundary; the override
+ * MESHLM_HUGEPAGES=0/1 decides mlm_mapfile_memory_wanted whatever the size. */
+TEST(file_to_memory) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/bytes.bin", tmp);
+    const size_t n = (5u << 20) + 3;
+    unsigned char *want = malloc(n);
+    uint32_t r = 7;
+    for (size_t i = 0; i < n; i++) r = r * 1664525u + 1013904223u, want[i] = (unsigned char)(r >> 24);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(want, 1, n, fp) == n);
+    if (fp) fclose(fp);
+    mlm_mapfile f;
+    mlm_error err;
+    CHECK_OK(mlm_mapfile_open(&f, path, &err), &err);
+    CHECK(mlm_mapfile_to_memory(&f, NULL) == 0);
+    CHECK(f.copy != NULL && (uintptr_t)f.data % (2u << 20) == 0 && f.size == n);
+    CHECK(!memcmp(f.data, want, n));
+    CHECK(mlm_mapfile_to_memory(&f, NULL) == -1); /* once */
+    mlm_mapfile_close(&f);
+    CHECK(f.data == NULL);
+    setenv("MESHLM_HUGEPAGES", "0", 1);
+    CHECK(!mlm_mapfile_memory_wanted(1));
+    setenv("MESHLM_HUGEPAGES", "1", 1);
+    CHECK(mlm_mapfile_memory_wanted((size_t)1 << 50));
+    unsetenv("MESHLM_HUGEPAGES");
+    free(want);
+    remove(path);
 }
 
 /* Loads again after DAMAGE and expects a rebuild with a message containing WHY. */
@@ -198,6 +236,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "cp -r %s %s", FIXTURE, model);
     if (system(cmd) != 0) return 1;
     RUN(build_then_map);
+    RUN(file_to_memory);
     RUN(damage_is_detected_and_rebuilt);
     RUN(concurrent_builders);
     RUN(cache_command);
