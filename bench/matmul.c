@@ -3,8 +3,9 @@
  * BFP and the native GGUF types, whose panels hold random codes and scales) and every kernel
  * level this CPU runs, on the thread pool the model uses (chunks of 64 rows, as the forward
  * pass hands them out). Decode is measured twice: from memory (the caches evicted before each
- * run, as a model's weights are read) and from the caches (the kernel's own cost per byte). MESHLM_BENCH_THREADS=1 gives one core's figures;
- * MESHLM_BENCH_ONLY=TEXT runs only the kernels whose name contains TEXT (q4_k, avx512, ...);
+ * run, as a model's weights are read; the native and BFP weights on huge pages where a
+ * model's weight cache gets them) and from the caches (the kernel's own cost per byte).
+ * MESHLM_BENCH_THREADS=1 gives one core's figures; MESHLM_BENCH_ONLY=TEXT runs only the kernels whose name contains TEXT (q4_k, avx512, ...);
  * MESHLM_BENCH_VERIFY=1 adds, per kernel, 2..9 tokens from memory against one (the sizes a
  * speculative step verifies).
  * Activations are prepared once, outside the timing. Prints figures; never fails on speed. */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "common/bandwidth.h"
 #include "common/clock.h"
 #include "core/pool.h"
 #include "tensor/bfp.h"
@@ -40,7 +42,7 @@ static void task(void *ctx, int64_t i, int thread) {
  * 0.01 and mins about 0.001 (f16), random sub-scale bytes. */
 static uint8_t *native_weights(mlm_qkind k, int64_t rows, int64_t cols) {
     mlm_qgeom g = mlm_qpanel_geom(k, cols);
-    uint8_t *w = calloc(1, (size_t)mlm_qpanel_bytes(k, rows, cols));
+    uint8_t *w = bench_weights_alloc((size_t)mlm_qpanel_bytes(k, rows, cols));
     uint32_t r32 = 12345;
     for (int64_t r = 0; r < rows && w; r++)
         for (int64_t b = 0; b < cols / 32; b++) {
@@ -98,8 +100,8 @@ int main(void) {
     }
     float *wf = malloc((size_t)(rows * cols) * 4);
     uint16_t *wh = malloc((size_t)(rows * cols) * 2);
-    uint8_t *w8 = calloc(1, (size_t)mlm_wtype_bytes(MLM_W_BFP8, rows, cols));
-    uint8_t *w4 = calloc(1, (size_t)mlm_wtype_bytes(MLM_W_BFP4, rows, cols));
+    uint8_t *w8 = bench_weights_alloc((size_t)mlm_wtype_bytes(MLM_W_BFP8, rows, cols));
+    uint8_t *w4 = bench_weights_alloc((size_t)mlm_wtype_bytes(MLM_W_BFP4, rows, cols));
     float *x = malloc((size_t)(n_max * cols) * 4), *out = malloc((size_t)(n_max * rows) * 4);
     int8_t *xq = malloc((size_t)(n_max * pc));
     uint8_t *xu = malloc((size_t)(n_max * pc));
