@@ -5,9 +5,9 @@
  * pass hands them out). Decode is measured twice: from memory (the caches evicted before each
  * run, as a model's weights are read; the native and BFP weights on huge pages where a
  * model's weight cache gets them) and from the caches (the kernel's own cost per byte).
- * MESHLM_BENCH_THREADS=1 gives one core's figures; MESHLM_BENCH_ONLY=TEXT runs only the kernels whose name contains TEXT (q4_k, avx512, ...);
- * MESHLM_BENCH_VERIFY=1 adds, per kernel, 2..9 tokens from memory against one (the sizes a
- * speculative step verifies).
+ * MESHLM_BENCH_THREADS=1 gives one core's figures; MESHLM_BENCH_ONLY=TEXT runs only the
+ * kernels whose name contains TEXT (q4_k, avx512, ...); MESHLM_BENCH_VERIFY=1 adds, per
+ * kernel, 2..9 tokens from memory against one (the sizes a speculative step verifies).
  * Activations are prepared once, outside the timing. Prints figures; never fails on speed. */
 #include <stdio.h>
 #include <stdlib.h>

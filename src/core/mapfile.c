@@ -3,10 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -95,47 +94,34 @@ int mlm_mapfile_memory_wanted(size_t size) {
 
 typedef struct copy_job {
     unsigned char *dst;
-    int fd;
+    const unsigned char *src;
     size_t size;
-    _Atomic int failed;
 } copy_job;
 
-/* Huge page TASK of the copy, read from the file (not through the mapping, whose pages would
- * count twice in the resident set meanwhile); faulting it in and filling it happen on the same
- * thread, so the pool's threads share both. */
+/* Huge page TASK of the copy, from the mapping (the very bytes checked so far, even if the
+ * path has been replaced since), whose pages are then dropped so the resident set does not
+ * hold both; faulting the huge page in and filling it happen on one thread, so the pool's
+ * threads share both. */
 static void copy_task(void *ctx, int64_t task, int thread) {
     (void)thread;
-    copy_job *j = ctx;
-    size_t at = (size_t)task * HUGE_PAGE, end = j->size - at < HUGE_PAGE ? j->size : at + HUGE_PAGE;
-    while (at < end && !atomic_load(&j->failed)) {
-        ssize_t got = pread(j->fd, j->dst + at, end - at, (off_t)at);
-        if (got <= 0 && errno != EINTR) atomic_store(&j->failed, 1);
-        if (got > 0) at += (size_t)got;
-    }
+    const copy_job *j = ctx;
+    size_t at = (size_t)task * HUGE_PAGE, n = j->size - at < HUGE_PAGE ? j->size - at : HUGE_PAGE;
+    memcpy(j->dst + at, j->src + at, n);
+    mlm_mapfile_release(j->src + at, n);
 }
 
 int mlm_mapfile_to_memory(mlm_mapfile *f, struct mlm_pool *pool) {
-    if (!f->mapped || f->borrowed || f->copy || f->size == 0 || !f->path) return -1;
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (!f->mapped || f->borrowed || f->copy || f->size == 0) return -1;
     size_t bytes = (f->size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE + HUGE_PAGE;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        close(fd);
-        return -1;
-    }
+    if (p == MAP_FAILED) return -1;
     unsigned char *at = (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
     madvise(at, bytes - (size_t)(at - (unsigned char *)p), MADV_HUGEPAGE); /* a wish: may fail */
-    copy_job j = {at, fd, f->size, 0};
+    copy_job j = {at, f->data, f->size};
     int64_t n = (int64_t)((f->size + HUGE_PAGE - 1) / HUGE_PAGE);
     if (pool) mlm_pool_run(pool, n, copy_task, &j);
     else
         for (int64_t i = 0; i < n; i++) copy_task(&j, i, 0);
-    close(fd);
-    if (atomic_load(&j.failed)) {
-        munmap(p, bytes);
-        return -1;
-    }
     mprotect(p, bytes, PROT_READ);
     munmap((void *)f->data, f->size);
     f->data = at;

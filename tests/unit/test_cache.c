@@ -1,9 +1,10 @@
 /* tests/unit/test_cache.c: the weight cache of the BFP profiles. A first load builds the
  * cache file; a second maps it without converting, with logits bit-identical to a model
- * converted in memory, whether the file is read into memory or mapped; touching a source file, corrupting one byte of a tensor or of the
- * index, or truncating the file is detected, named in a message and rebuilt; two processes
- * building the same cache at once leave one valid file and no temporaries; the `meshlm cache`
- * command builds, lists (valid / stale) and clears. */
+ * converted in memory, whether the file is then read into memory or stays mapped; touching a
+ * source file, corrupting one byte of a tensor or of the index, or truncating the file is
+ * detected, named in a message and rebuilt; two processes building the same cache at once
+ * leave one valid file and no temporaries; the `meshlm cache` command builds, lists (valid /
+ * stale) and clears. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
