@@ -73,6 +73,45 @@ void mlm_mapfile_close(mlm_mapfile *f) {
     memset(f, 0, sizeof *f);
 }
 
+/* The number in file DIR/NAME, or UINT64_MAX when it cannot be read (or says "max"). */
+static uint64_t read_u64(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "r");
+    unsigned long long v;
+    int ok = fp && fscanf(fp, "%llu", &v) == 1;
+    if (fp) fclose(fp);
+    return ok ? (uint64_t)v : UINT64_MAX;
+}
+
+/* Bytes this process's memory cgroup (a container's limit) still allows, from cgroup v2's
+ * memory.max and memory.current or v1's limit_in_bytes and usage_in_bytes, looked up at the
+ * process's cgroup path and at the hierarchy's root (inside a cgroup namespace); UINT64_MAX
+ * where none is set. Usage counts the page cache too, so this errs low. */
+static uint64_t cgroup_room(void) {
+    FILE *fp = fopen("/proc/self/cgroup", "r");
+    char line[512], v2[512] = "", v1[512] = "";
+    while (fp && fgets(line, sizeof line, fp)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "0::", 3)) snprintf(v2, sizeof v2, "%s", line + 3);
+        char *m = strstr(line, ":memory:");
+        if (m) snprintf(v1, sizeof v1, "%s", m + 8);
+    }
+    if (fp) fclose(fp);
+    static const char *const roots[2] = {"/sys/fs/cgroup", "/sys/fs/cgroup/memory"};
+    static const char *const limit[2] = {"memory.max", "memory.limit_in_bytes"};
+    static const char *const usage[2] = {"memory.current", "memory.usage_in_bytes"};
+    for (int v = 0; v < 2; v++)
+        for (int at = 0; at < 2; at++) {
+            char dir[1024];
+            snprintf(dir, sizeof dir, "%s%s", roots[v], at ? "" : (v ? v1 : v2));
+            uint64_t lim = read_u64(dir, limit[v]), used = read_u64(dir, usage[v]);
+            if (lim >= ((uint64_t)1 << 60) || used == UINT64_MAX) continue; /* none here */
+            return lim > used ? lim - used : 0;
+        }
+    return UINT64_MAX;
+}
+
 int mlm_mapfile_memory_wanted(size_t size) {
     const char *env = getenv("MESHLM_HUGEPAGES");
     if (env && *env) return strcmp(env, "0") != 0;
@@ -87,7 +126,8 @@ int mlm_mapfile_memory_wanted(size_t size) {
     while (fp && fgets(line, sizeof line, fp))
         if (sscanf(line, "MemAvailable: %llu kB", &avail_kb) == 1) break;
     if (fp) fclose(fp);
-    return size / 1024 <= avail_kb / 2;
+    uint64_t room = avail_kb * 1024ull, cg = cgroup_room();
+    return (uint64_t)size <= (cg < room ? cg : room) / 2;
 }
 
 #define HUGE_PAGE ((size_t)2 << 20)

@@ -25,7 +25,8 @@ void mlm_mapfile_close(mlm_mapfile *f);
 /* Whether mlm_mapfile_to_memory is wanted for a file of SIZE bytes: MESHLM_HUGEPAGES=0 says
  * no and 1 yes; unset, yes where the kernel gives transparent huge pages on request
  * (/sys/kernel/mm/transparent_hugepage/enabled: always or madvise) and SIZE is at most half of
- * the available memory (MemAvailable). */
+ * the available memory (MemAvailable, or what the process's memory cgroup still allows where
+ * that is less: a container's limit). */
 int mlm_mapfile_memory_wanted(size_t size);
 
 /* Moves mapped F into anonymous memory on 2 MB boundaries, asking for transparent huge pages,

@@ -113,7 +113,8 @@ TEST(build_then_map) {
 
 /* mlm_mapfile_to_memory: a file of 5 MB + 3 bytes (three huge pages, the last one partly)
  * holds, after the move, the bytes read from it with stdio, on a 2 MB boundary; the override
- * MESHLM_HUGEPAGES=0/1 decides mlm_mapfile_memory_wanted whatever the size. */
+ * MESHLM_HUGEPAGES=0/1 decides mlm_mapfile_memory_wanted whatever the size; unset, a size
+ * beyond any machine's memory is not wanted. */
 TEST(file_to_memory) {
     char path[300];
     snprintf(path, sizeof path, "%s/bytes.bin", tmp);
@@ -138,6 +139,7 @@ TEST(file_to_memory) {
     setenv("MESHLM_HUGEPAGES", "1", 1);
     CHECK(mlm_mapfile_memory_wanted((size_t)1 << 50));
     unsetenv("MESHLM_HUGEPAGES");
+    CHECK(!mlm_mapfile_memory_wanted((size_t)1 << 50)); /* a petabyte never fits */
     free(want);
     remove(path);
 }
