@@ -112,6 +112,17 @@ static uint64_t cgroup_room(void) {
     return UINT64_MAX;
 }
 
+int64_t mlm_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
 int mlm_mapfile_memory_wanted(size_t size) {
     const char *env = getenv("MESHLM_HUGEPAGES");
     if (env && *env) return strcmp(env, "0") != 0;
@@ -120,13 +131,9 @@ int mlm_mapfile_memory_wanted(size_t size) {
     int thp = fp && fgets(line, sizeof line, fp) &&
               (strstr(line, "[always]") || strstr(line, "[madvise]"));
     if (fp) fclose(fp);
-    if (!thp) return 0;
-    unsigned long long avail_kb = 0;
-    fp = fopen("/proc/meminfo", "r");
-    while (fp && fgets(line, sizeof line, fp))
-        if (sscanf(line, "MemAvailable: %llu kB", &avail_kb) == 1) break;
-    if (fp) fclose(fp);
-    uint64_t room = avail_kb * 1024ull, cg = cgroup_room();
+    int64_t avail = mlm_mem_available();
+    if (!thp || avail < 0) return 0;
+    uint64_t room = (uint64_t)avail, cg = cgroup_room();
     return (uint64_t)size <= (cg < room ? cg : room) / 2;
 }
 
@@ -152,13 +159,13 @@ static void copy_task(void *ctx, int64_t task, int thread) {
 
 int mlm_mapfile_to_memory(mlm_mapfile *f, struct mlm_pool *pool) {
     if (!f->mapped || f->borrowed || f->copy || f->size == 0) return -1;
-    size_t bytes = (f->size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE + HUGE_PAGE;
+    int64_t n = (int64_t)((f->size + HUGE_PAGE - 1) / HUGE_PAGE); /* huge pages, the copy's tasks */
+    size_t bytes = (size_t)(n + 1) * HUGE_PAGE; /* one more, to start on a 2 MB boundary */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
     unsigned char *at = (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    madvise(at, bytes - (size_t)(at - (unsigned char *)p), MADV_HUGEPAGE); /* a wish: may fail */
+    madvise(at, (size_t)n * HUGE_PAGE, MADV_HUGEPAGE); /* a wish: may fail */
     copy_job j = {at, f->data, f->size};
-    int64_t n = (int64_t)((f->size + HUGE_PAGE - 1) / HUGE_PAGE);
     if (pool) mlm_pool_run(pool, n, copy_task, &j);
     else
         for (int64_t i = 0; i < n; i++) copy_task(&j, i, 0);

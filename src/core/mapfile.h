@@ -1,10 +1,11 @@
-/* core/mapfile.h: read-only whole-file mappings.
+/* core/mapfile.h: read-only whole-file mappings (which may move into memory on huge pages).
  * A mapped file owns its descriptor and mapping; views into it are borrowed and die with
  * it. Empty files map to a non-NULL zero-length buffer. */
 #ifndef MESHLM_CORE_MAPFILE_H
 #define MESHLM_CORE_MAPFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "meshlm.h"
 
@@ -21,6 +22,9 @@ typedef struct mlm_mapfile {
 /* Maps PATH read-only. IO with the path and strerror on failure. */
 mlm_status mlm_mapfile_open(mlm_mapfile *f, const char *path, mlm_error *err);
 void mlm_mapfile_close(mlm_mapfile *f);
+
+/* The memory the kernel says is available (/proc/meminfo's MemAvailable) in bytes, or -1. */
+int64_t mlm_mem_available(void);
 
 /* Whether mlm_mapfile_to_memory is wanted for a file of SIZE bytes: MESHLM_HUGEPAGES=0 says
  * no and 1 yes; unset, yes where the kernel gives transparent huge pages on request

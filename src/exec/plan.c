@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config/profile.h"
+#include "core/mapfile.h"
 #include "exec/exec.h"
 #include "kv/kv.h"
 #include "model/forward.h"
@@ -14,17 +15,6 @@
 
 #define PROCESS_ALLOWANCE (64ll << 20) /* code, tokenizer, page tables, libc */
 #define WRITER_BUFFER (64ll << 20)     /* the cache writer's conversion buffer (cache.c) */
-
-static int64_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
 
 /* PLAN for one rank of TP ranks (C its part of the config FULL) running profile PROF, with
  * the executor's parameters resolved as mlm_exec_create resolves them. */
@@ -59,7 +49,7 @@ static mlm_status plan_profile(const mlm_config *full, const mlm_config *c, int 
     }
     plan->total = plan->weights + plan->kv + plan->scratch + plan->images + plan->convert +
                   PROCESS_ALLOWANCE;
-    plan->available = mem_available();
+    plan->available = mlm_mem_available();
     return MLM_OK;
 }
 

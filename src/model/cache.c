@@ -550,7 +550,7 @@ mlm_status mlm_cache_map(mlm_model *m, const char *path, const char *key, mlm_er
     /* where it fits, the file moves into memory on huge pages (core/mapfile.h says why) */
     if (!st && mlm_mapfile_memory_wanted(f.size) && !mlm_mapfile_to_memory(&f, m->load_pool))
         st = read_frame(&f, &have, &have_len, &ix, &n, err);
-    /* every tensor's checksum, in parallel: this also brings the file into memory */
+    /* every tensor's checksum, in parallel: this also brings a mapped file into memory */
     check_job cj = {f.data, ix, -1};
     if (!st) mlm_pool_run(m->load_pool, pl.n, check_task, &cj);
     int bad = (int)atomic_load(&cj.bad);
