@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/attention_prefetch.h"
 #include "backend/cpu/exp2_avx512.h"
 #include "tensor/bfp.h"
 
@@ -61,28 +62,6 @@ INLINE void decode_rows(const mlm_paged_kv *kv, const void *pool, const int32_t 
         const char *base = (const char *)pool + ((int64_t)blocks[idx / bs] * bs + slot) * kv->row_bytes;
         int run = (int)(bs - slot) < n - j ? (int)(bs - slot) : n - j;
         for (int r = 0; r < run; r++, j++) decode_row(kv, base + r * kv->row_bytes, off, hd, dst + (int64_t)j * hd);
-    }
-}
-
-/* Asks for entries [J0, J0 + N) of POOL, values [OFF, OFF + HD) each, to be brought into the
- * caches while the current tile is computed: one head's values are a short run in each
- * entry, far apart in the pool, which the hardware prefetchers do not follow. */
-INLINE void prefetch_rows(const mlm_paged_kv *kv, const void *pool, const int32_t *blocks,
-                          int32_t j0, int n, int64_t off, int hd) {
-    int64_t b0, b1; /* the head's bytes within an entry */
-    if (kv->type == MLM_W_F32) b0 = off * 4, b1 = (off + hd) * 4;
-    else if (kv->type == MLM_W_BF16) b0 = off * 2, b1 = (off + hd) * 2;
-    else b0 = off / MLM_BFP_GROUP * 68, b1 = (off + hd + MLM_BFP_GROUP - 1) / MLM_BFP_GROUP * 68;
-    const uint32_t bs = (uint32_t)kv->block_size;
-    for (int j = 0; j < n;) {
-        uint32_t idx = (uint32_t)(j0 + j), slot = idx % bs;
-        const char *base = (const char *)pool + ((int64_t)blocks[idx / bs] * bs + slot) * kv->row_bytes;
-        int run = (int)(bs - slot) < n - j ? (int)(bs - slot) : n - j;
-        for (int r = 0; r < run; r++, j++) {
-            const char *e = base + r * kv->row_bytes;
-            for (int64_t b = b0; b < b1; b += 64) _mm_prefetch(e + b, _MM_HINT_T0);
-            _mm_prefetch(e + b1 - 1, _MM_HINT_T0);
-        }
     }
 }
 
@@ -271,8 +250,8 @@ INLINE void causal(const mlm_attn_job *job, float *scratch, int hd) {
         decode_rows(kv, kv->v, job->blocks, j0, ntile, off, hd, vt);
         if (last - j0 > KT) {
             int next = last - j0 - KT < KT ? last - j0 - KT : KT;
-            prefetch_rows(kv, kv->k, job->blocks, j0 + KT, next, off, hd);
-            prefetch_rows(kv, kv->v, job->blocks, j0 + KT, next, off, hd);
+            mlm_att_prefetch_rows(kv, kv->k, job->blocks, j0 + KT, next, off, hd);
+            mlm_att_prefetch_rows(kv, kv->v, job->blocks, j0 + KT, next, off, hd);
         }
         for (int i = 0; i < job->n_q; i++) {
             int32_t end = job->q0 + i + 1; /* entries query i reads */
@@ -380,8 +359,8 @@ INLINE void noncausal(const mlm_attn_job *job, float *scratch, int hd) {
             /* the next tile's rows, a quarter at a time so the requests overlap the work */
             if (next > 16 * b) {
                 int pn = next - 16 * b < 16 ? next - 16 * b : 16;
-                prefetch_rows(kv, kv->k, job->blocks, j0 + KT + 16 * b, pn, off, hd);
-                prefetch_rows(kv, kv->v, job->blocks, j0 + KT + 16 * b, pn, off, hd);
+                mlm_att_prefetch_rows(kv, kv->k, job->blocks, j0 + KT + 16 * b, pn, off, hd);
+                mlm_att_prefetch_rows(kv, kv->v, job->blocks, j0 + KT + 16 * b, pn, off, hd);
             }
             decode_rows(kv, kv->k, job->blocks, j0 + 16 * b, n, off, hd, kr);
             if (n < 16) memset(kr + n * hd, 0, (size_t)((16 - n) * hd) * sizeof *kr);
