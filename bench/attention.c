@@ -66,24 +66,28 @@ static double time_matmul(mlm_matmul_fn fn, const float *w, const mlm_acts *x, f
     return best;
 }
 
-/* Decode: ms per token of the 16 layers' jobs (one per KV head, one query of 4 heads) over
+/* Decode's case, Llama 3.2 1B's attention: layers, KV heads, query heads per KV head,
+ * head_dim; an entry (a KV row) holds every KV head. */
+enum { DEC_LAYERS = 16, DEC_KVH = 8, DEC_GROUP = 4, DEC_HD = 64, DEC_ROW = DEC_KVH * DEC_HD };
+
+/* Decode: ms per token of the layers' jobs (one per KV head, one query of its heads) over
  * N_CTX entries, best of REPS; the caches are evicted before each layer. */
 static double time_decode(mlm_attention_fn fn, mlm_paged_kv *kv, const int32_t *blocks,
                           int32_t n_ctx, const float *q, float *out, float *scratch,
                           const uint64_t *big, size_t n_big, int reps) {
-    enum { LAYERS = 16, KVH = 8, GROUP = 4, D = 64 };
     double best = 1e30;
     uint64_t sink = 0;
     for (int rep = 0; rep < reps; rep++) {
         double t = 0;
-        for (int l = 0; l < LAYERS; l++) {
+        for (int l = 0; l < DEC_LAYERS; l++) {
             for (size_t i = 0; i < n_big; i += 8) sink += big[i];
             double t0 = bench_now();
-            for (int h = 0; h < KVH; h++) {
-                mlm_attn_job job = {.out = out, .out_stride = KVH * GROUP * D, .q = q,
-                                    .q_stride = KVH * GROUP * D, .kv = &kv[l], .blocks = blocks,
-                                    .q0 = n_ctx - 1, .n_q = 1, .kv_head = h, .group = GROUP,
-                                    .hh0 = 0, .n_hh = GROUP, .head_dim = D};
+            for (int h = 0; h < DEC_KVH; h++) {
+                mlm_attn_job job = {.out = out, .out_stride = DEC_GROUP * DEC_ROW, .q = q,
+                                    .q_stride = DEC_GROUP * DEC_ROW, .kv = &kv[l],
+                                    .blocks = blocks, .q0 = n_ctx - 1, .n_q = 1, .kv_head = h,
+                                    .group = DEC_GROUP, .hh0 = 0, .n_hh = DEC_GROUP,
+                                    .head_dim = DEC_HD};
                 fn(&job, scratch);
             }
             t += bench_now() - t0;
@@ -95,17 +99,17 @@ static double time_decode(mlm_attention_fn fn, mlm_paged_kv *kv, const int32_t *
 }
 
 static void decode_table(float *scratch) {
-    enum { LAYERS = 16, ROW = 8 * 64, BS = 64, MAX_CTX = 4096 };
+    enum { ROW = DEC_ROW, QROW = DEC_GROUP * DEC_ROW, BS = 64, MAX_CTX = 4096 };
     const int32_t ctxs[] = {512, 4096};
     int32_t blocks[MAX_CTX / BS];
     for (int i = 0; i < MAX_CTX / BS; i++) blocks[i] = i;
-    mlm_paged_kv kv[LAYERS];
-    float *k_row = malloc(ROW * 4), *v_row = malloc(ROW * 4), *q = malloc(4 * ROW * 4);
-    float *out = malloc(4 * ROW * 4);
+    mlm_paged_kv kv[DEC_LAYERS];
+    float *k_row = malloc(ROW * 4), *v_row = malloc(ROW * 4), *q = malloc(QROW * 4);
+    float *out = malloc(QROW * 4);
     const size_t n_big = (size_t)(64u << 20) / 8; /* 64 MB read between layers */
     uint64_t *big = malloc(n_big * 8);
     for (size_t i = 0; i < n_big; i++) big[i] = i;
-    for (int l = 0; l < LAYERS; l++) {
+    for (int l = 0; l < DEC_LAYERS; l++) {
         kv[l] = (mlm_paged_kv){malloc((size_t)MAX_CTX * ROW * 2), malloc((size_t)MAX_CTX * ROW * 2),
                                MLM_W_BF16, BS, ROW, ROW * 2};
         for (int32_t t = 0; t < MAX_CTX; t++) {
@@ -113,24 +117,25 @@ static void decode_table(float *scratch) {
             mlm_kv_store(&kv[l], blocks, t, k_row, v_row);
         }
     }
-    for (int i = 0; i < 4 * ROW; i++) q[i] = 2 * frand();
-    printf("\nbench/attention: decode, one query a job, 32 heads / 8 KV heads, head_dim 64, 16 "
-           "layers, bf16 KV in pages of %d; caches evicted before each layer; 1 thread\n", BS);
+    for (int i = 0; i < QROW; i++) q[i] = 2 * frand();
+    printf("\nbench/attention: decode, one query a job, %d heads / %d KV heads, head_dim %d, %d "
+           "layers, bf16 KV in pages of %d; caches evicted before each layer; 1 thread\n",
+           DEC_GROUP * DEC_KVH, DEC_KVH, DEC_HD, DEC_LAYERS, BS);
     printf("level    kernel            n_ctx  ms/token  KV GB/s\n");
     for (int li = 0; mlm_kernel_levels[li]; li++) {
         const mlm_kernels *k = mlm_kernels_get(mlm_kernel_levels[li], NULL);
         const mlm_kernels *above = li > 0 ? mlm_kernels_get(mlm_kernel_levels[li - 1], NULL) : NULL;
         if (!k || (above && above->attention == k->attention)) continue;
+        int ref = !strcmp(k->name, "ref");
         for (size_t ci = 0; ci < sizeof ctxs / sizeof *ctxs; ci++) {
-            int ref = !strcmp(k->name, "ref");
             double ms = time_decode(k->attention, kv, blocks, ctxs[ci], q, out, scratch, big,
                                     n_big, ref ? 1 : 5);
-            double bytes = 2.0 * LAYERS * ctxs[ci] * ROW * 2; /* K and V, bf16 */
+            double bytes = 2.0 * DEC_LAYERS * ctxs[ci] * ROW * 2; /* K and V, bf16 */
             printf("%-8s %-16s %6d  %8.2f  %7.2f\n", k->name, k->attention_name, ctxs[ci], ms,
                    bytes / ms / 1e6);
         }
     }
-    for (int l = 0; l < LAYERS; l++) free(kv[l].k), free(kv[l].v);
+    for (int l = 0; l < DEC_LAYERS; l++) free(kv[l].k), free(kv[l].v);
     free(k_row), free(v_row), free(q), free(out), free(big);
 }
 
