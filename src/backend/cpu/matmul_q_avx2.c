@@ -169,6 +169,40 @@ INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
 #endif
 }
 
+#if !VNNI
+/* A k-quant's sub-scale bytes SUB of rows 8hf..8hf+7 as vpmaddwd's 16-bit pairs: row i's
+ * byte in both halves of int32 lane i. */
+INLINE __m256i sub_pairs(const uint8_t *sub) {
+    int64_t v;
+    memcpy(&v, sub, 8);
+    const __m256i idx = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                         4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    return _mm256_shuffle_epi8(_mm256_set1_epi64x(v), idx);
+}
+
+/* q4_k, q5_k: the exact int32 sum I over the block's 32 columns times each row's sub-scale
+ * (SC, sub_pairs), |I sc| < 2^22. 4-bit codes add all 8 pairs in 16 bits (8 x 2 x 15 x 128
+ * < 2^15), 5-bit ones 4 (dot16), in a tree. */
+INLINE __m256i dot32_sc(mlm_qkind k, const __m256i *wv, const int8_t *q, __m256i sc) {
+    if (mlm_qbits(k) == 4) {
+        __m256i p[4];
+        _Pragma("GCC unroll 4")
+        for (int h = 0; h < 4; h++)
+            p[h] = _mm256_add_epi16(_mm256_maddubs_epi16(wv[h], bcast4(q + 4 * h)),
+                                    _mm256_maddubs_epi16(wv[4 + h], bcast4(q + 16 + 4 * h)));
+        __m256i t = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+        return _mm256_madd_epi16(t, sc);
+    }
+    __m256i p0 = _mm256_setzero_si256(), p1 = p0;
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < 4; h++) {
+        p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(wv[h], bcast4(q + 4 * h)));
+        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wv[4 + h], bcast4(q + 16 + 4 * h)));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc));
+}
+#endif
+
 /* The exact integer I - OFF * S as a float: I < 2^20 and OFF * S < 2^19 in magnitude, so the
  * conversion, the product and the difference are all exact. S is read as a broadcast. */
 INLINE __m256 minus_off(__m256i i, int off, const float *s) {
@@ -236,6 +270,59 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
     for (int t = 0; t < T; t++) store_rows(out + (t0 + t) * out_stride + r, nr, acc[t]);
 }
 
+#if !VNNI
+/* Decode, one panel (AMD): half HF of group GI (at GRP) of the panel at PANEL for one token,
+ * added to ACC; the first half prefetches the stream (the second finds the group in L1). A
+ * half at a time, two blocks an iteration: with both halves in one loop the 16 code vectors
+ * spill, and a block's chain (maddubs, madd, convert, fmsub, fma) is long enough that the
+ * scheduler runs dry; on Zen 3 (bench/matmul's q* kernels from the caches) this is 1.05-1.2x
+ * for the 4- to 6-bit types and 0.95x for q8_0, which keeps gemv below. For q4_k and q5_k the
+ * sub-scale multiplies the block's integer sum (dot32_sc): v = I sc d - S32 dmin mn takes the
+ * exact product I sc d inside the fmsub either way, so the bits are the canonical ones. */
+INLINE __m256 gemv_half(mlm_qkind k, __m256 acc, const uint8_t *panel, const uint8_t *grp,
+                        const mlm_qgeom *g, const mlm_acts *x, int64_t gi, int hf) {
+    const int64_t pc = mlm_q8_cols(x->cols), slice = mlm_qpanel_block_share(g);
+    __m256 dd = _mm256_setzero_ps(), dm = dd;
+    if (g->units == 1) load_dm(k, grp, g, 0, hf, &dd, &dm);
+    _Pragma("GCC unroll 2")
+    for (int bb = 0; bb < g->g; bb++) {
+        if (!hf) mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
+        const int64_t b = gi * g->g + bb;
+        const int8_t *qb = x->q + 32 * b;
+        __m256i wv[8];
+        load_codes(k, grp, g, bb, hf, wv);
+        if (g->units != 1) load_dm(k, grp, g, bb, hf, &dd, &dm);
+        __m256 v;
+        if (k == MLM_QK_Q4_K || k == MLM_QK_Q5_K) {
+            const uint8_t *sub = grp + g->subs + bb * 16 * mlm_qsub_bytes(k) + 8 * hf;
+            __m256 mn = _mm256_mul_ps(dm, cvt8(sub + 16, 0));
+            v = _mm256_fmsub_ps(_mm256_cvtepi32_ps(dot32_sc(k, wv, qb, sub_pairs(sub))), dd,
+                                _mm256_mul_ps(_mm256_set1_ps(x->s[pc / 16 + b]), mn));
+        } else {
+            __m256 sc0, sc1, mn;
+            load_scales(k, grp, g, bb, hf, dd, dm, &sc0, &sc1, &mn);
+            __m256i i0 = dot16(k, wv, qb), i1 = dot16(k, wv + 4, qb + 16);
+            v = block_value(k, i0, i1, x->s + 2 * b, x->s + pc / 16 + b, sc0, sc1, mn);
+        }
+        acc = _mm256_fmadd_ps(v, _mm256_set1_ps(x->d[b]), acc);
+    }
+    return acc;
+}
+
+/* Decode, one panel at row R (gemv_half). */
+INLINE void gemv1(mlm_qkind k, float *out, const uint8_t *panel, const mlm_qgeom *g,
+                  const mlm_acts *x, int64_t r) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int64_t gi = 0; gi < g->n_groups; gi++) {
+        const uint8_t *grp = panel + gi * g->group_bytes;
+        a0 = gemv_half(k, a0, panel, grp, g, x, gi, 0);
+        a1 = gemv_half(k, a1, panel, grp, g, x, gi, 1);
+    }
+    _mm256_storeu_ps(out + r, a0);
+    _mm256_storeu_ps(out + r + 8, a1);
+}
+#endif
+
 /* Decode: NP whole panels from row R (2 NP halves side by side) for one token: 1 on AMD, 2
  * elsewhere (core/cpu.h says why). A group's f16 d and m are converted once for its blocks. */
 INLINE void gemv(mlm_qkind k, int NP, float *out, const uint8_t *panel0, const mlm_qgeom *g,
@@ -284,8 +371,16 @@ INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
     const mlm_qgeom g = mlm_qpanel_geom(k, x->cols);
     const int np = x->n == 1 ? mlm_cpu_decode_panels(2) : 0;
     if (np == 1) /* decode: whole panels, one or two at a time */
-        for (; r0 + MLM_QP_ROWS <= r1; r0 += MLM_QP_ROWS)
-            gemv(k, 1, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+        for (; r0 + MLM_QP_ROWS <= r1; r0 += MLM_QP_ROWS) {
+            const uint8_t *panel = (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes;
+#if !VNNI
+            if (mlm_qbits(k) != 8) {
+                gemv1(k, out, panel, &g, x, r0);
+                continue;
+            }
+#endif
+            gemv(k, 1, out, panel, &g, x, r0);
+        }
     else if (np)
         for (; r0 + 2 * MLM_QP_ROWS <= r1; r0 += 2 * MLM_QP_ROWS)
             gemv(k, 2, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
