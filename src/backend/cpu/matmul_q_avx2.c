@@ -275,10 +275,11 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
  * added to ACC; the first half prefetches the stream (the second finds the group in L1). A
  * half at a time, two blocks an iteration: with both halves in one loop the 16 code vectors
  * spill, and a block's chain (maddubs, madd, convert, fmsub, fma) is long enough that the
- * scheduler runs dry; on Zen 3 (bench/matmul's q* kernels from the caches) this is 1.05-1.2x
- * for the 4- to 6-bit types and 0.95x for q8_0, which keeps gemv below. For q4_k and q5_k the
- * sub-scale multiplies the block's integer sum (dot32_sc): v = I sc d - S32 dmin mn takes the
- * exact product I sc d inside the fmsub either way, so the bits are the canonical ones. */
+ * scheduler runs dry. For q4_k and q5_k the sub-scale multiplies the block's integer sum
+ * (dot32_sc): v = I sc d - S32 dmin mn takes the exact product I sc d inside the fmsub either
+ * way, so the bits are the canonical ones. On AMD Zen 3, one thread, a 256 x 2048 matrix from
+ * the caches, alternating builds: q4_k, q6_k, q4_1 1.13x, q4_0, q5_k 1.08x, q5_0, q5_1 1.11x,
+ * iq4_xs 1.05x, iq4_nl level; q8_0 lost 5% and keeps gemv below. From memory: level. */
 INLINE __m256 gemv_half(mlm_qkind k, __m256 acc, const uint8_t *panel, const uint8_t *grp,
                         const mlm_qgeom *g, const mlm_acts *x, int64_t gi, int hf) {
     const int64_t pc = mlm_q8_cols(x->cols), slice = mlm_qpanel_block_share(g);
