@@ -277,8 +277,9 @@ INLINE void nc_scores_pairs(const float *qt, const float *kr, int hd, float *st)
                      q2 = _mm256_loadu_ps(qt + (d + 2) * 8), q3 = _mm256_loadu_ps(qt + (d + 3) * 8);
         _Pragma("GCC unroll 8")
         for (int p = 0; p < 8; p++) {
-            __m256 x = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(kr + 2 * p * hd + d)),
-                                            _mm_loadu_ps(kr + (2 * p + 1) * hd + d), 1);
+            const float *k0 = kr + 2 * p * hd + d, *k1 = k0 + hd;
+            __m256 x = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(k0)),
+                                            _mm_loadu_ps(k1), 1);
             acc[p] = _mm256_fmadd_ps(q0, _mm256_permute_ps(x, 0x00), acc[p]);
             acc[p] = _mm256_fmadd_ps(q1, _mm256_permute_ps(x, 0x55), acc[p]);
             acc[p] = _mm256_fmadd_ps(q2, _mm256_permute_ps(x, 0xaa), acc[p]);
