@@ -358,7 +358,7 @@ INLINE void noncausal(const mlm_attn_job *job, float *scratch, int hd) {
         float *q = qt + (r / 8) * 8 * hd + r % 8;
         for (int d = 0; d < hd; d++) q[d * 8] = qrow[d] * c;
     }
-    const int pairs = R <= 4 && hd % 4 == 0; /* nc_scores_pairs: lanes 4-7 copy rows 0-3 */
+    const int pairs = R <= 4; /* nc_scores_pairs (hd is a multiple of 8): lanes 4-7 copy 0-3 */
     if (pairs)
         for (int d = 0; d < hd; d++) memcpy(qt + d * 8 + 4, qt + d * 8, 4 * sizeof *qt);
     memset(o, 0, (size_t)(RP * hd) * sizeof *o);

@@ -134,6 +134,25 @@ INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+#if !VNNI
+/* Unsigned codes WV (quads H0..H0+3, 16 columns) against the activations at Q, each 16-bit
+ * pair sum weighted by W's pair (vpmaddwd) into int32 lanes: pairs of at most 2 x (2^bits - 1)
+ * x 127 added in 16 bits 4, 4, 2 at a time (4-, 5-, 6-bit codes). */
+INLINE __m256i dot16_pairs(mlm_qkind k, const __m256i *wv, const int8_t *q, __m256i w) {
+    const int per = mlm_qbits(k) == 6 ? 2 : 4;
+    __m256i s = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < 4; h += per) {
+        __m256i p = _mm256_maddubs_epi16(wv[h], bcast4(q + 4 * h));
+        _Pragma("GCC unroll 4")
+        for (int j = 1; j < per; j++)
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[h + j], bcast4(q + 4 * (h + j))));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, w));
+    }
+    return s;
+}
+#endif
+
 /* The exact int32 sum over quads H0..H0+3 (16 columns) of codes WV against activations at Q. */
 INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
 #if VNNI
@@ -154,18 +173,7 @@ INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
         }
         return s;
     }
-    /* pairs of at most 2 x (2^bits - 1) x 127 added in 16 bits: 4, 4, 2 at a time */
-    const int per = mlm_qbits(k) == 6 ? 2 : 4;
-    __m256i s = _mm256_setzero_si256();
-    _Pragma("GCC unroll 4")
-    for (int h = 0; h < 4; h += per) {
-        __m256i p = _mm256_maddubs_epi16(wv[h], bcast4(q + 4 * h));
-        _Pragma("GCC unroll 4")
-        for (int j = 1; j < per; j++)
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[h + j], bcast4(q + 4 * (h + j))));
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
-    }
-    return s;
+    return dot16_pairs(k, wv, q, ones);
 #endif
 }
 
@@ -182,7 +190,7 @@ INLINE __m256i sub_pairs(const uint8_t *sub) {
 
 /* q4_k, q5_k: the exact int32 sum I over the block's 32 columns times each row's sub-scale
  * (SC, sub_pairs), |I sc| < 2^22. 4-bit codes add all 8 pairs in 16 bits (8 x 2 x 15 x 128
- * < 2^15), 5-bit ones 4 (dot16), in a tree. */
+ * < 2^15) in a tree, 5-bit ones 4 at a time (dot16_pairs). */
 INLINE __m256i dot32_sc(mlm_qkind k, const __m256i *wv, const int8_t *q, __m256i sc) {
     if (mlm_qbits(k) == 4) {
         __m256i p[4];
@@ -193,13 +201,7 @@ INLINE __m256i dot32_sc(mlm_qkind k, const __m256i *wv, const int8_t *q, __m256i
         __m256i t = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
         return _mm256_madd_epi16(t, sc);
     }
-    __m256i p0 = _mm256_setzero_si256(), p1 = p0;
-    _Pragma("GCC unroll 4")
-    for (int h = 0; h < 4; h++) {
-        p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(wv[h], bcast4(q + 4 * h)));
-        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wv[4 + h], bcast4(q + 16 + 4 * h)));
-    }
-    return _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc));
+    return _mm256_add_epi32(dot16_pairs(k, wv, q, sc), dot16_pairs(k, wv + 4, q + 16, sc));
 }
 #endif
 
