@@ -10,8 +10,9 @@
  * q8_0 and iq4 as |c| against the activations with c's sign (at most 2 x 128 x 127), then
  * vpmaddwd adds pairs. Either way each block's sums are exact and get the canonical epilogue
  * (backend.h), so this file agrees bit for bit with the reference. A tile is half a panel (8
- * rows) x T tokens; decode reads one panel (both halves) at a time on AMD, two side by side
- * elsewhere (core/cpu.h). */
+ * rows) x T tokens; 8 or more tokens take whole panels with the codes unpacked once for all
+ * of them (panel_tokens; not q8_0 nor the VNNI build); decode reads one panel (both halves) at
+ * a time on AMD, two side by side elsewhere (core/cpu.h). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -134,31 +135,37 @@ INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* A block's 8 activation quads (columns 4h..4h+3 at Q) each broadcast to every lane. */
+INLINE void bcast_quads(const int8_t *q, int n, __m256i *qb) {
+    _Pragma("GCC unroll 8")
+    for (int h = 0; h < n; h++) qb[h] = bcast4(q + 4 * h);
+}
+
 #if !VNNI
-/* Unsigned codes WV (quads H0..H0+3, 16 columns) against the activations at Q, each 16-bit
+/* Unsigned codes WV (4 quads, 16 columns) against the broadcast activations QB, each 16-bit
  * pair sum weighted by W's pair (vpmaddwd) into int32 lanes: pairs of at most 2 x (2^bits - 1)
  * x 127 added in 16 bits 4, 4, 2 at a time (4-, 5-, 6-bit codes). */
-INLINE __m256i dot16_pairs(mlm_qkind k, const __m256i *wv, const int8_t *q, __m256i w) {
+INLINE __m256i dot16_pairs(mlm_qkind k, const __m256i *wv, const __m256i *qb, __m256i w) {
     const int per = mlm_qbits(k) == 6 ? 2 : 4;
     __m256i s = _mm256_setzero_si256();
     _Pragma("GCC unroll 4")
     for (int h = 0; h < 4; h += per) {
-        __m256i p = _mm256_maddubs_epi16(wv[h], bcast4(q + 4 * h));
+        __m256i p = _mm256_maddubs_epi16(wv[h], qb[h]);
         _Pragma("GCC unroll 4")
         for (int j = 1; j < per; j++)
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[h + j], bcast4(q + 4 * (h + j))));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[h + j], qb[h + j]));
         s = _mm256_add_epi32(s, _mm256_madd_epi16(p, w));
     }
     return s;
 }
 #endif
 
-/* The exact int32 sum over quads H0..H0+3 (16 columns) of codes WV against activations at Q. */
-INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
+/* The exact int32 sum over 4 quads (16 columns) of codes WV against broadcast activations QB. */
+INLINE __m256i dot16_b(mlm_qkind k, const __m256i *wv, const __m256i *qb) {
 #if VNNI
     __m256i s = _mm256_setzero_si256();
     _Pragma("GCC unroll 4")
-    for (int h = 0; h < 4; h++) s = _mm256_dpbusd_avx_epi32(s, wv[h], bcast4(q + 4 * h));
+    for (int h = 0; h < 4; h++) s = _mm256_dpbusd_avx_epi32(s, wv[h], qb[h]);
     (void)k;
     return s;
 #else
@@ -167,14 +174,21 @@ INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
         __m256i s = _mm256_setzero_si256();
         _Pragma("GCC unroll 4")
         for (int h = 0; h < 4; h++) {
-            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv[h]),
-                                             _mm256_sign_epi8(bcast4(q + 4 * h), wv[h]));
+            __m256i p =
+                _mm256_maddubs_epi16(_mm256_abs_epi8(wv[h]), _mm256_sign_epi8(qb[h], wv[h]));
             s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
         }
         return s;
     }
-    return dot16_pairs(k, wv, q, ones);
+    return dot16_pairs(k, wv, qb, ones);
 #endif
+}
+
+/* The same with the activations at Q. */
+INLINE __m256i dot16(mlm_qkind k, const __m256i *wv, const int8_t *q) {
+    __m256i qb[4];
+    bcast_quads(q, 4, qb);
+    return dot16_b(k, wv, qb);
 }
 
 #if !VNNI
@@ -201,7 +215,9 @@ INLINE __m256i dot32_sc(mlm_qkind k, const __m256i *wv, const int8_t *q, __m256i
         __m256i t = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
         return _mm256_madd_epi16(t, sc);
     }
-    return _mm256_add_epi32(dot16_pairs(k, wv, q, sc), dot16_pairs(k, wv + 4, q + 16, sc));
+    __m256i qb[8];
+    bcast_quads(q, 8, qb);
+    return _mm256_add_epi32(dot16_pairs(k, wv, qb, sc), dot16_pairs(k, wv + 4, qb + 4, sc));
 }
 #endif
 
@@ -271,6 +287,73 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) store_rows(out + (t0 + t) * out_stride + r, nr, acc[t]);
 }
+
+#if !VNNI
+/* Two or more tokens, one whole panel at row R (AVX2 without VNNI). The codes and scales of
+ * KC blocks at a time are unpacked once into a buffer that stays in L1 (11 KB) and serve every
+ * token, and each token's activation broadcasts serve both halves of the panel: the half-panel
+ * tile (above) unpacks a block again for every 4 tokens and broadcasts per 8 rows, which
+ * left it at a third of what the vector pipes issue (AMD Zen 3). Each row still takes its
+ * blocks in order from 0 (the sums run through OUT between chunks, exact in f32), so the bits
+ * are the tile's. */
+#define KC 16
+/* Fewer tokens than this take the tile: the unpacked buffer's stores and loads cost more than
+ * unpacking again until about 8 tokens (q4_k from memory: 0.71x at 2 tokens, 0.79x at 4, level
+ * at 8, 1.12x at 16; q6_k gains from 4). q8_0 has nothing to unpack and stays (0.88-0.95x). */
+#define PANEL_TOKENS_MIN 8
+#define PANEL_TOKENS 32 /* tokens per group: a group's int8 activations, 64 KB at 2048 columns */
+INLINE void panel_tokens(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *panel,
+                         const mlm_qgeom *g, const mlm_acts *x, int64_t r, int64_t t0, int64_t nt) {
+    const int64_t pc = mlm_q8_cols(x->cols), nd = pc / MLM_Q8_BLOCK, ns = mlm_q8_sums_len(x->cols);
+    const int64_t nb = g->n_groups * g->g, slice = mlm_qpanel_block_share(g);
+    __m256i codes[KC][2][8];
+    __m256 scl[KC][2][3]; /* sc0, sc1, mn of each half */
+    for (int64_t b0 = 0; b0 < nb; b0 += KC) {
+        const int nk = nb - b0 < KC ? (int)(nb - b0) : KC;
+        for (int j = 0; j < nk; j++) {
+            const int64_t gi = (b0 + j) / g->g;
+            const int bb = (int)((b0 + j) % g->g);
+            const uint8_t *grp = panel + gi * g->group_bytes;
+            mlm_qpanel_prefetch(panel, g, 1, gi, bb, slice, PF_BYTES);
+            for (int hf = 0; hf < 2; hf++) {
+                __m256 dd, dm;
+                load_codes(k, grp, g, bb, hf, codes[j][hf]);
+                load_dm(k, grp, g, bb, hf, &dd, &dm);
+                load_scales(k, grp, g, bb, hf, dd, dm, &scl[j][hf][0], &scl[j][hf][1],
+                            &scl[j][hf][2]);
+            }
+        }
+        /* the next chunk's bytes (whole groups: KC is a multiple of g), spread over the tokens */
+        const int64_t next = (b0 + KC) / g->g * g->group_bytes;
+        const int64_t lines = next < g->panel_bytes ? KC / g->g * g->group_bytes / 64 : 0;
+        for (int64_t i = 0, t = t0; i < nt; i++, t++) {
+            for (int64_t l = i * lines / nt; l < (i + 1) * lines / nt; l++)
+                __builtin_prefetch(panel + next + 64 * l, 0, 2);
+            float *o = out + t * out_stride + r;
+            const int8_t *q = x->q + t * pc;
+            const float *d = x->d + t * nd, *st = x->s + t * ns;
+            __m256 a0 = b0 ? _mm256_loadu_ps(o) : _mm256_setzero_ps();
+            __m256 a1 = b0 ? _mm256_loadu_ps(o + 8) : _mm256_setzero_ps();
+            for (int j = 0; j < nk; j++) {
+                const int64_t b = b0 + j;
+                __m256i qb[8];
+                bcast_quads(q + 32 * b, 8, qb);
+                const __m256 db = _mm256_set1_ps(d[b]);
+                const __m256 *s0 = scl[j][0], *s1 = scl[j][1];
+                const __m256i *c0 = codes[j][0], *c1 = codes[j][1];
+                __m256 v = block_value(k, dot16_b(k, c0, qb), dot16_b(k, c0 + 4, qb + 4),
+                                       st + 2 * b, st + pc / 16 + b, s0[0], s0[1], s0[2]);
+                a0 = _mm256_fmadd_ps(v, db, a0);
+                v = block_value(k, dot16_b(k, c1, qb), dot16_b(k, c1 + 4, qb + 4), st + 2 * b,
+                                st + pc / 16 + b, s1[0], s1[1], s1[2]);
+                a1 = _mm256_fmadd_ps(v, db, a1);
+            }
+            _mm256_storeu_ps(o, a0);
+            _mm256_storeu_ps(o + 8, a1);
+        }
+    }
+}
+#endif
 
 #if !VNNI
 /* Decode, one panel (AMD): half HF of group GI (at GRP) of the panel at PANEL for one token,
@@ -387,6 +470,22 @@ INLINE void matmul_q(mlm_qkind k, float *out, int64_t out_stride, const void *w,
     else if (np)
         for (; r0 + 2 * MLM_QP_ROWS <= r1; r0 += 2 * MLM_QP_ROWS)
             gemv(k, 2, out, (const uint8_t *)w + r0 / MLM_QP_ROWS * g.panel_bytes, &g, x, r0);
+#if !VNNI
+    else if (x->n >= PANEL_TOKENS_MIN && k != MLM_QK_Q8_0 && r0 % MLM_QP_ROWS == 0) {
+        /* whole panels, the tokens in near-equal groups of at most PANEL_TOKENS, each group
+         * over all the panels (its activations stay in L2 across them) */
+        const int64_t rp = r0 + (r1 - r0) / MLM_QP_ROWS * MLM_QP_ROWS;
+        const int64_t ng = (x->n + PANEL_TOKENS - 1) / PANEL_TOKENS;
+        for (int64_t i = 0, t0 = 0, nt; i < ng; i++, t0 += nt) {
+            nt = x->n / ng + (i < x->n % ng);
+            for (int64_t r = r0; r < rp; r += MLM_QP_ROWS) {
+                const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
+                panel_tokens(k, out, out_stride, panel, &g, x, r, t0, nt);
+            }
+        }
+        r0 = rp;
+    }
+#endif
     for (int64_t r = r0; r < r1; r += 8) { /* half panels */
         const uint8_t *panel = (const uint8_t *)w + r / MLM_QP_ROWS * g.panel_bytes;
         int nr = r1 - r < 8 ? (int)(r1 - r) : 8, hf = (int)(r % MLM_QP_ROWS / 8);
