@@ -334,6 +334,7 @@ INLINE void panel_tokens(mlm_qkind k, float *out, int64_t out_stride, const uint
             const float *d = x->d + t * nd, *st = x->s + t * ns;
             __m256 a0 = b0 ? _mm256_loadu_ps(o) : _mm256_setzero_ps();
             __m256 a1 = b0 ? _mm256_loadu_ps(o + 8) : _mm256_setzero_ps();
+            _Pragma("GCC unroll 2") /* 2-6% (Zen 3): the next block's loads enter sooner */
             for (int j = 0; j < nk; j++) {
                 const int64_t b = b0 + j;
                 __m256i qb[8];
