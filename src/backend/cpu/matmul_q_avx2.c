@@ -289,13 +289,13 @@ INLINE void tile(mlm_qkind k, float *out, int64_t out_stride, const uint8_t *pan
 }
 
 #if !VNNI
-/* Two or more tokens, one whole panel at row R (AVX2 without VNNI). The codes and scales of
- * KC blocks at a time are unpacked once into a buffer that stays in L1 (11 KB) and serve every
- * token, and each token's activation broadcasts serve both halves of the panel: the half-panel
- * tile (above) unpacks a block again for every 4 tokens and broadcasts per 8 rows, which
- * left it at a third of what the vector pipes issue (AMD Zen 3). Each row still takes its
- * blocks in order from 0 (the sums run through OUT between chunks, exact in f32), so the bits
- * are the tile's. */
+/* Tokens [T0, T0 + NT) (PANEL_TOKENS_MIN or more), one whole panel at row R (AVX2 without
+ * VNNI). The codes and scales of KC blocks at a time are unpacked once into a buffer that stays
+ * in L1 (11 KB) and serve every token, and each token's activation broadcasts serve both halves
+ * of the panel: the half-panel tile (above) unpacks a block again for every 4 tokens and
+ * broadcasts per 8 rows, and ran at 35-45% of what the vector pipes could issue (AMD Zen 3).
+ * Each row still takes its blocks in order from 0 (the sums run through OUT between chunks,
+ * exact in f32), so the bits are the tile's. */
 #define KC 16
 /* Fewer tokens than this take the tile: the unpacked buffer's stores and loads cost more than
  * unpacking again until about 8 tokens (q4_k from memory: 0.71x at 2 tokens, 0.79x at 4, level
